@@ -1,0 +1,172 @@
+#include "core/local/in_memory_network.h"
+
+#include <utility>
+
+namespace twinps {
+
+struct InMemoryNetwork::PendingCall {
+  std::uint64_t id = 0;
+  TaskId from, to;
+  LocalEngine::NodeSlot caller_slot = 0;
+  std::uint32_t caller_incarnation = 0;
+  ResponseCallback done;
+  bool finished = false;
+  TimerId deadline_timer = kNoTimer;
+  CancelRegistration cancel_registration;
+  CancellationSource callee_cancel;  // tells the handler the caller gave up
+};
+
+class InMemoryNetwork::Endpoint final : public Transport {
+ public:
+  Endpoint(InMemoryNetwork& net, const TaskId& task, NodeExecutor& ex) : net_(net), task_(task), executor_(ex) {}
+  ~Endpoint() override { net_.detach(task_, this); }
+
+  void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) override {
+    net_.start_call(*this, to, std::move(request), std::move(options), std::move(done));
+  }
+  void serve(CallHandler handler) override { handler_ = std::move(handler); }
+
+  const TaskId& task() const { return task_; }
+  NodeExecutor& executor() { return executor_; }
+  const CallHandler& handler() const { return handler_; }
+
+ private:
+  InMemoryNetwork& net_;
+  TaskId task_;
+  NodeExecutor& executor_;
+  CallHandler handler_;
+};
+
+std::unique_ptr<Transport> InMemoryNetwork::attach(const TaskId& task, NodeExecutor& executor) {
+  auto ep = std::make_unique<Endpoint>(*this, task, executor);
+  endpoints_[task] = ep.get();
+  return ep;
+}
+
+void InMemoryNetwork::fail_next_calls(const TaskId& to, Status status, int count) {
+  injected_failures_[to] = {std::move(status), count};
+}
+
+std::optional<Time> InMemoryNetwork::delivery_time(const TaskId& from, const TaskId& to, std::size_t bytes) {
+  if (!links_) return engine_.now();
+  return links_->deliver(from, to, bytes, engine_.now());
+}
+
+void InMemoryNetwork::finish(const std::shared_ptr<PendingCall>& call, StatusOr<Response> result) {
+  if (call->finished) return;
+  call->finished = true;
+  if (call->deadline_timer != kNoTimer) engine_.cancel(call->deadline_timer);
+  call->cancel_registration.reset();
+  pending_.erase(call->id);
+  auto done = std::move(call->done);
+  done(std::move(result));
+}
+
+void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request request, CallOptions options,
+                                 ResponseCallback done) {
+  auto call = std::make_shared<PendingCall>();
+  call->id = next_call_id_++;
+  call->from = caller.task();
+  call->to = to;
+  call->caller_slot = caller.executor().node();
+  call->caller_incarnation = engine_.incarnation(call->caller_slot);
+  call->done = std::move(done);
+  pending_[call->id] = call;
+
+  // Completes the call from an event on the caller's node (never inside call()).
+  auto complete_at = [this](const std::shared_ptr<PendingCall>& c, Time when, StatusOr<Response> result) {
+    return engine_.post_at(c->caller_slot, c->caller_incarnation, when,
+                           [this, c, r = std::move(result)]() mutable { finish(c, std::move(r)); });
+  };
+
+  auto ep = endpoints_.find(to);
+  if (ep == endpoints_.end()) {
+    complete_at(call, engine_.now(),
+                with_failed_task(absl::UnavailableError(to.short_name() + " is not reachable (connection refused)"), to));
+    return;
+  }
+  if (auto inj = injected_failures_.find(to); inj != injected_failures_.end() && inj->second.second != 0) {
+    Status st = with_failed_task(inj->second.first, to);
+    if (inj->second.second > 0 && --inj->second.second == 0) injected_failures_.erase(inj);
+    complete_at(call, engine_.now(), std::move(st));
+    return;
+  }
+  if (options.cancel.cancelled()) {
+    complete_at(call, engine_.now(),
+                with_failed_task(absl::CancelledError("call to " + to.short_name() + " was cancelled"), to));
+    return;
+  }
+  if (options.deadline != kTimeNever) {
+    call->deadline_timer = complete_at(
+        call, options.deadline,
+        with_failed_task(absl::DeadlineExceededError("call to " + to.short_name() + " passed its deadline"), to));
+  }
+  if (options.cancel.can_be_cancelled()) {
+    std::weak_ptr<PendingCall> weak = call;
+    call->cancel_registration = options.cancel.on_cancel([this, weak, complete_at] {
+      auto c = weak.lock();
+      if (!c || c->finished) return;
+      c->callee_cancel.cancel();
+      complete_at(c, engine_.now(),
+                  with_failed_task(absl::CancelledError("call to " + c->to.short_name() + " was cancelled"), c->to));
+    });
+  }
+
+  const std::size_t bytes = links_ ? wire_size(request) : 0;
+  auto arrival = delivery_time(call->from, to, bytes);
+  if (!arrival) return;  // lost in a partition: only the deadline will end the call
+  Endpoint* callee = ep->second;
+  const auto callee_slot = callee->executor().node();
+  engine_.post_at(
+      callee_slot, engine_.incarnation(callee_slot), *arrival,
+      [this, call, to, req = std::move(request), rid = options.request_id, deadline = options.deadline, bytes]() mutable {
+        auto target = endpoints_.find(to);
+        if (call->finished || target == endpoints_.end() || !target->second->handler()) {
+          if (!call->finished && (target == endpoints_.end() || !target->second->handler())) {
+            engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call, to] {
+              finish(call, with_failed_task(absl::UnavailableError(to.short_name() + " has no service running"), to));
+            });
+          }
+          return;
+        }
+        ++delivered_;
+        bytes_ += bytes;
+        IncomingCall incoming{call->from, std::move(req), rid, deadline, call->callee_cancel.token()};
+        Responder respond = [this, call](StatusOr<Response> result) mutable {
+          if (call->finished) return;
+          std::size_t resp_bytes = (links_ && result.ok()) ? wire_size(*result) : 0;
+          auto back = delivery_time(call->to, call->from, resp_bytes);
+          if (!back) return;  // reply lost
+          ++delivered_;
+          bytes_ += resp_bytes;
+          engine_.post_at(call->caller_slot, call->caller_incarnation, *back,
+                          [this, call, r = std::move(result)]() mutable { finish(call, std::move(r)); });
+        };
+        target->second->handler()(std::move(incoming), std::move(respond));
+      });
+}
+
+void InMemoryNetwork::detach(const TaskId& task, Endpoint* endpoint) {
+  auto it = endpoints_.find(task);
+  if (it == endpoints_.end() || it->second != endpoint) return;
+  endpoints_.erase(it);
+  // Calls in flight to the dead task fail as a reset connection would; calls it
+  // made can never be answered to it, so they are dropped.
+  std::vector<std::shared_ptr<PendingCall>> affected;
+  for (auto& [id, call] : pending_)
+    if (call->to == task || call->from == task) affected.push_back(call);
+  for (auto& call : affected) {
+    if (call->from == task) {
+      call->finished = true;
+      if (call->deadline_timer != kNoTimer) engine_.cancel(call->deadline_timer);
+      call->cancel_registration.reset();
+      pending_.erase(call->id);
+      continue;
+    }
+    engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call, task] {
+      finish(call, with_failed_task(absl::UnavailableError(task.short_name() + " went down (connection reset)"), task));
+    });
+  }
+}
+
+}  // namespace twinps

@@ -1,0 +1,65 @@
+#pragma once
+// Calls between tasks that share one LocalEngine. Messages are moved, never
+// serialised. Delivery time comes from a LinkModel: zero latency by default;
+// the simulator plugs in its topology with bandwidth and queueing. This class
+// keeps the transport contract (transport.h): done exactly once on the
+// caller's executor, deadlines, cancellation, and failing calls to a task
+// that is down — at once for new calls, and for calls in flight when it dies.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/local/local_engine.h"
+#include "core/runtime/transport.h"
+
+namespace twinps {
+
+class LinkModel {
+ public:
+  virtual ~LinkModel() = default;
+  // When a message of `bytes` sent now from `from` arrives at `to`, or
+  // nullopt if the network loses it (a partition): the caller then sees only
+  // its deadline pass.
+  virtual std::optional<Time> deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) = 0;
+};
+
+class InMemoryNetwork {
+ public:
+  explicit InMemoryNetwork(LocalEngine& engine, LinkModel* links = nullptr) : engine_(engine), links_(links) {}
+  InMemoryNetwork(const InMemoryNetwork&) = delete;
+  InMemoryNetwork& operator=(const InMemoryNetwork&) = delete;
+
+  // The transport of `task` for one incarnation. While it exists the task is
+  // reachable; destroying it takes the task down and fails the calls in flight to it.
+  std::unique_ptr<Transport> attach(const TaskId& task, NodeExecutor& executor);
+
+  bool is_up(const TaskId& task) const { return endpoints_.count(task) > 0; }
+
+  // Test hook: the next `count` calls to `to` (any caller) fail with `status`
+  // instead of being delivered. The status is attributed to `to`.
+  void fail_next_calls(const TaskId& to, Status status, int count = 1);
+
+  std::uint64_t messages_delivered() const { return delivered_; }
+  std::uint64_t bytes_delivered() const { return bytes_; }
+
+ private:
+  class Endpoint;
+  struct PendingCall;
+
+  void start_call(Endpoint& caller, const TaskId& to, Request request, CallOptions options, ResponseCallback done);
+  void finish(const std::shared_ptr<PendingCall>& call, StatusOr<Response> result);
+  void detach(const TaskId& task, Endpoint* endpoint);
+  std::optional<Time> delivery_time(const TaskId& from, const TaskId& to, std::size_t bytes);
+
+  LocalEngine& engine_;
+  LinkModel* links_;
+  std::map<TaskId, Endpoint*> endpoints_;
+  std::map<TaskId, std::pair<Status, int>> injected_failures_;
+  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending_;  // by call id, for failing them on detach
+  std::uint64_t next_call_id_ = 1;
+  std::uint64_t delivered_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+}  // namespace twinps

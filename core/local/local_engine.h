@@ -1,0 +1,116 @@
+#pragma once
+// A deterministic single-threaded event loop with a manual clock: events run in
+// (time, sequence) order and the clock jumps to each event's time. Nodes get
+// executor views tagged with an incarnation; when a node is killed its
+// incarnation is bumped and every event still queued for the old incarnation
+// is skipped, so a dead node's callbacks never run.
+//
+// Core's tests run whole clusters on it; the simulator (sim/) adds a network
+// model, faults and tracing on top of the same engine.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/runtime/event_queue.h"
+#include "core/runtime/executor.h"
+
+namespace twinps {
+
+class LocalEngine {
+ public:
+  using NodeSlot = std::uint32_t;
+
+  LocalEngine() = default;
+  LocalEngine(const LocalEngine&) = delete;
+  LocalEngine& operator=(const LocalEngine&) = delete;
+
+  Time now() const { return now_; }
+
+  NodeSlot add_node() {
+    incarnations_.push_back(1);
+    return static_cast<NodeSlot>(incarnations_.size() - 1);
+  }
+  std::uint32_t incarnation(NodeSlot node) const { return incarnations_[node]; }
+  // Every queued event of the node's current incarnation becomes a no-op.
+  void bump_incarnation(NodeSlot node) { ++incarnations_[node]; }
+
+  TimerId post_at(NodeSlot node, std::uint32_t incarnation, Time when, Callback fn) {
+    if (when < now_) when = now_;
+    return queue_.push(when, Event{std::move(fn), node, incarnation});
+  }
+  void cancel(TimerId id) { queue_.cancel(id); }
+
+  // Runs one event; false if none is left.
+  bool step() {
+    if (queue_.empty()) return false;
+    auto ev = queue_.pop();
+    now_ = ev.time;
+    if (incarnations_[ev.payload.node] != ev.payload.incarnation) {
+      ++skipped_;
+      return true;
+    }
+    ++processed_;
+    if (observer_) observer_(ev.time, ev.payload.node);
+    ev.payload.fn();
+    return true;
+  }
+
+  bool run_until(const std::function<bool()>& done, Time limit = kTimeNever) {
+    while (!done()) {
+      if (queue_.empty() || queue_.next_time() > limit) {
+        // Time passes up to the limit even when nothing happens in between.
+        if (limit != kTimeNever && limit > now_) now_ = limit;
+        return false;
+      }
+      step();
+    }
+    return true;
+  }
+  // Runs until no event is left or the clock would pass `limit`.
+  void run(Time limit = kTimeNever) {
+    run_until([] { return false; }, limit);
+  }
+
+  std::uint64_t events_processed() const { return processed_; }
+  std::uint64_t events_skipped() const { return skipped_; }
+  bool idle() const { return queue_.empty(); }
+  // Called before each event runs (the simulator folds it into the trace hash).
+  void set_observer(std::function<void(Time, NodeSlot)> fn) { observer_ = std::move(fn); }
+
+ private:
+  struct Event {
+    Callback fn;
+    NodeSlot node = 0;
+    std::uint32_t incarnation = 0;
+  };
+  EventQueue<Event> queue_;
+  std::vector<std::uint32_t> incarnations_;
+  Time now_ = 0;
+  std::uint64_t processed_ = 0;
+  std::uint64_t skipped_ = 0;
+  std::function<void(Time, NodeSlot)> observer_;
+};
+
+// One node's view of the engine, bound to the incarnation it was created for.
+class NodeExecutor final : public Executor {
+ public:
+  NodeExecutor(LocalEngine& engine, LocalEngine::NodeSlot node)
+      : engine_(engine), node_(node), incarnation_(engine.incarnation(node)) {}
+
+  Time now() const override { return engine_.now(); }
+  void post(Callback fn) override { engine_.post_at(node_, incarnation_, engine_.now(), std::move(fn)); }
+  TimerId post_at(Time when, Callback fn) override { return engine_.post_at(node_, incarnation_, when, std::move(fn)); }
+  void cancel(TimerId id) override { engine_.cancel(id); }
+  bool run_until(const std::function<bool()>& done, Time limit) override { return engine_.run_until(done, limit); }
+
+  LocalEngine::NodeSlot node() const { return node_; }
+  bool alive() const { return engine_.incarnation(node_) == incarnation_; }
+
+ private:
+  LocalEngine& engine_;
+  LocalEngine::NodeSlot node_;
+  std::uint32_t incarnation_;
+};
+
+}  // namespace twinps

@@ -1,0 +1,83 @@
+#include "core/messages/messages.h"
+
+namespace twinps {
+namespace {
+
+constexpr std::size_t kHeader = 32;  // framing, ids, status
+
+std::size_t size_of(const RowIds& r) { return r.size() * sizeof(std::int64_t); }
+std::size_t size_of(const ShardState& s) {
+  std::size_t n = s.spec.name.size() + 48 + byte_size(s.value);
+  for (const auto& m : s.slots) n += byte_size(m);
+  return n;
+}
+std::size_t size_of(const std::vector<Value>& vs) {
+  std::size_t n = 0;
+  for (const auto& v : vs) n += 8 + byte_size(v);
+  return n;
+}
+
+struct RequestSize {
+  std::size_t operator()(const HealthRequest&) const { return 0; }
+  std::size_t operator()(const CreateShardsRequest& r) const {
+    std::size_t n = 64;
+    for (const auto& s : r.shards) n += size_of(s);
+    return n;
+  }
+  std::size_t operator()(const PullRequest& r) const {
+    std::size_t n = 0;
+    for (const auto& i : r.items) n += 8 + size_of(i.rows);
+    return n;
+  }
+  std::size_t operator()(const PushRequest& r) const {
+    std::size_t n = 16;
+    for (const auto& u : r.updates) n += 16 + size_of(u.rows) + byte_size(u.values);
+    return n;
+  }
+  std::size_t operator()(const ExportShardsRequest& r) const { return 4 * r.shards.size(); }
+  std::size_t operator()(const FenceRequest&) const { return 16; }
+  std::size_t operator()(const SetupWorkerRequest& r) const {
+    std::size_t n = 16;
+    for (const auto& v : r.variables) n += v.name.size() + 8 * v.shape.size() + 24 * v.shards.size();
+    return n;
+  }
+  std::size_t operator()(const CreateResourceRequest& r) const { return 16 + r.fn.size() + size_of(r.args); }
+  std::size_t operator()(const RunClosureRequest& r) const { return 32 + r.fn.size() + size_of(r.args); }
+};
+
+struct ResponseSize {
+  std::size_t operator()(const EmptyResponse&) const { return 0; }
+  std::size_t operator()(const HealthResponse&) const { return 16; }
+  std::size_t operator()(const PullResponse& r) const {
+    std::size_t n = 0;
+    for (const auto& i : r.items) n += 8 + byte_size(i.values);
+    return n;
+  }
+  std::size_t operator()(const PushResponse&) const { return 1; }
+  std::size_t operator()(const ExportShardsResponse& r) const {
+    std::size_t n = 0;
+    for (const auto& s : r.shards) n += size_of(s);
+    return n;
+  }
+  std::size_t operator()(const RunClosureResponse& r) const { return 8 + byte_size(r.result); }
+};
+
+struct RequestName {
+  const char* operator()(const HealthRequest&) const { return "Health"; }
+  const char* operator()(const CreateShardsRequest&) const { return "CreateShards"; }
+  const char* operator()(const PullRequest&) const { return "Pull"; }
+  const char* operator()(const PushRequest&) const { return "Push"; }
+  const char* operator()(const ExportShardsRequest&) const { return "ExportShards"; }
+  const char* operator()(const FenceRequest&) const { return "Fence"; }
+  const char* operator()(const SetupWorkerRequest&) const { return "SetupWorker"; }
+  const char* operator()(const CreateResourceRequest&) const { return "CreateResource"; }
+  const char* operator()(const RunClosureRequest&) const { return "RunClosure"; }
+};
+
+}  // namespace
+
+const char* request_name(const Request& r) { return std::visit(RequestName{}, r); }
+std::size_t wire_size(const Request& r) { return kHeader + std::visit(RequestSize{}, r); }
+std::size_t wire_size(const Response& r) { return kHeader + std::visit(ResponseSize{}, r); }
+
+}  // namespace twinps

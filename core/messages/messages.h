@@ -1,0 +1,157 @@
+#pragma once
+// Requests and responses between tasks, as plain C++/Eigen structs. The
+// simulator moves them between nodes as they are (and charges the network for
+// wire_size()); net/ converts them to and from Protobuf. Core never sees a
+// serialised form.
+//
+// Who talks to whom (TensorFlow's device filters: workers never talk to each other):
+//   coordinator -> ps      CreateShards, Pull, Push, ExportShards, Fence, Health
+//   coordinator -> worker  SetupWorker, CreateResource, RunClosure, Health
+//   worker      -> ps      Pull, Push
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/cluster/task_id.h"
+#include "core/messages/value.h"
+#include "core/ps/optimizer_config.h"
+#include "core/tensor/tensor.h"
+#include "core/variables/layout.h"
+
+namespace twinps {
+
+using RequestId = std::uint64_t;
+using ClosureId = std::uint64_t;
+using Incarnation = std::uint64_t;  // changes every time a task (re)starts
+
+// Updates from closures of a cancelled generation, or from a previous
+// coordinator, must not reach the parameters once the coordinator has raised
+// the error that cancelled them. A ps accepts an update only if its fence is
+// not older than the ps's current fence (same coordinator, generation >=).
+struct Fence {
+  Incarnation coordinator = 0;
+  std::uint64_t generation = 0;
+  bool operator==(const Fence&) const = default;
+};
+
+// ---------------------------------------------------------------- common
+struct HealthRequest {};
+struct HealthResponse {
+  TaskId task;
+  Incarnation incarnation = 0;
+};
+struct EmptyResponse {};
+
+// ---------------------------------------------------------------- ps
+struct ShardSpec {
+  ShardId id = 0;
+  std::string name;  // "embedding/part_0"
+  VariableKind kind = VariableKind::kTrainable;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+
+// A shard with everything needed to resume it: created fresh (no slots, step 0)
+// or restored from a checkpoint (slots and step as saved).
+struct ShardState {
+  ShardSpec spec;
+  Matrix value;               // rows x cols (empty for counters)
+  std::vector<Matrix> slots;  // optimizer slots, each rows x cols, in the optimizer's slot order
+  std::int64_t step = 0;      // updates applied to this shard (drives LR schedules, Adam's bias correction)
+  std::int64_t counter = 0;   // the value of a kCounter shard
+};
+
+struct CreateShardsRequest {
+  Fence fence;
+  OptimizerConfig optimizer;
+  std::vector<ShardState> shards;
+  bool replace_existing = false;  // restore over shards that already exist
+};
+
+struct PullItem {
+  ShardId shard = 0;
+  bool all_rows = true;
+  RowIds rows;  // local row ids when !all_rows
+};
+struct PullRequest {
+  std::vector<PullItem> items;
+};
+struct PulledValue {
+  Matrix values;             // all rows, or the requested rows in request order
+  std::int64_t counter = 0;  // for kCounter shards
+};
+struct PullResponse {
+  std::vector<PulledValue> items;  // one per request item
+};
+
+struct Update {
+  enum class Op : std::uint8_t {
+    kApplyGradient,  // trainable: run the optimizer
+    kAdd,            // accumulator/counter: value += delta
+    kAssign,         // accumulator: value = delta (metric reset)
+  };
+  ShardId shard = 0;
+  Op op = Op::kApplyGradient;
+  bool sparse = false;  // rows holds local row ids; values has one row per id
+  RowIds rows;
+  Matrix values;
+  std::int64_t counter_delta = 0;  // for kCounter shards
+};
+struct PushRequest {
+  Fence fence;
+  std::vector<Update> updates;
+};
+struct PushResponse {
+  bool duplicate = false;  // the request id was seen before; nothing applied again
+};
+
+struct ExportShardsRequest {
+  std::vector<ShardId> shards;  // empty: every shard the ps holds
+};
+struct ExportShardsResponse {
+  std::vector<ShardState> shards;
+};
+
+struct FenceRequest {
+  Fence fence;
+};
+
+// ---------------------------------------------------------------- worker
+struct SetupWorkerRequest {
+  Fence fence;
+  std::vector<VariableLayout> variables;
+};
+
+struct CreateResourceRequest {
+  ResourceId id = 0;
+  ResourceId parent = 0;  // a resource this one is built from (an iterator's dataset), or 0
+  std::string fn;         // registered resource function
+  std::vector<Value> args;
+};
+
+struct RunClosureRequest {
+  ClosureId id = 0;
+  std::string fn;  // registered step function
+  std::vector<Value> args;
+  Fence fence;
+  Incarnation worker_incarnation = 0;  // the incarnation the coordinator set up; a restarted worker refuses
+};
+struct RunClosureResponse {
+  Value result;
+};
+
+using Request = std::variant<HealthRequest, CreateShardsRequest, PullRequest, PushRequest, ExportShardsRequest,
+                             FenceRequest, SetupWorkerRequest, CreateResourceRequest, RunClosureRequest>;
+using Response =
+    std::variant<EmptyResponse, HealthResponse, PullResponse, PushResponse, ExportShardsResponse, RunClosureResponse>;
+
+// Short name for traces and errors: "Pull", "RunClosure" ...
+const char* request_name(const Request& r);
+
+// Bytes the message would occupy on the wire (payload plus a small header);
+// the simulator's network charges this.
+std::size_t wire_size(const Request& r);
+std::size_t wire_size(const Response& r);
+
+}  // namespace twinps

@@ -1,0 +1,46 @@
+#pragma once
+// Tensors are float32 Eigen matrices, row-major so that a row (one embedding,
+// one slice along axis 0) is contiguous: sharding along axis 0, row gathers
+// and row scatters all work on contiguous memory. A variable of any rank is
+// stored as rows = shape[0] and cols = product of the other dimensions.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace twinps {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowIds = std::vector<std::int64_t>;
+using Shape = std::vector<std::int64_t>;
+
+inline std::int64_t num_elements(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+// Rows of the 2-D storage: shape[0], or 1 for a scalar.
+inline std::int64_t storage_rows(const Shape& s) { return s.empty() ? 1 : s[0]; }
+// Columns of the 2-D storage: the product of every dimension after the first.
+inline std::int64_t storage_cols(const Shape& s) {
+  std::int64_t n = 1;
+  for (std::size_t i = 1; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+inline std::string shape_string(const Shape& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  if (s.size() == 1) out += ",";
+  return out + ")";
+}
+
+// A gradient or update that touches only some rows (an embedding gradient).
+struct SparseRows {
+  RowIds rows;    // row ids, local to the shard the update is addressed to
+  Matrix values;  // values.rows() == rows.size()
+};
+
+inline std::size_t byte_size(const Matrix& m) { return static_cast<std::size_t>(m.size()) * sizeof(float); }
+
+}  // namespace twinps
