@@ -1,0 +1,531 @@
+#include "core/coordinator/cluster_coordinator.h"
+
+#include <algorithm>
+#include <set>
+
+namespace twinps {
+
+// Shared between a dispatch and the heartbeat task watching its worker.
+struct DispatchWatch {
+  CancellationSource cancel;  // cancels the RunClosure call
+  bool finished = false;      // the call ended; the heartbeat stops
+  bool lost = false;          // the heartbeat gave up on the worker
+};
+
+ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, const FunctionRegistry& registry,
+                                       CoordinatorOptions options)
+    : runtime_(runtime),
+      shape_(shape),
+      registry_(registry),
+      options_(options),
+      queue_(runtime.executor, options.queue_capacity, shape.workers),
+      state_changed_(runtime.executor),
+      scope_(runtime.executor) {
+  workers_.resize(static_cast<std::size_t>(shape.workers));
+  for (int i = 0; i < shape.workers; ++i) {
+    workers_[static_cast<std::size_t>(i)].index = i;
+    workers_[static_cast<std::size_t>(i)].task = TaskId::worker(i);
+  }
+  stats_.closures_per_worker.assign(static_cast<std::size_t>(shape.workers), 0);
+}
+
+ClusterCoordinator::~ClusterCoordinator() { stop(); }
+
+int ClusterCoordinator::live_workers() const {
+  return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
+                                        [](const WorkerHandle& w) { return w.state == WorkerState::kRunning; }));
+}
+
+int ClusterCoordinator::transient_timeout_threshold() const {
+  return options_.transient_timeouts >= 0 ? options_.transient_timeouts : shape_.workers / 10;
+}
+
+void ClusterCoordinator::log_dispatch(int worker, DispatchRecord::Kind kind, std::uint64_t id) {
+  if (options_.record_dispatch_log) dispatch_log_.push_back({runtime_.executor.now(), worker, kind, id});
+}
+
+Task<StatusOr<Response>> ClusterCoordinator::control_call(const TaskId& to, Request request, Duration timeout) {
+  CallOptions opts;
+  opts.deadline = add_saturating(runtime_.executor.now(), timeout);
+  co_return co_await call_async(runtime_.executor, runtime_.transport, to, std::move(request), std::move(opts));
+}
+
+// ---------------------------------------------------------------- start
+
+Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, OptimizerConfig optimizer,
+                                       std::vector<ShardState> initial) {
+  if (started_) co_return absl::FailedPreconditionError("the coordinator has already started");
+  variables_ = VariableDirectory(std::move(variables));
+  optimizer_ = optimizer;
+  TWINPS_CO_RETURN_IF_ERROR(co_await wait_for_cluster());
+  TWINPS_CO_RETURN_IF_ERROR(co_await create_variables(initial));
+  for (auto& w : workers_) {
+    Status s = co_await setup_worker(w);
+    if (!s.ok()) co_return Status(s.code(), "setting up " + w.task.short_name() + ": " + describe(s));
+  }
+  started_ = true;
+  for (int i = 0; i < shape_.workers; ++i) scope_.spawn(worker_loop(i));
+  co_return absl::OkStatus();
+}
+
+Task<Status> ClusterCoordinator::wait_for_cluster() {
+  std::vector<TaskId> pending;
+  for (int i = 0; i < shape_.ps; ++i) pending.push_back(TaskId::ps(i));
+  for (int i = 0; i < shape_.workers; ++i) pending.push_back(TaskId::worker(i));
+  std::map<TaskId, Status> last_error;
+  const Time deadline = add_saturating(runtime_.executor.now(), options_.connect_timeout);
+  Duration backoff = options_.recovery_backoff_min;
+  for (;;) {
+    // Ask every missing task at once, then collect the answers.
+    const Duration timeout = std::min(options_.rpc_timeout, std::max<Duration>(deadline - runtime_.executor.now(), 1));
+    std::vector<Future<StatusOr<Response>>> answers;
+    for (const auto& t : pending) {
+      CallOptions opts;
+      opts.deadline = add_saturating(runtime_.executor.now(), timeout);
+      answers.push_back(call_async(runtime_.executor, runtime_.transport, t, HealthRequest{}, opts));
+    }
+    std::vector<TaskId> still;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      auto r = response_as<HealthResponse>(co_await answers[i]);
+      if (r.ok()) {
+        if (pending[i].job == Job::kWorker) workers_[static_cast<std::size_t>(pending[i].index)].incarnation = r->incarnation;
+      } else {
+        last_error[pending[i]] = r.status();
+        still.push_back(pending[i]);
+      }
+    }
+    pending = std::move(still);
+    if (pending.empty()) co_return absl::OkStatus();
+    if (runtime_.executor.now() >= deadline) break;
+    co_await sleep_for(runtime_.executor, std::min(backoff, deadline - runtime_.executor.now()));
+    backoff = std::min(backoff * 2, options_.recovery_backoff_max);
+  }
+  std::string msg = "the cluster did not form within " + std::to_string(to_seconds(options_.connect_timeout)) +
+                    " s; no answer from:";
+  for (const auto& t : pending) msg += " " + t.short_name() + " (" + describe(last_error[t]) + ")";
+  co_return with_failed_task(absl::UnavailableError(msg), pending.front());
+}
+
+Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>& initial) {
+  std::map<ShardId, const ShardState*> by_id;
+  for (const auto& s : initial) by_id[s.spec.id] = &s;
+  std::vector<CreateShardsRequest> per_ps(static_cast<std::size_t>(shape_.ps));
+  for (auto& req : per_ps) {
+    req.fence = Fence{runtime_.incarnation, generation_};
+    req.optimizer = optimizer_;
+    req.replace_existing = true;  // a (re)starting coordinator defines the state (P6)
+  }
+  for (const auto& v : variables_.all()) {
+    for (const auto& shard : v.shards) {
+      auto it = by_id.find(shard.id);
+      if (it == by_id.end())
+        co_return absl::InvalidArgumentError("no initial value for shard " + std::to_string(shard.id) + " of \"" +
+                                             v.name + "\"");
+      if (shard.ps < 0 || shard.ps >= shape_.ps)
+        co_return absl::InvalidArgumentError("\"" + v.name + "\" is placed on ps:" + std::to_string(shard.ps) +
+                                             " but the cluster has " + std::to_string(shape_.ps) + " ps");
+      per_ps[static_cast<std::size_t>(shard.ps)].shards.push_back(*it->second);
+    }
+  }
+  std::vector<Future<StatusOr<Response>>> answers;
+  for (int p = 0; p < shape_.ps; ++p) {
+    CallOptions opts;
+    opts.deadline = add_saturating(runtime_.executor.now(), options_.rpc_timeout);
+    answers.push_back(
+        call_async(runtime_.executor, runtime_.transport, TaskId::ps(p), std::move(per_ps[static_cast<std::size_t>(p)]), opts));
+  }
+  for (int p = 0; p < shape_.ps; ++p) {
+    auto r = co_await answers[static_cast<std::size_t>(p)];
+    if (!r.ok())
+      co_return Status(r.status().code(), "creating variables on ps:" + std::to_string(p) + ": " + describe(r.status()));
+  }
+  co_return absl::OkStatus();
+}
+
+Task<Status> ClusterCoordinator::setup_worker(WorkerHandle& w) {
+  SetupWorkerRequest req{Fence{runtime_.incarnation, generation_}, variables_.all()};
+  auto r = co_await control_call(w.task, std::move(req), options_.rpc_timeout);
+  co_return r.status();
+}
+
+// ---------------------------------------------------------------- user API
+
+Task<StatusOr<RemoteValue>> ClusterCoordinator::schedule(std::string fn, std::vector<Arg> args) {
+  if (!started_) co_return absl::FailedPreconditionError("schedule() before the coordinator started");
+  if (stopping_) co_return absl::FailedPreconditionError("schedule() after the coordinator stopped");
+  if (!registry_.step(fn)) co_return absl::InvalidArgumentError("no step function registered as \"" + fn + "\"");
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (auto* pw = std::get_if<PerWorkerValues>(&args[i]); pw && pw->values.size() != workers_.size())
+      co_return absl::InvalidArgumentError("argument " + std::to_string(i) + " has " +
+                                           std::to_string(pw->values.size()) + " per-worker values for " +
+                                           std::to_string(workers_.size()) + " workers");
+  }
+  while (joining_) co_await state_changed_.wait();
+  co_await queue_.wait_for_space();
+  auto closure = std::make_shared<Closure>();
+  closure->id = next_closure_id_++;
+  closure->fn = std::move(fn);
+  closure->args = std::move(args);
+  closure->output = RemoteValue::create(runtime_.executor);
+  closure->generation = generation_;
+  RemoteValue output = closure->output;
+  queue_.put(std::move(closure));
+  ++stats_.scheduled;
+  // E3: the new closure is queued first, so a pending error cancels it with the rest.
+  if (queue_.has_error()) co_return co_await raise_pending_error();
+  co_return output;
+}
+
+Task<Status> ClusterCoordinator::join() {
+  joining_ = true;
+  co_await queue_.wait_until_idle_or_error();
+  joining_ = false;
+  state_changed_.notify_all();
+  if (queue_.has_error()) co_return co_await raise_pending_error();
+  co_return absl::OkStatus();
+}
+
+Task<StatusOr<bool>> ClusterCoordinator::done() {
+  if (queue_.has_error()) co_return co_await raise_pending_error();
+  co_return queue_.idle();
+}
+
+Task<Status> ClusterCoordinator::raise_pending_error() {
+  while (raising_) co_await state_changed_.wait();
+  if (!queue_.has_error()) co_return absl::OkStatus();  // another caller raised it
+  raising_ = true;
+  // E2: (1) cancel what runs in this generation, fencing the parameter servers
+  // so a cancelled closure can no longer change them; (2) wait until nothing is
+  // in flight; (3) cancel what is queued; (4) open a new generation; (5) raise once.
+  generation_cancel_.cancel();
+  co_await fence_parameter_servers(generation_ + 1);
+  co_await queue_.wait_until_nothing_in_flight();
+  stats_.cancelled += queue_.cancel_queued();
+  ++generation_;
+  generation_cancel_ = CancellationSource();
+  raising_ = false;
+  ++stats_.errors_raised;
+  state_changed_.notify_all();
+  Status error = queue_.take_error();
+  runtime_.trace.instant(runtime_.self, "coordinator", "error_raised", runtime_.executor.now(),
+                         {TraceArg{"code", static_cast<double>(error.code())}});
+  co_return error;
+}
+
+Task<void> ClusterCoordinator::fence_parameter_servers(std::uint64_t generation) {
+  std::vector<Future<StatusOr<Response>>> answers;
+  for (int p = 0; p < shape_.ps; ++p) {
+    CallOptions opts;
+    opts.deadline = add_saturating(runtime_.executor.now(), options_.rpc_timeout);
+    answers.push_back(call_async(runtime_.executor, runtime_.transport, TaskId::ps(p),
+                                 FenceRequest{Fence{runtime_.incarnation, generation}}, opts));
+  }
+  // A ps that cannot be reached holds nothing a cancelled closure could still
+  // change through it; its failure surfaces through the closures that need it.
+  for (auto& a : answers) (void)co_await a;
+}
+
+PerWorkerValues ClusterCoordinator::create_per_worker_resource(std::string fn, std::vector<Value> args,
+                                                               const PerWorkerValues* parent) {
+  PerWorkerValues out;
+  for (auto& w : workers_) {
+    CreateResourceRequest req;
+    req.id = next_resource_id_++;
+    req.fn = fn;
+    req.args = args;
+    auto output = RemoteValue::create(runtime_.executor);
+    if (!registry_.resource(fn)) {
+      output.set_error(absl::InvalidArgumentError("no resource function registered as \"" + fn + "\""));
+      out.values.push_back(output);
+      continue;
+    }
+    if (parent) {
+      auto it = resource_ids_.find(parent->values[static_cast<std::size_t>(w.index)].identity());
+      req.parent = it == resource_ids_.end() ? 0 : it->second;
+    }
+    resource_ids_[output.identity()] = req.id;
+    w.resources.push_back({req, output});
+    if (w.state == WorkerState::kDead) {
+      output.set_aborted(w.last_error);  // R7: built when the worker recovers
+    } else {
+      queue_.put_tagged(w.index, ResourceClosure{w.index, req, output});
+    }
+    out.values.push_back(output);
+  }
+  return out;
+}
+
+PerWorkerDataset ClusterCoordinator::create_per_worker_dataset(std::string fn, std::vector<Value> args) {
+  return PerWorkerDataset{create_per_worker_resource(std::move(fn), std::move(args))};
+}
+
+PerWorkerValues ClusterCoordinator::create_per_worker_iterator(const PerWorkerDataset& dataset) {
+  return create_per_worker_resource("iterator", {}, &dataset.datasets);
+}
+
+void ClusterCoordinator::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  stats_.cancelled += queue_.cancel_queued();
+  queue_.stop();
+  generation_cancel_.cancel();
+  state_changed_.notify_all();
+}
+
+ParameterClient ClusterCoordinator::parameter_client() {
+  return ParameterClient(runtime_, Fence{runtime_.incarnation, generation_}, CancelToken{}, options_.rpc_timeout);
+}
+
+Task<StatusOr<std::vector<ShardState>>> ClusterCoordinator::export_variables() {
+  std::vector<Future<StatusOr<Response>>> answers;
+  for (int p = 0; p < shape_.ps; ++p) {
+    CallOptions opts;
+    opts.deadline = add_saturating(runtime_.executor.now(), options_.rpc_timeout);
+    answers.push_back(call_async(runtime_.executor, runtime_.transport, TaskId::ps(p), ExportShardsRequest{}, opts));
+  }
+  std::vector<ShardState> all;
+  for (int p = 0; p < shape_.ps; ++p) {
+    auto r = response_as<ExportShardsResponse>(co_await answers[static_cast<std::size_t>(p)]);
+    if (!r.ok())
+      co_return Status(r.status().code(), "exporting variables from ps:" + std::to_string(p) + ": " +
+                                              describe(r.status()));
+    for (auto& s : r->shards) all.push_back(std::move(s));
+  }
+  co_return all;
+}
+
+// ---------------------------------------------------------------- workers
+
+Task<void> ClusterCoordinator::worker_loop(int index) {
+  WorkerHandle& w = workers_[static_cast<std::size_t>(index)];
+  if (options_.schedule_start_delay > 0) {
+    Duration delay = options_.schedule_start_delay * index;
+    if (options_.schedule_start_delay_max > 0) delay = std::min(delay, options_.schedule_start_delay_max);
+    co_await sleep_for(runtime_.executor, delay);
+  }
+  while (!stopping_) {
+    if (w.state == WorkerState::kDead) {
+      co_await recover_worker(w);
+      continue;
+    }
+    ClosureQueue::Work work = co_await queue_.next_work(index);
+    if (work.stop) break;
+    if (work.resource) {
+      co_await process_resource(w, std::move(*work.resource));
+    } else {
+      co_await process_closure(w, std::move(work.closure));
+    }
+  }
+}
+
+Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure) {
+  auto fail = [&](Status error) {
+    closure->output.set_error(error);
+    ++stats_.failed;
+    queue_.mark_failed(std::move(error));
+  };
+  auto put_back = [&] {
+    if (queue_.has_error()) ++stats_.cancelled; else ++stats_.retried;
+    queue_.put_back(closure);
+  };
+  if (closure->generation != generation_) {
+    // Taken just before its generation was cancelled: it must not run (E2).
+    closure->output.set_error(absl::CancelledError(kCancelledClosureMessage));
+    ++stats_.cancelled;
+    queue_.mark_cancelled_in_flight();
+    co_return;
+  }
+
+  // C13: per-worker inputs are resolved to this worker's element; one that
+  // failed makes the closure fail with an input error without running it.
+  std::vector<Value> args;
+  args.reserve(closure->args.size());
+  for (const auto& arg : closure->args) {
+    if (const auto* v = std::get_if<Value>(&arg)) {
+      args.push_back(*v);
+      continue;
+    }
+    const RemoteValue& input = std::get<PerWorkerValues>(arg).values[static_cast<std::size_t>(w.index)];
+    auto result = input.peek();
+    if (!result || input.status() != RemoteValueStatus::kReady) {
+      // Resources are rebuilt before a worker's next closure, so only a worker
+      // that died after taking this closure can get here.
+      mark_worker_dead(w, absl::AbortedError("input resource of " + w.task.short_name() + " is not ready"));
+      put_back();
+      co_return;
+    }
+    if (!result->ok()) {
+      fail(with_error_kind(result->status(), ErrorKind::kClosureInput));
+      co_return;
+    }
+    args.push_back(std::move(**result));
+  }
+
+  ++closure->attempts;
+  ++stats_.dispatched;
+  ++stats_.closures_per_worker[static_cast<std::size_t>(w.index)];
+  log_dispatch(w.index, DispatchRecord::Kind::kClosure, closure->id);
+
+  auto watch = std::make_shared<DispatchWatch>();
+  auto on_generation_cancel = generation_cancel_.token().on_cancel([watch] { watch->cancel.cancel(); });
+  RunClosureRequest req{closure->id, closure->fn, std::move(args), Fence{runtime_.incarnation, closure->generation},
+                        w.incarnation};
+  CallOptions opts;
+  opts.cancel = watch->cancel.token();
+  if (options_.closure_timeout > 0) opts.deadline = add_saturating(runtime_.executor.now(), options_.closure_timeout);
+  auto reply_future = call_async(runtime_.executor, runtime_.transport, w.task, std::move(req), std::move(opts));
+  scope_.spawn(heartbeat(w.index, watch));
+  StatusOr<Response> reply = co_await reply_future;
+  watch->finished = true;
+
+  if (reply.ok()) {
+    if (auto* r = std::get_if<RunClosureResponse>(&*reply)) {
+      closure->output.set_value(std::move(r->result));
+      ++stats_.completed;
+      queue_.mark_finished();
+    } else {
+      fail(absl::InternalError(w.task.short_name() + " answered RunClosure with another message"));
+    }
+    co_return;
+  }
+
+  const bool generation_cancelled = closure->generation != generation_ || generation_cancel_.cancelled();
+  const Classification c =
+      classify_closure_failure(reply.status(), FailureFacts{w.task, watch->lost, generation_cancelled});
+  runtime_.trace.instant(w.task, "coordinator", closure_failure_name(c.kind), runtime_.executor.now(),
+                         {TraceArg{"closure", static_cast<double>(closure->id)}});
+  switch (c.kind) {
+    case ClosureFailure::kWorkerFailure:
+      mark_worker_dead(w, reply.status());
+      put_back();
+      break;
+    case ClosureFailure::kParameterServerFailure: {
+      const int k = options_.transient_ps_failures;
+      if (k > 0 && ++ps_failure_counts_[c.task->index] < k) {
+        ++stats_.ps_failures_retried;
+        put_back();
+      } else {
+        fail(reply.status());
+      }
+      break;
+    }
+    case ClosureFailure::kTransientTimeout: {
+      const int t = transient_timeout_threshold();
+      if (t > 0 && ++timeout_count_ < t) {
+        ++stats_.timeouts_retried;
+        put_back();
+      } else {
+        fail(reply.status());
+      }
+      break;
+    }
+    case ClosureFailure::kDerivedCancellation:
+      put_back();
+      break;
+    case ClosureFailure::kCancelled:
+      // E6: it keeps the error it actually got; that error is never raised.
+      closure->output.set_error(reply.status());
+      ++stats_.cancelled;
+      queue_.mark_cancelled_in_flight();
+      break;
+    case ClosureFailure::kApplicationError:
+      fail(reply.status());
+      break;
+  }
+}
+
+Task<void> ClusterCoordinator::heartbeat(int worker, std::shared_ptr<DispatchWatch> watch) {
+  const TaskId task = TaskId::worker(worker);
+  int misses = 0;
+  while (!watch->finished) {
+    co_await sleep_for(runtime_.executor, options_.heartbeat_interval);
+    if (watch->finished) break;
+    auto r = response_as<HealthResponse>(co_await control_call(task, HealthRequest{}, options_.heartbeat_timeout));
+    if (watch->finished) break;
+    const bool restarted = r.ok() && r->incarnation != workers_[static_cast<std::size_t>(worker)].incarnation;
+    if (r.ok() && !restarted) {
+      misses = 0;
+      continue;
+    }
+    if (restarted || ++misses >= options_.heartbeat_misses) {
+      watch->lost = true;
+      watch->cancel.cancel();
+      break;
+    }
+  }
+}
+
+void ClusterCoordinator::mark_worker_dead(WorkerHandle& w, const Status& cause) {
+  if (w.state == WorkerState::kDead) return;
+  w.state = WorkerState::kDead;
+  w.last_error = cause;
+  ++stats_.worker_failures;
+  // W2/R8: drop its pending resource builds and abort every resource it held.
+  queue_.clear_tagged(w.index);
+  for (auto& r : w.resources) r.output.set_aborted(cause);
+  log_dispatch(w.index, DispatchRecord::Kind::kWorkerFailed, 0);
+  runtime_.trace.instant(w.task, "coordinator", "worker_failed", runtime_.executor.now());
+}
+
+Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
+  Duration backoff = options_.recovery_backoff_min;
+  while (!stopping_) {
+    auto health = response_as<HealthResponse>(
+        co_await control_call(w.task, HealthRequest{}, std::min(options_.rpc_timeout, options_.heartbeat_timeout)));
+    if (health.ok()) {
+      w.incarnation = health->incarnation;
+      Status setup = co_await setup_worker(w);
+      if (setup.ok()) {
+        // Recovery of this worker alone: the others never paused (TensorFlow
+        // updates the whole cluster at once, a TODO there).
+        w.state = WorkerState::kRunning;
+        ++stats_.worker_recoveries;
+        log_dispatch(w.index, DispatchRecord::Kind::kWorkerRecovered, 0);
+        runtime_.trace.instant(w.task, "coordinator", "worker_recovered", runtime_.executor.now());
+        // R9: rebuild every resource before the worker takes another closure;
+        // the tagged queue is served first.
+        for (auto& r : w.resources) queue_.put_tagged(w.index, ResourceClosure{w.index, r.request, r.output});
+        co_return;
+      }
+    }
+    co_await sleep_for(runtime_.executor, backoff);
+    backoff = std::min(backoff * 2, options_.recovery_backoff_max);
+  }
+}
+
+Task<void> ClusterCoordinator::process_resource(WorkerHandle& w, ResourceClosure rc) {
+  if (rc.request.parent != 0) {
+    // A resource built from one that failed fails the same way, without a call (E11).
+    for (const auto& r : w.resources) {
+      if (r.request.id != rc.request.parent) continue;
+      if (auto p = r.output.peek(); p && r.output.is_ready() && !p->ok()) {
+        rc.output.set_error(with_error_kind(p->status(), ErrorKind::kClosureInput));
+        co_return;
+      }
+    }
+  }
+  log_dispatch(w.index, DispatchRecord::Kind::kResource, rc.request.id);
+  for (;;) {
+    auto r = co_await control_call(w.task, rc.request, options_.rpc_timeout);
+    if (r.ok()) {
+      rc.output.set_value(ResourceRef{rc.request.id});
+      ++stats_.resources_built;
+      co_return;
+    }
+    const Classification c = classify_closure_failure(r.status(), FailureFacts{w.task, false, false});
+    switch (c.kind) {
+      case ClosureFailure::kWorkerFailure:
+        mark_worker_dead(w, r.status());
+        co_return;
+      case ClosureFailure::kTransientTimeout:
+      case ClosureFailure::kDerivedCancellation:
+        continue;  // R8: re-run at once
+      default:
+        // R8: the error stays on the resource; closures that use it fail with an input error.
+        rc.output.set_error(r.status());
+        co_return;
+    }
+  }
+}
+
+}  // namespace twinps

@@ -1,0 +1,197 @@
+#pragma once
+// The coordinator (TensorFlow's ClusterCoordinator): schedules closures on
+// workers, retries them when workers fail, raises the first application error
+// once, builds per-worker resources and rebuilds them when a worker recovers.
+// Observable semantics follow ../shared/spec/tf_semantics.md sections 1–5;
+// the differences are listed in README ("Where twinps differs from TensorFlow").
+//
+// Every blocking call is a coroutine on the coordinator's executor: the same
+// code runs on simulated time and on real gRPC.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/coordinator/closure.h"
+#include "core/coordinator/closure_queue.h"
+#include "core/coordinator/failure_classifier.h"
+#include "core/coordinator/remote_value.h"
+#include "core/runtime/runtime.h"
+#include "core/runtime/task.h"
+#include "core/variables/directory.h"
+#include "core/worker/function_registry.h"
+#include "core/worker/parameter_client.h"
+
+namespace twinps {
+
+struct ClusterShape {
+  int workers = 1;
+  int ps = 1;
+};
+
+struct CoordinatorOptions {
+  // C5: capacity of the global closure queue; schedule() waits while it is full. 0 = unbounded.
+  std::size_t queue_capacity = 256 * 1024;
+  // C17: reports of one ps's failure that are retried before the error is raised (K; <= 0: none).
+  int transient_ps_failures = 3;
+  // C18: deadline errors retried before one is raised (T); -1 means TensorFlow's num_workers / 10.
+  int transient_timeouts = -1;
+  // Deadline of the coordinator's control calls (health, setup, resources, variable creation, fences).
+  Duration rpc_timeout = 30 * kSecond;
+  // While a closure runs, the worker must answer a health check every interval;
+  // `heartbeat_misses` consecutive failures count as a worker failure. This
+  // catches a worker that hangs or is partitioned away, which a dead TCP
+  // connection alone would not reveal.
+  Duration heartbeat_interval = 1 * kSecond;
+  Duration heartbeat_timeout = 2 * kSecond;
+  int heartbeat_misses = 3;
+  // A closure running longer than this is treated as a worker failure and run
+  // elsewhere (0 = no limit, as in TensorFlow).
+  Duration closure_timeout = 0;
+  // Recovery of a dead worker polls it with exponential backoff.
+  Duration recovery_backoff_min = 50 * kMillisecond;
+  Duration recovery_backoff_max = 2 * kSecond;
+  // Cluster formation: every task must answer within this time, else start() fails naming it.
+  Duration connect_timeout = 60 * kSecond;
+  // C11: worker i waits start_delay * i (capped by start_delay_max when > 0) before its first closure.
+  Duration schedule_start_delay = 0;
+  Duration schedule_start_delay_max = 0;
+  // Keep a log of every dispatch (tests and scenario expectations read it).
+  bool record_dispatch_log = false;
+};
+
+// What the coordinator did, for summaries and tests.
+struct CoordinatorStats {
+  std::uint64_t scheduled = 0;
+  std::uint64_t completed = 0;
+  std::uint64_t failed = 0;  // application errors (including input errors)
+  std::uint64_t retried = 0;  // put back after a worker, ps or timeout failure
+  std::uint64_t cancelled = 0;  // queued or in flight when a generation was cancelled
+  std::uint64_t dispatched = 0;
+  std::uint64_t worker_failures = 0;
+  std::uint64_t worker_recoveries = 0;
+  std::uint64_t resources_built = 0;
+  std::uint64_t ps_failures_retried = 0;
+  std::uint64_t timeouts_retried = 0;
+  std::uint64_t errors_raised = 0;
+  std::vector<std::uint64_t> closures_per_worker;
+};
+
+struct DispatchRecord {
+  enum class Kind { kClosure, kResource, kWorkerFailed, kWorkerRecovered };
+  Time time = 0;
+  int worker = 0;
+  Kind kind = Kind::kClosure;
+  std::uint64_t id = 0;  // closure id or resource id
+};
+
+struct PerWorkerDataset {
+  PerWorkerValues datasets;
+};
+
+class ClusterCoordinator {
+ public:
+  ClusterCoordinator(Runtime& runtime, ClusterShape shape, const FunctionRegistry& registry,
+                     CoordinatorOptions options = {});
+  ~ClusterCoordinator();
+  ClusterCoordinator(const ClusterCoordinator&) = delete;
+  ClusterCoordinator& operator=(const ClusterCoordinator&) = delete;
+
+  // Forms the cluster: every ps and worker must answer within connect_timeout
+  // (else UNAVAILABLE naming each missing task), then the variables are
+  // created on the parameter servers from `initial` (fresh values or a
+  // restored checkpoint), every worker is set up, and dispatch begins.
+  Task<Status> start(std::vector<VariableLayout> variables, OptimizerConfig optimizer,
+                     std::vector<ShardState> initial);
+
+  // Queues `fn(args)` and returns its RemoteValue at once (C3), waiting only
+  // while the queue is full (C5). Raises a pending error instead (E3).
+  Task<StatusOr<RemoteValue>> schedule(std::string fn, std::vector<Arg> args = {});
+  // Waits until every scheduled closure is done; raises the first error once (E1–E4).
+  Task<Status> join();
+  // Raises a pending error, else whether everything scheduled is done (C10).
+  Task<StatusOr<bool>> done();
+
+  // One resource per worker, built by the registered resource function `fn`
+  // before that worker's next closure, and rebuilt whenever it recovers (R7–R10).
+  PerWorkerValues create_per_worker_resource(std::string fn, std::vector<Value> args,
+                                             const PerWorkerValues* parent = nullptr);
+  PerWorkerDataset create_per_worker_dataset(std::string fn, std::vector<Value> args = {});
+  // iter(per_worker_dataset): a new iterator on every worker.
+  PerWorkerValues create_per_worker_iterator(const PerWorkerDataset& dataset);
+
+  // Stops dispatching; closures in flight are cancelled (W7).
+  void stop();
+
+  // Reads and writes from the coordinator (metrics, inline evaluation), with
+  // the current fence.
+  ParameterClient parameter_client();
+  // Every shard of every variable, with optimizer slots (for checkpoints).
+  Task<StatusOr<std::vector<ShardState>>> export_variables();
+
+  const VariableDirectory& variables() const { return variables_; }
+  const OptimizerConfig& optimizer() const { return optimizer_; }
+  const CoordinatorStats& stats() const { return stats_; }
+  const std::vector<DispatchRecord>& dispatch_log() const { return dispatch_log_; }
+  const ClusterShape& shape() const { return shape_; }
+  Time now() const { return runtime_.executor.now(); }
+  int live_workers() const;
+  std::uint64_t generation() const { return generation_; }
+
+ private:
+  enum class WorkerState { kRunning, kDead };
+  struct ResourceRecord {
+    CreateResourceRequest request;
+    RemoteValue output;
+  };
+  struct WorkerHandle {
+    int index = 0;
+    TaskId task;
+    WorkerState state = WorkerState::kRunning;
+    Incarnation incarnation = 0;
+    Status last_error;
+    std::vector<ResourceRecord> resources;  // in creation order: a rebuild replays them in order
+  };
+
+  Task<Status> wait_for_cluster();
+  Task<Status> create_variables(const std::vector<ShardState>& initial);
+  Task<Status> setup_worker(WorkerHandle& w);
+  Task<void> worker_loop(int index);
+  Task<void> process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure);
+  Task<void> process_resource(WorkerHandle& w, ResourceClosure rc);
+  Task<void> heartbeat(int worker, std::shared_ptr<struct DispatchWatch> watch);
+  Task<void> recover_worker(WorkerHandle& w);
+  void mark_worker_dead(WorkerHandle& w, const Status& cause);
+  Task<Status> raise_pending_error();
+  Task<void> fence_parameter_servers(std::uint64_t generation);
+  Task<StatusOr<Response>> control_call(const TaskId& to, Request request, Duration timeout);
+  void log_dispatch(int worker, DispatchRecord::Kind kind, std::uint64_t id);
+  int transient_timeout_threshold() const;
+
+  Runtime& runtime_;
+  ClusterShape shape_;
+  const FunctionRegistry& registry_;
+  CoordinatorOptions options_;
+  ClosureQueue queue_;
+  std::vector<WorkerHandle> workers_;
+  VariableDirectory variables_;
+  OptimizerConfig optimizer_;
+  std::map<const void*, ResourceId> resource_ids_;  // RemoteValue identity -> resource id
+  std::map<int, int> ps_failure_counts_;            // C17: never reset
+  int timeout_count_ = 0;                           // C18
+  std::uint64_t generation_ = 0;
+  CancellationSource generation_cancel_;
+  ClosureId next_closure_id_ = 1;
+  ResourceId next_resource_id_ = 1;
+  bool started_ = false;
+  bool stopping_ = false;
+  bool joining_ = false;  // C6: schedule() waits while a join is in progress
+  bool raising_ = false;
+  Notifier state_changed_;
+  CoordinatorStats stats_;
+  std::vector<DispatchRecord> dispatch_log_;
+  TaskScope scope_;  // last member: destroyed first, before the state its tasks use
+};
+
+}  // namespace twinps

@@ -1,0 +1,94 @@
+#pragma once
+// A whole cluster — coordinator, workers, parameter servers — in one process
+// on one deterministic LocalEngine, talking through an InMemoryNetwork. Tasks
+// can be killed and restarted: killing destroys the task's objects (its memory
+// is gone, as with a crashed process) and bumps its incarnation so nothing
+// queued for it runs. Core's tests and the in-memory demo use it; the
+// simulator adds a network model, cost models and scheduled faults around it.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "core/coordinator/cluster_coordinator.h"
+#include "core/local/in_memory_network.h"
+#include "core/local/local_engine.h"
+#include "core/ps/ps_node.h"
+#include "core/runtime/runtime.h"
+#include "core/worker/function_registry.h"
+#include "core/worker/worker_node.h"
+
+namespace twinps {
+
+struct LocalClusterOptions {
+  ClusterShape shape;
+  std::uint64_t seed = 1;
+  CoordinatorOptions coordinator;
+  WorkerOptions worker;
+  LinkModel* links = nullptr;   // nullptr: zero-latency delivery
+  TraceSink* trace = nullptr;   // nullptr: no tracing
+};
+
+class LocalCluster {
+ public:
+  LocalCluster(const FunctionRegistry& registry, LocalClusterOptions options);
+  ~LocalCluster();
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  LocalEngine& engine() { return engine_; }
+  InMemoryNetwork& network() { return network_; }
+  ClusterCoordinator& coordinator() { return *coordinator_; }
+  Runtime& runtime(const TaskId& task);
+  Executor& coordinator_executor() { return *nodes_.at(TaskId::chief())->executor; }
+
+  // Crash a task: its objects are destroyed and its pending events dropped.
+  void kill(const TaskId& task);
+  // Start a killed task again as a new incarnation (a fresh process).
+  void restart(const TaskId& task);
+  // Replace the coordinator by a fresh one (after a coordinator crash).
+  void restart_coordinator();
+  bool is_up(const TaskId& task) const;
+
+  WorkerNode* worker(int i);
+  ParameterServerNode* ps(int i);
+
+  // Runs `program` on the coordinator until it finishes (true) or `limit` passes (false).
+  template <typename T>
+  std::optional<T> run(Task<T> program, Time limit = kTimeNever) {
+    std::optional<T> result;
+    TaskScope scope(coordinator_executor());
+    scope.spawn(capture(std::move(program), &result));
+    engine_.run_until([&] { return result.has_value(); }, limit);
+    return result;
+  }
+  // Runs events until `when` on the simulated clock.
+  void run_until_time(Time when) { engine_.run(when); }
+
+ private:
+  struct Node {
+    LocalEngine::NodeSlot slot = 0;
+    int starts = 0;
+    std::unique_ptr<NodeExecutor> executor;
+    std::unique_ptr<Transport> transport;
+    std::unique_ptr<Runtime> runtime;
+    std::unique_ptr<WorkerNode> worker;
+    std::unique_ptr<ParameterServerNode> ps;
+  };
+  template <typename T>
+  static Task<void> capture(Task<T> program, std::optional<T>* out) {
+    out->emplace(co_await std::move(program));
+  }
+  void start_node(const TaskId& task);
+
+  const FunctionRegistry& registry_;
+  LocalClusterOptions options_;
+  NullTraceSink null_trace_;
+  LocalEngine engine_;
+  InMemoryNetwork network_;
+  RandomStream random_;
+  std::map<TaskId, std::unique_ptr<Node>> nodes_;
+  std::unique_ptr<ClusterCoordinator> coordinator_;
+};
+
+}  // namespace twinps

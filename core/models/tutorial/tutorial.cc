@@ -1,0 +1,334 @@
+#include "core/models/tutorial/tutorial.h"
+
+#include <cmath>
+
+#include "core/variables/initializers.h"
+#include "core/variables/partitioner.h"
+#include "core/variables/placement.h"
+#include "core/worker/step_context.h"
+
+namespace twinps::tutorial {
+
+Lookups make_lookups(const Config& config) {
+  auto features = StringLookup::create(kFeatureVocab, 1,
+                                       config.mask_token ? std::optional<std::string>("") : std::nullopt);
+  auto labels = StringLookup::create(kLabelVocab, /*num_oov_indices=*/0);
+  return Lookups{*features, *labels};
+}
+
+std::vector<Example> generate_examples(int n, const Lookups& lookups, RandomStream& random) {
+  std::vector<Example> out;
+  out.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    Example e;
+    bool avenger = false;
+    for (std::size_t pick : random.sample(kFeatureVocab.size(), 3)) {
+      avenger |= kFeatureVocab[pick] == "avenger";
+      e.ids.push_back(lookups.features.lookup(kFeatureVocab[pick]));
+    }
+    e.label = static_cast<float>(lookups.labels.lookup(avenger ? "yes" : "no"));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+StatusOr<Model> build_model(int num_ps, const Config& config) {
+  PartitionerPtr partitioner;
+  if (config.num_shards > 1) {
+    auto p = FixedShardsPartitioner::create(config.num_shards);
+    if (!p.ok()) return p.status();
+    partitioner = *p;
+  }
+  VariablePlacer placer(num_ps, partitioner);
+  RandomStream init(config.init_seed);
+  Model model;
+  auto add = [&](const std::string& name, Shape shape, VariableKind kind, Initializer initializer) -> Status {
+    auto layout = placer.create(name, shape, kind);
+    if (!layout.ok()) return layout.status();
+    if (kind == VariableKind::kCounter) {
+      for (auto& s : counter_shard_states(*layout)) model.initial.push_back(std::move(s));
+    } else {
+      RandomStream r = init.fork(name);
+      for (auto& s : shard_states(*layout, initial_value(initializer, shape, r))) model.initial.push_back(std::move(s));
+    }
+    return absl::OkStatus();
+  };
+  const std::int64_t vocab = make_lookups(config).features.vocabulary_size();
+  const std::int64_t dim = config.embedding_dim;
+  // Creation order decides round-robin placement (spec V1), as in the tutorial.
+  TWINPS_RETURN_IF_ERROR(add(kEmbedding, {vocab, dim}, VariableKind::kTrainable, Initializer::uniform(-0.05, 0.05)));
+  TWINPS_RETURN_IF_ERROR(add(kKernel, {dim, 1}, VariableKind::kTrainable, Initializer::glorot_uniform()));
+  TWINPS_RETURN_IF_ERROR(add(kBias, {1}, VariableKind::kTrainable, Initializer::zeros()));
+  TWINPS_RETURN_IF_ERROR(add(kIterations, {}, VariableKind::kCounter, Initializer::zeros()));
+  TWINPS_RETURN_IF_ERROR(add(kAccuracyTotal, {}, VariableKind::kAccumulator, Initializer::zeros()));
+  TWINPS_RETURN_IF_ERROR(add(kAccuracyCount, {}, VariableKind::kAccumulator, Initializer::zeros()));
+  TWINPS_RETURN_IF_ERROR(add(kEvalAccuracyTotal, {}, VariableKind::kAccumulator, Initializer::zeros()));
+  TWINPS_RETURN_IF_ERROR(add(kEvalAccuracyCount, {}, VariableKind::kAccumulator, Initializer::zeros()));
+  model.variables = placer.variables();
+  model.optimizer.kind = OptimizerConfig::Kind::kRmsprop;
+  model.optimizer.learning_rate = LearningRateSchedule::constant(config.learning_rate);
+  return model;
+}
+
+namespace {
+
+// The network on one batch: gathered embedding rows [batch*features x dim]
+// -> mean per example -> logits = h W + b.
+struct Forward {
+  Matrix hidden;  // [batch x dim]
+  Matrix logits;  // [batch x 1]
+};
+
+Forward forward(const Matrix& gathered, Eigen::Index batch, Eigen::Index features, const Matrix& kernel, float bias) {
+  Forward f;
+  f.hidden = Matrix::Zero(batch, gathered.cols());
+  for (Eigen::Index b = 0; b < batch; ++b)
+    f.hidden.row(b) = gathered.middleRows(b * features, features).colwise().mean();
+  f.logits = (f.hidden * kernel).array() + bias;
+  return f;
+}
+
+float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+
+// Accuracy as Keras's Accuracy metric on cast(pred > 0.5) against the labels.
+float correct_predictions(const Matrix& logits, const Matrix& labels) {
+  float correct = 0;
+  for (Eigen::Index b = 0; b < logits.rows(); ++b)
+    correct += ((sigmoid(logits(b, 0)) > 0.5f ? 1.0f : 0.0f) == labels(b, 0)) ? 1.0f : 0.0f;
+  return correct;
+}
+
+RowIds flatten_ids(const IdMatrix& ids) { return RowIds(ids.data(), ids.data() + ids.size()); }
+
+struct Variables {
+  const VariableLayout *embedding, *kernel, *bias, *iterations, *acc_total, *acc_count, *eval_total, *eval_count;
+};
+StatusOr<Variables> find_variables(StepContext& ctx) {
+  Variables v{};
+  const std::pair<const VariableLayout**, const char*> wanted[] = {
+      {&v.embedding, kEmbedding},   {&v.kernel, kKernel},         {&v.bias, kBias},
+      {&v.iterations, kIterations}, {&v.acc_total, kAccuracyTotal}, {&v.acc_count, kAccuracyCount},
+      {&v.eval_total, kEvalAccuracyTotal}, {&v.eval_count, kEvalAccuracyCount}};
+  for (auto& [slot, name] : wanted) {
+    auto l = ctx.variable(name);
+    if (!l.ok()) return l.status();
+    *slot = *l;
+  }
+  return v;
+}
+
+Matrix scalar(float v) { return Matrix::Constant(1, 1, v); }
+
+Task<StatusOr<Value>> train_step(StepContext& ctx) {
+  auto vars = find_variables(ctx);
+  if (!vars.ok()) co_return vars.status();
+  auto iterator = ctx.resource<IteratorResource>(0);
+  if (!iterator.ok()) co_return iterator.status();
+  auto batch = (*iterator)->next();
+  if (!batch.ok()) co_return batch.status();
+
+  const RowIds ids = flatten_ids(batch->ids);
+  ParameterClient::PullBatch pull;
+  const int h_emb = pull.rows(*vars->embedding, ids);
+  const int h_kernel = pull.dense(*vars->kernel);
+  const int h_bias = pull.dense(*vars->bias);
+  auto pulled = co_await ctx.ps().pull(pull);
+  if (!pulled.ok()) co_return pulled.status();
+  const Matrix& kernel = pulled->value(h_kernel);
+  const float bias = pulled->value(h_bias)(0, 0);
+
+  const Eigen::Index n = batch->size(), features = batch->ids.cols();
+  Forward f = forward(pulled->value(h_emb), n, features, kernel, bias);
+
+  // Binary cross-entropy on the logits (numerically stable form), averaged
+  // over the global batch as tf.nn.compute_average_loss does.
+  double loss = 0;
+  Matrix dlogits(n, 1);
+  for (Eigen::Index b = 0; b < n; ++b) {
+    const float z = f.logits(b, 0), y = batch->labels(b, 0);
+    loss += std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::abs(z)));
+    dlogits(b, 0) = (sigmoid(z) - y) / static_cast<float>(n);
+  }
+  loss /= static_cast<double>(n);
+  const Matrix dkernel = f.hidden.transpose() * dlogits;
+  const Matrix dbias = scalar(dlogits.sum());
+  const Matrix dhidden = dlogits * kernel.transpose();  // [batch x dim]
+  Matrix drows(n * features, dhidden.cols());
+  for (Eigen::Index b = 0; b < n; ++b)
+    for (Eigen::Index k = 0; k < features; ++k) drows.row(b * features + k) = dhidden.row(b) / static_cast<float>(features);
+
+  ParameterClient::PushBatch push;
+  push.gradient_rows(*vars->embedding, ids, std::move(drows));
+  push.gradient(*vars->kernel, dkernel);
+  push.gradient(*vars->bias, dbias);
+  push.add(*vars->acc_total, scalar(correct_predictions(f.logits, batch->labels)));
+  push.add(*vars->acc_count, scalar(static_cast<float>(n)));
+  push.add_counter(*vars->iterations, 1);
+  Status pushed = co_await ctx.ps().push(push);
+  if (!pushed.ok()) co_return pushed;
+  co_return Value(loss);
+}
+
+Task<StatusOr<Value>> eval_step(StepContext& ctx) {
+  auto vars = find_variables(ctx);
+  if (!vars.ok()) co_return vars.status();
+  auto iterator = ctx.resource<IteratorResource>(0);
+  if (!iterator.ok()) co_return iterator.status();
+  auto batch = (*iterator)->next();
+  if (!batch.ok()) co_return batch.status();
+  const RowIds ids = flatten_ids(batch->ids);
+  ParameterClient::PullBatch pull;
+  const int h_emb = pull.rows(*vars->embedding, ids);
+  const int h_kernel = pull.dense(*vars->kernel);
+  const int h_bias = pull.dense(*vars->bias);
+  auto pulled = co_await ctx.ps().pull(pull);
+  if (!pulled.ok()) co_return pulled.status();
+  Forward f = forward(pulled->value(h_emb), batch->size(), batch->ids.cols(), pulled->value(h_kernel),
+                      pulled->value(h_bias)(0, 0));
+  ParameterClient::PushBatch push;
+  push.add(*vars->eval_total, scalar(correct_predictions(f.logits, batch->labels)));
+  push.add(*vars->eval_count, scalar(static_cast<float>(batch->size())));
+  Status pushed = co_await ctx.ps().push(push);
+  if (!pushed.ok()) co_return pushed;
+  co_return Value{};
+}
+
+// args: [data seed, examples, batch size, shuffle buffer, repeat (-1 forever)]
+StatusOr<std::unique_ptr<Resource>> make_dataset(ResourceContext& ctx) {
+  if (ctx.args.size() != 5) return absl::InvalidArgumentError("tutorial datasets take 5 arguments");
+  for (const auto& a : ctx.args)
+    if (!std::holds_alternative<std::int64_t>(a)) return absl::InvalidArgumentError("tutorial dataset arguments are integers");
+  auto arg = [&](std::size_t i) { return std::get<std::int64_t>(ctx.args[i]); };
+  Config config;
+  RandomStream data(static_cast<std::uint64_t>(arg(0)));
+  auto examples = std::make_shared<std::vector<Example>>(
+      generate_examples(static_cast<int>(arg(1)), make_lookups(config), data));
+  DatasetOptions o;
+  o.batch_size = arg(2);
+  o.shuffle_buffer = arg(3);
+  o.repeat = arg(4);
+  auto ds = InMemoryDataset::create(std::move(examples), o);
+  if (!ds.ok()) return ds.status();
+  return std::unique_ptr<Resource>(std::move(*ds));
+}
+
+Task<StatusOr<float>> read_accuracy(ClusterCoordinator& c, const char* total_name, const char* count_name) {
+  ParameterClient ps = c.parameter_client();
+  ParameterClient::PullBatch pull;
+  const int t = pull.dense(*c.variables().find(total_name));
+  const int n = pull.dense(*c.variables().find(count_name));
+  auto r = co_await ps.pull(pull);
+  if (!r.ok()) co_return r.status();
+  const float count = r->value(n)(0, 0);
+  co_return count > 0 ? r->value(t)(0, 0) / count : 0.0f;
+}
+
+Task<Status> reset_metric(ClusterCoordinator& c, const char* total_name, const char* count_name) {
+  ParameterClient ps = c.parameter_client();
+  ParameterClient::PushBatch push;
+  push.assign(*c.variables().find(total_name), scalar(0));
+  push.assign(*c.variables().find(count_name), scalar(0));
+  co_return co_await ps.push(push);
+}
+
+Task<StatusOr<std::int64_t>> read_iterations(ClusterCoordinator& c) {
+  ParameterClient ps = c.parameter_client();
+  ParameterClient::PullBatch pull;
+  const int h = pull.counter(*c.variables().find(kIterations));
+  auto r = co_await ps.pull(pull);
+  if (!r.ok()) co_return r.status();
+  co_return r->counter(h);
+}
+
+}  // namespace
+
+void register_functions(FunctionRegistry& registry) {
+  register_dataset_functions(registry);
+  registry.add_resource(kTrainDataset, make_dataset);
+  registry.add_resource(kEvalDataset, make_dataset);
+  registry.add_step(kTrainStep, train_step);
+  registry.add_step(kEvalStep, eval_step);
+}
+
+Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& c, std::vector<Example> examples) {
+  ParameterClient ps = c.parameter_client();
+  ParameterClient::PullBatch pull;
+  const int h_emb = pull.dense(*c.variables().find(kEmbedding));
+  const int h_kernel = pull.dense(*c.variables().find(kKernel));
+  const int h_bias = pull.dense(*c.variables().find(kBias));
+  auto r = co_await ps.pull(pull);
+  if (!r.ok()) co_return r.status();
+  if (examples.empty()) co_return 0.0;
+  const Eigen::Index features = static_cast<Eigen::Index>(examples.front().ids.size());
+  Matrix gathered(static_cast<Eigen::Index>(examples.size()) * features, r->value(h_emb).cols());
+  Matrix labels(static_cast<Eigen::Index>(examples.size()), 1);
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    for (Eigen::Index k = 0; k < features; ++k)
+      gathered.row(static_cast<Eigen::Index>(i) * features + k) = r->value(h_emb).row(examples[i].ids[static_cast<std::size_t>(k)]);
+    labels(static_cast<Eigen::Index>(i), 0) = examples[i].label;
+  }
+  Forward f = forward(gathered, labels.rows(), features, r->value(h_kernel), r->value(h_bias)(0, 0));
+  co_return correct_predictions(f.logits, labels) / static_cast<double>(labels.rows());
+}
+
+Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epoch,
+                             std::function<void(const EpochReport&)> on_epoch, AfterEpoch after_epoch) {
+  Result result;
+  auto dataset_args = [&](std::uint64_t seed, int n, int shuffle_buffer) {
+    return std::vector<Value>{Value(static_cast<std::int64_t>(seed)), Value(std::int64_t{n}),
+                              Value(std::int64_t{config.batch_size}), Value(std::int64_t{shuffle_buffer}),
+                              Value(std::int64_t{-1})};
+  };
+  // shuffle(200).batch(8).repeat(), built on every worker from the same examples.
+  PerWorkerDataset dataset =
+      c.create_per_worker_dataset(kTrainDataset, dataset_args(config.data_seed, config.num_examples, config.shuffle_buffer));
+  PerWorkerValues iterator = c.create_per_worker_iterator(dataset);
+
+  for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
+    TWINPS_CO_RETURN_IF_ERROR(co_await reset_metric(c, kAccuracyTotal, kAccuracyCount));
+    for (int step = 0; step < config.steps_per_epoch; ++step) {
+      auto rv = co_await c.schedule(kTrainStep, {iterator});
+      if (!rv.ok()) co_return rv.status();
+    }
+    TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
+    auto accuracy = co_await read_accuracy(c, kAccuracyTotal, kAccuracyCount);
+    if (!accuracy.ok()) co_return accuracy.status();
+    auto iterations = co_await read_iterations(c);
+    if (!iterations.ok()) co_return iterations.status();
+    EpochReport report{epoch, *accuracy, *iterations, c.now()};
+    result.epochs.push_back(report);
+    if (on_epoch) on_epoch(report);
+    if (after_epoch) TWINPS_CO_RETURN_IF_ERROR(co_await after_epoch(c, report));
+  }
+
+  auto loss_rv = co_await c.schedule(kTrainStep, {iterator});
+  if (!loss_rv.ok()) co_return loss_rv.status();
+  TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
+  auto loss = co_await loss_rv->fetch();
+  if (!loss.ok()) co_return loss.status();
+  result.final_loss = std::get<double>(*loss);
+
+  // Direct inline evaluation on the coordinator.
+  RandomStream eval_data(config.data_seed + 1);
+  auto eval_examples = generate_examples(config.eval_examples, make_lookups(config), eval_data);
+  auto direct = co_await evaluate_directly(c, eval_examples);
+  if (!direct.ok()) co_return direct.status();
+  result.direct_eval_accuracy = *direct;
+
+  // Distributed inline evaluation: eval closures on workers, the metric on a ps.
+  TWINPS_CO_RETURN_IF_ERROR(co_await reset_metric(c, kEvalAccuracyTotal, kEvalAccuracyCount));
+  PerWorkerDataset eval_dataset =
+      c.create_per_worker_dataset(kEvalDataset, dataset_args(config.data_seed + 1, config.eval_examples, 0));
+  PerWorkerValues eval_iterator = c.create_per_worker_iterator(eval_dataset);
+  for (int i = 0; i < config.eval_steps; ++i) {
+    auto rv = co_await c.schedule(kEvalStep, {eval_iterator});
+    if (!rv.ok()) co_return rv.status();
+  }
+  TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
+  auto distributed = co_await read_accuracy(c, kEvalAccuracyTotal, kEvalAccuracyCount);
+  if (!distributed.ok()) co_return distributed.status();
+  result.distributed_eval_accuracy = *distributed;
+  co_return result;
+}
+
+}  // namespace twinps::tutorial

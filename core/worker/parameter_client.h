@@ -1,0 +1,103 @@
+#pragma once
+// Reads and writes variables on the parameter servers, batching everything a
+// step needs from one ps into one request: a step costs one Pull and one Push
+// per ps it touches, whatever the number of variables and shards.
+//
+// Used by step functions on workers and by the coordinator (metric reads and
+// resets, inline evaluation). Every push carries the closure's fence so a
+// parameter server refuses it once the closure's generation was cancelled.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/messages/messages.h"
+#include "core/runtime/runtime.h"
+#include "core/variables/directory.h"
+
+namespace twinps {
+
+class ParameterClient {
+ public:
+  ParameterClient(Runtime& runtime, Fence fence, CancelToken cancel, Duration rpc_timeout)
+      : runtime_(runtime), fence_(fence), cancel_(std::move(cancel)), rpc_timeout_(rpc_timeout) {}
+
+  // A batch of reads. Each add returns a handle for reading the result.
+  class PullBatch {
+   public:
+    // The whole variable, [rows x cols].
+    int dense(const VariableLayout& v);
+    // Selected rows by global id (an embedding lookup), [ids x cols] in id
+    // order; one gather per shard touched, never the whole table.
+    int rows(const VariableLayout& v, std::span<const std::int64_t> ids);
+    // An int64 counter variable (iterations).
+    int counter(const VariableLayout& v);
+
+   private:
+    friend class ParameterClient;
+    struct Read {
+      const VariableLayout* var;
+      enum class Kind { kDense, kRows, kCounter } kind;
+      std::vector<std::int64_t> ids;
+    };
+    std::vector<Read> reads_;
+  };
+
+  class PullResult {
+   public:
+    const Matrix& value(int handle) const { return values_[static_cast<std::size_t>(handle)]; }
+    std::int64_t counter(int handle) const { return counters_[static_cast<std::size_t>(handle)]; }
+
+   private:
+    friend class ParameterClient;
+    std::vector<Matrix> values_;
+    std::vector<std::int64_t> counters_;
+  };
+
+  // A batch of writes.
+  class PushBatch {
+   public:
+    // A gradient for the whole variable, [rows x cols]: the ps runs its optimizer.
+    void gradient(const VariableLayout& v, Matrix grad);
+    // A gradient for some rows by global id (duplicates are summed).
+    void gradient_rows(const VariableLayout& v, RowIds ids, Matrix grad_rows);
+    // Accumulators (metrics): value += delta, or value = new_value.
+    void add(const VariableLayout& v, Matrix delta);
+    void assign(const VariableLayout& v, Matrix new_value);
+    // Counters (iterations): value += delta.
+    void add_counter(const VariableLayout& v, std::int64_t delta);
+    bool empty() const { return writes_.empty(); }
+
+   private:
+    friend class ParameterClient;
+    struct Write {
+      const VariableLayout* var;
+      Update::Op op;
+      bool sparse = false;
+      RowIds ids;
+      Matrix values;
+      std::int64_t counter_delta = 0;
+    };
+    std::vector<Write> writes_;
+  };
+
+  Task<StatusOr<PullResult>> pull(const PullBatch& batch);
+  Task<Status> push(const PushBatch& batch);
+
+  // Bytes this client sent and received in pull/push payloads.
+  std::uint64_t bytes_pulled() const { return bytes_pulled_; }
+  std::uint64_t bytes_pushed() const { return bytes_pushed_; }
+
+ private:
+  CallOptions call_options(RequestId id = 0) const;
+  RequestId next_request_id();
+
+  Runtime& runtime_;
+  Fence fence_;
+  CancelToken cancel_;
+  Duration rpc_timeout_;
+  std::uint64_t request_seq_ = 0;
+  std::uint64_t bytes_pulled_ = 0;
+  std::uint64_t bytes_pushed_ = 0;
+};
+
+}  // namespace twinps

@@ -1,0 +1,103 @@
+#include "core/worker/worker_node.h"
+
+#include "core/worker/parameter_client.h"
+#include "core/worker/step_context.h"
+
+namespace twinps {
+
+WorkerNode::WorkerNode(Runtime& runtime, const FunctionRegistry& registry, WorkerOptions options)
+    : runtime_(runtime), registry_(registry), options_(options), scope_(runtime.executor) {
+  runtime_.transport.serve([this](IncomingCall call, Responder respond) { handle(std::move(call), std::move(respond)); });
+}
+
+void WorkerNode::handle(IncomingCall call, Responder respond) {
+  if (std::holds_alternative<RunClosureRequest>(call.request)) {
+    scope_.spawn(run_closure(std::move(call), std::move(respond)));
+    return;
+  }
+  if (std::holds_alternative<HealthRequest>(call.request)) {
+    respond(Response(HealthResponse{runtime_.self, runtime_.incarnation}));
+  } else if (auto* setup_req = std::get_if<SetupWorkerRequest>(&call.request)) {
+    respond(setup(*setup_req));
+  } else if (auto* create = std::get_if<CreateResourceRequest>(&call.request)) {
+    const Time start = runtime_.executor.now();
+    respond(create_resource(*create));
+    runtime_.trace.span(runtime_.self, "worker", "create_resource", start, runtime_.executor.now() - start,
+                        {TraceArg{"resource", static_cast<double>(create->id)}, TraceArg{"fn", 0, create->fn}});
+  } else {
+    respond(absl::InvalidArgumentError(runtime_.self.short_name() + " does not serve " + request_name(call.request)));
+  }
+}
+
+StatusOr<Response> WorkerNode::setup(const SetupWorkerRequest& req) {
+  // A new coordinator (or the same one after recovery) re-sends the directory;
+  // resources stay, since an iterator's position is worth keeping when possible.
+  fence_ = req.fence;
+  variables_ = VariableDirectory(req.variables);
+  set_up_ = true;
+  return Response(EmptyResponse{});
+}
+
+StatusOr<Response> WorkerNode::create_resource(const CreateResourceRequest& req) {
+  const ResourceFunction* fn = registry_.resource(req.fn);
+  if (!fn) return absl::InvalidArgumentError("no resource function registered as \"" + req.fn + "\"");
+  Resource* parent = nullptr;
+  if (req.parent != 0) {
+    auto it = resources_.find(req.parent);
+    if (it == resources_.end()) {
+      // The parent is gone only if this worker restarted since the coordinator built it.
+      return with_error_kind(absl::AbortedError(runtime_.self.short_name() + " has no resource " +
+                                                std::to_string(req.parent) + " (it restarted)"),
+                             ErrorKind::kStaleIncarnation);
+    }
+    parent = it->second.get();
+  }
+  ResourceContext ctx{runtime_.self.index, req.args, parent, runtime_.random.fork("resource", req.id)};
+  auto made = (*fn)(ctx);
+  if (!made.ok()) return made.status();
+  resources_[req.id] = std::move(*made);
+  return Response(EmptyResponse{});
+}
+
+Task<void> WorkerNode::run_closure(IncomingCall call, Responder respond) {
+  auto& req = std::get<RunClosureRequest>(call.request);
+  const Time start = runtime_.executor.now();
+  auto fail = [&](Status s) { respond(std::move(s)); };
+  if (req.worker_incarnation != runtime_.incarnation || !set_up_) {
+    fail(with_error_kind(absl::AbortedError(runtime_.self.short_name() + " restarted since the coordinator set it up"),
+                         ErrorKind::kStaleIncarnation));
+    co_return;
+  }
+  const StepFunction* fn = registry_.step(req.fn);
+  if (!fn) {
+    fail(absl::InvalidArgumentError("no step function registered as \"" + req.fn + "\""));
+    co_return;
+  }
+  std::vector<Resource*> resolved(req.args.size(), nullptr);
+  for (std::size_t i = 0; i < req.args.size(); ++i) {
+    if (auto* ref = std::get_if<ResourceRef>(&req.args[i])) {
+      auto it = resources_.find(ref->id);
+      if (it == resources_.end()) {
+        fail(with_error_kind(absl::AbortedError(runtime_.self.short_name() + " has no resource " +
+                                                std::to_string(ref->id)),
+                             ErrorKind::kStaleIncarnation));
+        co_return;
+      }
+      resolved[i] = it->second.get();
+    }
+  }
+  ++closures_run_;
+  ParameterClient ps(runtime_, req.fence, call.cancelled, options_.ps_call_timeout);
+  StepContext ctx(runtime_, variables_, std::move(req.args), std::move(resolved), ps, call.cancelled,
+                  runtime_.random.fork("closure", req.id));
+  StatusOr<Value> result = co_await (*fn)(ctx);
+  runtime_.trace.span(runtime_.self, "worker", req.fn, start, runtime_.executor.now() - start,
+                      {TraceArg{"closure", static_cast<double>(req.id)}, TraceArg{"ok", result.ok() ? 1.0 : 0.0}});
+  if (result.ok()) {
+    respond(Response(RunClosureResponse{std::move(*result)}));
+  } else {
+    respond(result.status());
+  }
+}
+
+}  // namespace twinps

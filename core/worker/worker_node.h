@@ -1,0 +1,48 @@
+#pragma once
+// A worker task: builds per-worker resources and runs registered step
+// functions when the coordinator asks. It holds no training state of its own
+// beyond its resources: variables live on the parameter servers.
+#include <map>
+#include <memory>
+
+#include "core/runtime/runtime.h"
+#include "core/runtime/task.h"
+#include "core/variables/directory.h"
+#include "core/worker/function_registry.h"
+#include "core/worker/resource.h"
+
+namespace twinps {
+
+struct WorkerOptions {
+  // Deadline of each call a step function makes to a parameter server. A
+  // call that passes it fails the closure with DEADLINE_EXCEEDED (spec C18).
+  Duration ps_call_timeout = 30 * kSecond;
+};
+
+class WorkerNode {
+ public:
+  WorkerNode(Runtime& runtime, const FunctionRegistry& registry, WorkerOptions options = {});
+  WorkerNode(const WorkerNode&) = delete;
+  WorkerNode& operator=(const WorkerNode&) = delete;
+
+  std::size_t resource_count() const { return resources_.size(); }
+  std::uint64_t closures_run() const { return closures_run_; }
+
+ private:
+  void handle(IncomingCall call, Responder respond);
+  StatusOr<Response> setup(const SetupWorkerRequest& req);
+  StatusOr<Response> create_resource(const CreateResourceRequest& req);
+  Task<void> run_closure(IncomingCall call, Responder respond);
+
+  Runtime& runtime_;
+  const FunctionRegistry& registry_;
+  WorkerOptions options_;
+  TaskScope scope_;
+  bool set_up_ = false;
+  Fence fence_;
+  VariableDirectory variables_;
+  std::map<ResourceId, std::unique_ptr<Resource>> resources_;
+  std::uint64_t closures_run_ = 0;
+};
+
+}  // namespace twinps
