@@ -17,7 +17,9 @@ struct LearningRateSchedule {
   double decay_steps = 1000;
   double decay_rate = 0.96;
   bool staircase = false;
-  // Piecewise constant: values[i] while step < boundaries[i]; values.size() == boundaries.size() + 1.
+  // Piecewise constant: values[0] up to and including step boundaries[0], values[i] for
+  // boundaries[i-1] < step <= boundaries[i], values.back() after the last boundary (Keras's
+  // PiecewiseConstantDecay); values.size() == boundaries.size() + 1, boundaries ascending.
   std::vector<std::int64_t> boundaries;
   std::vector<double> values;
 
@@ -26,6 +28,7 @@ struct LearningRateSchedule {
     s.initial = lr;
     return s;
   }
+  bool operator==(const LearningRateSchedule&) const = default;
 };
 
 struct OptimizerConfig {
@@ -41,6 +44,12 @@ struct OptimizerConfig {
   double beta_1 = 0.9;     // Adam
   double beta_2 = 0.999;   // Adam
   double initial_accumulator_value = 0.1;  // Adagrad
+  // Adam, sparse gradients only: update the moments and values of the touched
+  // rows alone (TF Addons' LazyAdam) instead of Keras's default, which decays
+  // the moments of every row and so moves untouched rows too.
+  bool lazy_adam = false;
+
+  bool operator==(const OptimizerConfig&) const = default;
 };
 
 std::string optimizer_name(OptimizerConfig::Kind kind);

@@ -1,0 +1,388 @@
+#include "core/ps/optimizer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace twinps {
+namespace {
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// Written as !(x > lo) rather than x <= lo so that NaN fails every check.
+Status require_positive(const char* field, double x) {
+  if (!(x > 0) || !std::isfinite(x))
+    return absl::InvalidArgumentError(std::string("optimizer.") + field + " must be > 0, got " + num(x));
+  return absl::OkStatus();
+}
+Status require_non_negative(const char* field, double x) {
+  if (!(x >= 0) || !std::isfinite(x))
+    return absl::InvalidArgumentError(std::string("optimizer.") + field + " must be >= 0, got " + num(x));
+  return absl::OkStatus();
+}
+// [0, 1) for decay rates (rho, beta): 1 would never forget, and Adam's bias
+// correction would divide by zero.
+Status require_unit_open(const char* field, double x) {
+  if (!(x >= 0 && x < 1))
+    return absl::InvalidArgumentError(std::string("optimizer.") + field + " must be in [0, 1), got " + num(x));
+  return absl::OkStatus();
+}
+// [0, 1] for momentum, as Keras checks it.
+Status require_unit_closed(const char* field, double x) {
+  if (!(x >= 0 && x <= 1))
+    return absl::InvalidArgumentError(std::string("optimizer.") + field + " must be in [0, 1], got " + num(x));
+  return absl::OkStatus();
+}
+
+Status validate_schedule(const LearningRateSchedule& s) {
+  using Kind = LearningRateSchedule::Kind;
+  switch (s.kind) {
+    case Kind::kConstant:
+      return require_positive("learning_rate.initial", s.initial);
+    case Kind::kExponentialDecay:
+      TWINPS_RETURN_IF_ERROR(require_positive("learning_rate.initial", s.initial));
+      TWINPS_RETURN_IF_ERROR(require_positive("learning_rate.decay_steps", s.decay_steps));
+      return require_positive("learning_rate.decay_rate", s.decay_rate);
+    case Kind::kInverseTimeDecay:
+      TWINPS_RETURN_IF_ERROR(require_positive("learning_rate.initial", s.initial));
+      TWINPS_RETURN_IF_ERROR(require_positive("learning_rate.decay_steps", s.decay_steps));
+      return require_non_negative("learning_rate.decay_rate", s.decay_rate);
+    case Kind::kPiecewiseConstant: {
+      if (s.values.size() != s.boundaries.size() + 1)
+        return absl::InvalidArgumentError("optimizer.learning_rate.values has " + std::to_string(s.values.size()) +
+                                          " entries; a piecewise constant schedule with " +
+                                          std::to_string(s.boundaries.size()) + " boundaries needs " +
+                                          std::to_string(s.boundaries.size() + 1));
+      for (std::size_t i = 1; i < s.boundaries.size(); ++i)
+        if (s.boundaries[i] <= s.boundaries[i - 1])
+          return absl::InvalidArgumentError("optimizer.learning_rate.boundaries must be ascending, but boundaries[" +
+                                            std::to_string(i) + "]=" + std::to_string(s.boundaries[i]) +
+                                            " follows " + std::to_string(s.boundaries[i - 1]));
+      for (std::size_t i = 0; i < s.values.size(); ++i) {
+        std::string field = "learning_rate.values[" + std::to_string(i) + "]";
+        TWINPS_RETURN_IF_ERROR(require_positive(field.c_str(), s.values[i]));
+      }
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError("optimizer.learning_rate.kind is not a known schedule");
+}
+
+}  // namespace
+
+Status validate_optimizer_config(const OptimizerConfig& c) {
+  TWINPS_RETURN_IF_ERROR(validate_schedule(c.learning_rate));
+  using Kind = OptimizerConfig::Kind;
+  switch (c.kind) {
+    case Kind::kSgd:
+      return require_unit_closed("momentum", c.momentum);
+    case Kind::kAdagrad:
+      TWINPS_RETURN_IF_ERROR(require_positive("epsilon", c.epsilon));
+      return require_non_negative("initial_accumulator_value", c.initial_accumulator_value);
+    case Kind::kRmsprop:
+      TWINPS_RETURN_IF_ERROR(require_unit_open("rho", c.rho));
+      TWINPS_RETURN_IF_ERROR(require_unit_closed("momentum", c.momentum));
+      return require_positive("epsilon", c.epsilon);
+    case Kind::kAdam:
+      TWINPS_RETURN_IF_ERROR(require_unit_open("beta_1", c.beta_1));
+      TWINPS_RETURN_IF_ERROR(require_unit_open("beta_2", c.beta_2));
+      return require_positive("epsilon", c.epsilon);
+  }
+  return absl::InvalidArgumentError("optimizer.kind is not a known optimizer");
+}
+
+std::string describe(const OptimizerConfig& c) {
+  const auto& s = c.learning_rate;
+  std::string lr;
+  switch (s.kind) {
+    case LearningRateSchedule::Kind::kConstant: lr = num(s.initial); break;
+    case LearningRateSchedule::Kind::kExponentialDecay:
+      lr = "exponential_decay(" + num(s.initial) + ", " + num(s.decay_steps) + ", " + num(s.decay_rate) +
+           (s.staircase ? ", staircase)" : ")");
+      break;
+    case LearningRateSchedule::Kind::kInverseTimeDecay:
+      lr = "inverse_time_decay(" + num(s.initial) + ", " + num(s.decay_steps) + ", " + num(s.decay_rate) +
+           (s.staircase ? ", staircase)" : ")");
+      break;
+    case LearningRateSchedule::Kind::kPiecewiseConstant:
+      lr = "piecewise_constant(" + std::to_string(s.boundaries.size()) + " boundaries)";
+      break;
+  }
+  std::string out = optimizer_name(c.kind) + "(lr=" + lr;
+  switch (c.kind) {
+    case OptimizerConfig::Kind::kSgd:
+      out += ", momentum=" + num(c.momentum) + (c.nesterov ? ", nesterov" : "");
+      break;
+    case OptimizerConfig::Kind::kAdagrad:
+      out += ", initial_accumulator_value=" + num(c.initial_accumulator_value) + ", epsilon=" + num(c.epsilon);
+      break;
+    case OptimizerConfig::Kind::kRmsprop:
+      out += ", rho=" + num(c.rho) + ", momentum=" + num(c.momentum) + ", epsilon=" + num(c.epsilon) +
+             (c.centered ? ", centered" : "");
+      break;
+    case OptimizerConfig::Kind::kAdam:
+      out += ", beta_1=" + num(c.beta_1) + ", beta_2=" + num(c.beta_2) + ", epsilon=" + num(c.epsilon) +
+             (c.lazy_adam ? ", lazy" : "");
+      break;
+  }
+  return out + ")";
+}
+
+double learning_rate_at(const LearningRateSchedule& s, std::int64_t step) {
+  const double t = static_cast<double>(step);
+  switch (s.kind) {
+    case LearningRateSchedule::Kind::kConstant:
+      return s.initial;
+    case LearningRateSchedule::Kind::kExponentialDecay: {
+      double p = t / s.decay_steps;
+      if (s.staircase) p = std::floor(p);
+      return s.initial * std::pow(s.decay_rate, p);
+    }
+    case LearningRateSchedule::Kind::kInverseTimeDecay: {
+      double p = t / s.decay_steps;
+      if (s.staircase) p = std::floor(p);
+      return s.initial / (1.0 + s.decay_rate * p);
+    }
+    case LearningRateSchedule::Kind::kPiecewiseConstant:
+      for (std::size_t i = 0; i < s.boundaries.size(); ++i)
+        if (step <= s.boundaries[i]) return s.values[i];
+      return s.values.empty() ? s.initial : s.values.back();
+  }
+  return s.initial;
+}
+
+SparseRows sum_duplicate_rows(const RowIds& rows, const Matrix& values) {
+  std::map<std::int64_t, Eigen::Index> first;  // row id -> index in the output
+  RowIds unique;
+  unique.reserve(rows.size());
+  std::vector<Eigen::Index> target(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto [it, inserted] = first.emplace(rows[i], static_cast<Eigen::Index>(unique.size()));
+    if (inserted) unique.push_back(rows[i]);
+    target[i] = it->second;
+  }
+  SparseRows out;
+  if (unique.size() == rows.size()) {
+    out.rows = rows;
+    out.values = values;
+    return out;
+  }
+  out.values = Matrix::Zero(static_cast<Eigen::Index>(unique.size()), values.cols());
+  for (std::size_t i = 0; i < rows.size(); ++i) out.values.row(target[i]) += values.row(static_cast<Eigen::Index>(i));
+  out.rows = std::move(unique);
+  return out;
+}
+
+// ---------------------------------------------------------------- Optimizer
+
+StatusOr<Optimizer> Optimizer::create(const OptimizerConfig& config) {
+  TWINPS_RETURN_IF_ERROR(validate_optimizer_config(config));
+  return Optimizer(config);
+}
+
+Optimizer::Optimizer(const OptimizerConfig& config) : config_(config) {
+  switch (config.kind) {
+    case OptimizerConfig::Kind::kSgd:
+      if (config.momentum > 0) slot_names_ = {"momentum"};
+      break;
+    case OptimizerConfig::Kind::kAdagrad:
+      slot_names_ = {"accumulator"};
+      break;
+    case OptimizerConfig::Kind::kRmsprop:
+      slot_names_ = {"rms"};
+      if (config.momentum > 0) slot_names_.push_back("momentum");
+      if (config.centered) slot_names_.push_back("mg");
+      break;
+    case OptimizerConfig::Kind::kAdam:
+      slot_names_ = {"m", "v"};
+      break;
+  }
+}
+
+std::vector<Matrix> Optimizer::make_slots(std::int64_t rows, std::int64_t cols) const {
+  const float init = config_.kind == OptimizerConfig::Kind::kAdagrad
+                         ? static_cast<float>(config_.initial_accumulator_value)
+                         : 0.0f;
+  return std::vector<Matrix>(slot_names_.size(), Matrix::Constant(rows, cols, init));
+}
+
+Status Optimizer::check_operands(const Matrix& value, const std::vector<Matrix>& slots,
+                                 std::int64_t grad_cols) const {
+  if (slots.size() != slot_names_.size())
+    return absl::InvalidArgumentError(name() + " needs " + std::to_string(slot_names_.size()) + " slots, got " +
+                                      std::to_string(slots.size()));
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    if (slots[i].rows() != value.rows() || slots[i].cols() != value.cols())
+      return absl::InvalidArgumentError("slot '" + slot_names_[i] + "' is " + std::to_string(slots[i].rows()) + "x" +
+                                        std::to_string(slots[i].cols()) + " but the value is " +
+                                        std::to_string(value.rows()) + "x" + std::to_string(value.cols()));
+  if (grad_cols != value.cols())
+    return absl::InvalidArgumentError("gradient has " + std::to_string(grad_cols) + " columns, the value " +
+                                      std::to_string(value.cols()));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// One update rule applied to a block of rows: the whole shard (dense) or one
+// row (sparse). Every block is a row-major Eigen view, so the same code serves
+// both paths and they cannot drift apart.
+struct Coefficients {
+  float lr = 0;
+  float momentum = 0;
+  float rho = 0;
+  float epsilon = 0;
+  float beta_1 = 0;
+  float beta_2 = 0;
+  float adam_alpha = 0;  // lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
+};
+
+Coefficients coefficients(const OptimizerConfig& c, double lr, std::int64_t step) {
+  Coefficients k;
+  k.lr = static_cast<float>(lr);
+  k.momentum = static_cast<float>(c.momentum);
+  k.rho = static_cast<float>(c.rho);
+  k.epsilon = static_cast<float>(c.epsilon);
+  k.beta_1 = static_cast<float>(c.beta_1);
+  k.beta_2 = static_cast<float>(c.beta_2);
+  // Keras's local_step = iterations + 1: the first update has t = 1.
+  const double t = static_cast<double>(step) + 1.0;
+  k.adam_alpha =
+      static_cast<float>(lr * std::sqrt(1.0 - std::pow(c.beta_2, t)) / (1.0 - std::pow(c.beta_1, t)));
+  return k;
+}
+
+template <typename V, typename G>
+void sgd_step(const OptimizerConfig& c, const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
+  if (slots.empty()) {
+    value -= k.lr * g;
+    return;
+  }
+  // TensorFlow's KerasMomentum kernel: accum = momentum*accum - lr*g.
+  auto& accum = slots[0];
+  accum = k.momentum * accum - k.lr * g;
+  if (c.nesterov)
+    value += k.momentum * accum - k.lr * g;
+  else
+    value += accum;
+}
+
+template <typename V, typename G>
+void adagrad_step(const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
+  auto& accum = slots[0];
+  accum += g.square();
+  value -= k.lr * g / (accum.sqrt() + k.epsilon);
+}
+
+template <typename V, typename G>
+void rmsprop_step(const OptimizerConfig& c, const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
+  const bool has_momentum = c.momentum > 0;
+  auto& ms = slots[0];
+  ms = k.rho * ms + (1 - k.rho) * g.square();
+  if (has_momentum) {
+    // The ApplyRMSProp kernels: epsilon inside the square root.
+    auto& mom = slots[1];
+    if (c.centered) {
+      auto& mg = slots[2];
+      mg = k.rho * mg + (1 - k.rho) * g;
+      mom = k.momentum * mom + k.lr * g / (ms - mg.square() + k.epsilon).sqrt();
+    } else {
+      mom = k.momentum * mom + k.lr * g / (ms + k.epsilon).sqrt();
+    }
+    value -= mom;
+  } else if (c.centered) {
+    // Keras's own formula without momentum: epsilon outside the square root.
+    auto& mg = slots[1];
+    mg = k.rho * mg + (1 - k.rho) * g;
+    value -= k.lr * g / ((ms - mg.square()).sqrt() + k.epsilon);
+  } else {
+    value -= k.lr * g / (ms.sqrt() + k.epsilon);
+  }
+}
+
+template <typename V, typename G>
+void adam_step(const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
+  auto& m = slots[0];
+  auto& v = slots[1];
+  m = k.beta_1 * m + (1 - k.beta_1) * g;
+  v = k.beta_2 * v + (1 - k.beta_2) * g.square();
+  value -= k.adam_alpha * m / (v.sqrt() + k.epsilon);
+}
+
+template <typename V, typename G>
+void step_block(const OptimizerConfig& c, const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
+  switch (c.kind) {
+    case OptimizerConfig::Kind::kSgd: sgd_step(c, k, value, slots, g); break;
+    case OptimizerConfig::Kind::kAdagrad: adagrad_step(k, value, slots, g); break;
+    case OptimizerConfig::Kind::kRmsprop: rmsprop_step(c, k, value, slots, g); break;
+    case OptimizerConfig::Kind::kAdam: adam_step(k, value, slots, g); break;
+  }
+}
+
+using ArrayRef = Eigen::Ref<Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+}  // namespace
+
+Status Optimizer::apply_dense(Matrix& value, std::vector<Matrix>& slots, const Matrix& grad,
+                              std::int64_t step) const {
+  TWINPS_RETURN_IF_ERROR(check_operands(value, slots, grad.cols()));
+  if (grad.rows() != value.rows())
+    return absl::InvalidArgumentError("gradient has " + std::to_string(grad.rows()) + " rows, the value " +
+                                      std::to_string(value.rows()));
+  if (step < 0) return absl::InvalidArgumentError("step must be >= 0, got " + std::to_string(step));
+  const Coefficients k = coefficients(config_, learning_rate(step), step);
+  std::vector<ArrayRef> slot_refs;
+  slot_refs.reserve(slots.size());
+  for (auto& s : slots) slot_refs.emplace_back(s.array());
+  step_block(config_, k, ArrayRef(value.array()), slot_refs, grad.array());
+  return absl::OkStatus();
+}
+
+Status Optimizer::apply_sparse(Matrix& value, std::vector<Matrix>& slots, const RowIds& rows, const Matrix& grad,
+                               std::int64_t step) const {
+  TWINPS_RETURN_IF_ERROR(check_operands(value, slots, grad.cols()));
+  if (static_cast<std::size_t>(grad.rows()) != rows.size())
+    return absl::InvalidArgumentError("sparse gradient has " + std::to_string(grad.rows()) + " value rows for " +
+                                      std::to_string(rows.size()) + " row ids");
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= value.rows())
+      return absl::InvalidArgumentError("row id " + std::to_string(rows[i]) + " (index " + std::to_string(i) +
+                                        ") is outside [0, " + std::to_string(value.rows()) + ")");
+  if (step < 0) return absl::InvalidArgumentError("step must be >= 0, got " + std::to_string(step));
+
+  const SparseRows g = sum_duplicate_rows(rows, grad);
+  const Coefficients k = coefficients(config_, learning_rate(step), step);
+
+  if (config_.kind == OptimizerConfig::Kind::kAdam && !config_.lazy_adam) {
+    // Keras: m = beta_1*m for every row, then m[rows] += (1-beta_1)*g (v alike),
+    // and every row's value moves by its new moments.
+    Matrix& m = slots[0];
+    Matrix& v = slots[1];
+    m *= k.beta_1;
+    v *= k.beta_2;
+    for (std::size_t i = 0; i < g.rows.size(); ++i) {
+      const auto r = static_cast<Eigen::Index>(g.rows[i]);
+      const auto gi = g.values.row(static_cast<Eigen::Index>(i)).array();
+      m.row(r).array() += (1 - k.beta_1) * gi;
+      v.row(r).array() += (1 - k.beta_2) * gi.square();
+    }
+    value.array() -= k.adam_alpha * m.array() / (v.array().sqrt() + k.epsilon);
+    return absl::OkStatus();
+  }
+
+  for (std::size_t i = 0; i < g.rows.size(); ++i) {
+    const auto r = static_cast<Eigen::Index>(g.rows[i]);
+    std::vector<ArrayRef> slot_rows;
+    slot_rows.reserve(slots.size());
+    for (auto& s : slots) slot_rows.emplace_back(s.row(r).array());
+    step_block(config_, k, ArrayRef(value.row(r).array()), slot_rows,
+               g.values.row(static_cast<Eigen::Index>(i)).array());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace twinps

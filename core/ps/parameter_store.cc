@@ -1,0 +1,354 @@
+#include "core/ps/parameter_store.h"
+
+#include <algorithm>
+
+namespace twinps {
+namespace {
+
+std::string dims(std::int64_t rows, std::int64_t cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
+std::string dims(const Matrix& m) { return dims(m.rows(), m.cols()); }
+
+const char* kind_name(VariableKind k) {
+  switch (k) {
+    case VariableKind::kTrainable: return "trainable";
+    case VariableKind::kAccumulator: return "accumulator";
+    case VariableKind::kCounter: return "counter";
+  }
+  return "?";
+}
+
+const char* op_name(Update::Op op) {
+  switch (op) {
+    case Update::Op::kApplyGradient: return "apply-gradient";
+    case Update::Op::kAdd: return "add";
+    case Update::Op::kAssign: return "assign";
+  }
+  return "?";
+}
+
+bool same_spec(const ShardSpec& a, const ShardSpec& b) {
+  return a.id == b.id && a.name == b.name && a.kind == b.kind && a.rows == b.rows && a.cols == b.cols;
+}
+
+std::string fence_string(const Fence& f) {
+  return "coordinator " + std::to_string(f.coordinator) + " generation " + std::to_string(f.generation);
+}
+
+// Checks the row ids of a sparse read or write against a shard of `rows` rows.
+Status check_rows(const RowIds& ids, std::int64_t rows) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0)
+      return absl::InvalidArgumentError("row id " + std::to_string(ids[i]) + " (index " + std::to_string(i) +
+                                        ") is negative");
+    if (ids[i] >= rows)
+      return absl::InvalidArgumentError("row id " + std::to_string(ids[i]) + " (index " + std::to_string(i) +
+                                        ") is out of range [0, " + std::to_string(rows) + ")");
+  }
+  return absl::OkStatus();
+}
+
+std::size_t distinct(RowIds ids) {
+  std::sort(ids.begin(), ids.end());
+  return static_cast<std::size_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+}
+
+}  // namespace
+
+ParameterStore::ParameterStore(Options options) : options_(std::move(options)) {}
+
+std::string ParameterStore::shard_label(ShardId id) const {
+  auto it = shards_.find(id);
+  if (it == shards_.end()) return "shard id " + std::to_string(id);
+  return "shard '" + it->second.spec.name + "' (id " + std::to_string(id) + ")";
+}
+
+// Prefixes the store's name, keeping the code: "ps:0: Push update 1 to shard ...".
+Status ParameterStore::invalid(const std::string& what) {
+  ++stats_.rejected_requests;
+  return absl::InvalidArgumentError(options_.name + ": " + what);
+}
+
+bool ParameterStore::is_stale(const Fence& f) const {
+  if (fence_.coordinator == 0) return false;
+  return f.coordinator != fence_.coordinator || f.generation < fence_.generation;
+}
+
+Status ParameterStore::fenced(const char* request, const Fence& f) {
+  return with_error_kind(absl::AbortedError(options_.name + " refused a " + request + " from " + fence_string(f) +
+                                            ": it is fenced at " + fence_string(fence_) +
+                                            " (updates of cancelled closures or of a previous coordinator are "
+                                            "dropped)"),
+                         ErrorKind::kFenced);
+}
+
+// ---------------------------------------------------------------- CreateShards
+
+Status ParameterStore::create_shards(const CreateShardsRequest& request) {
+  if (request.fence.coordinator != 0 && request.fence.coordinator == fence_.coordinator &&
+      request.fence.generation < fence_.generation)
+    return fenced("CreateShards", request.fence);
+
+  const bool has_trainable = std::any_of(request.shards.begin(), request.shards.end(), [](const ShardState& s) {
+    return s.spec.kind == VariableKind::kTrainable;
+  });
+  // A request without trainable shards (metrics only) leaves the optimizer alone.
+  std::optional<Optimizer> optimizer = optimizer_;
+  if (has_trainable && (!optimizer_ || !(optimizer_->config() == request.optimizer))) {
+    auto created = Optimizer::create(request.optimizer);
+    if (!created.ok()) return invalid("CreateShards: " + std::string(created.status().message()));
+    const bool store_has_trainable = std::any_of(shards_.begin(), shards_.end(), [](const auto& kv) {
+      return kv.second.spec.kind == VariableKind::kTrainable;
+    });
+    if (optimizer_ && store_has_trainable) {
+      if (!request.replace_existing)
+        return absl::AlreadyExistsError(options_.name + " already applies " + describe(optimizer_->config()) +
+                                        "; CreateShards asked for " + describe(request.optimizer) +
+                                        " (set replace_existing to restore with another optimizer)");
+      std::set<ShardId> replaced;
+      for (const auto& s : request.shards) replaced.insert(s.spec.id);
+      for (const auto& [id, shard] : shards_)
+        if (shard.spec.kind == VariableKind::kTrainable && !replaced.count(id) &&
+            shard.slots.size() != created->slot_count())
+          return absl::FailedPreconditionError(
+              options_.name + ": CreateShards switches the optimizer to " + describe(request.optimizer) + ", but " +
+              shard_label(id) + " is not in the request and keeps " + std::to_string(shard.slots.size()) +
+              " slots where the new optimizer needs " + std::to_string(created->slot_count()));
+    }
+    optimizer = std::move(*created);
+  }
+
+  // Validate everything before changing anything.
+  std::set<ShardId> ids;
+  for (std::size_t i = 0; i < request.shards.size(); ++i) {
+    const ShardState& s = request.shards[i];
+    const ShardSpec& spec = s.spec;
+    const std::string where = "CreateShards shard " + std::to_string(i) + " ('" + spec.name + "', id " +
+                              std::to_string(spec.id) + "): ";
+    if (!ids.insert(spec.id).second) return invalid(where + "the id appears twice in the request");
+    if (spec.name.empty()) return invalid(where + "the name is empty");
+    if (s.step < 0) return invalid(where + "step " + std::to_string(s.step) + " is negative");
+    if (spec.kind == VariableKind::kCounter) {
+      if (s.value.size() != 0 || !s.slots.empty()) return invalid(where + "a counter shard has no value or slots");
+    } else {
+      if (spec.rows < 1 || spec.cols < 1) return invalid(where + "shape " + dims(spec.rows, spec.cols) + " is empty");
+      if (s.value.rows() != spec.rows || s.value.cols() != spec.cols)
+        return invalid(where + "value is " + dims(s.value) + " but the spec says " + dims(spec.rows, spec.cols));
+      const std::size_t want = spec.kind == VariableKind::kTrainable ? optimizer->slot_count() : 0;
+      if (!s.slots.empty() && s.slots.size() != want)
+        return invalid(where + "has " + std::to_string(s.slots.size()) + " optimizer slots; " +
+                       (spec.kind == VariableKind::kTrainable ? optimizer->name() + " needs "
+                                                              : std::string("a non-trainable shard has ")) +
+                       std::to_string(want));
+      for (std::size_t k = 0; k < s.slots.size(); ++k)
+        if (s.slots[k].rows() != spec.rows || s.slots[k].cols() != spec.cols)
+          return invalid(where + "slot '" + optimizer->slot_names()[k] + "' is " + dims(s.slots[k]) +
+                         " but the shard is " + dims(spec.rows, spec.cols));
+    }
+    auto existing = shards_.find(spec.id);
+    if (existing != shards_.end() && !request.replace_existing && !same_spec(existing->second.spec, spec)) {
+      const ShardSpec& e = existing->second.spec;
+      return absl::AlreadyExistsError(options_.name + ": " + where + "conflicts with the existing shard '" + e.name +
+                                      "' (" + kind_name(e.kind) + ", " + dims(e.rows, e.cols) +
+                                      "); set replace_existing to overwrite it");
+    }
+  }
+
+  for (const ShardState& s : request.shards) {
+    auto existing = shards_.find(s.spec.id);
+    if (existing != shards_.end() && !request.replace_existing) continue;  // the same spec, resent
+    Shard shard;
+    shard.spec = s.spec;
+    shard.step = s.step;
+    shard.counter = s.counter;
+    if (s.spec.kind != VariableKind::kCounter) {
+      shard.value = s.value;
+      if (s.spec.kind == VariableKind::kTrainable)
+        shard.slots = s.slots.empty() ? optimizer->make_slots(s.spec.rows, s.spec.cols) : s.slots;
+    }
+    shards_[s.spec.id] = std::move(shard);
+  }
+  optimizer_ = std::move(optimizer);
+  if (request.fence.coordinator != 0) return set_fence(request.fence);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- Pull
+
+StatusOr<PullResponse> ParameterStore::pull(const PullRequest& request) {
+  for (std::size_t i = 0; i < request.items.size(); ++i) {
+    const PullItem& item = request.items[i];
+    auto it = shards_.find(item.shard);
+    const std::string where = "Pull item " + std::to_string(i) + " of " + shard_label(item.shard) + ": ";
+    if (it == shards_.end()) return invalid("Pull item " + std::to_string(i) + ": unknown shard id " +
+                                            std::to_string(item.shard));
+    if (it->second.spec.kind == VariableKind::kCounter) {
+      if (!item.all_rows) return invalid(where + "a counter has no rows to select");
+      continue;
+    }
+    if (!item.all_rows)
+      if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where + std::string(s.message()));
+  }
+
+  PullResponse response;
+  response.items.reserve(request.items.size());
+  for (const PullItem& item : request.items) {
+    const Shard& shard = shards_.at(item.shard);
+    PulledValue out;
+    if (shard.spec.kind == VariableKind::kCounter) {
+      out.counter = shard.counter;
+      stats_.bytes_pulled += sizeof(std::int64_t);
+    } else if (item.all_rows) {
+      out.values = shard.value;
+    } else {
+      out.values.resize(static_cast<Eigen::Index>(item.rows.size()), shard.value.cols());
+      for (std::size_t r = 0; r < item.rows.size(); ++r)
+        out.values.row(static_cast<Eigen::Index>(r)) = shard.value.row(static_cast<Eigen::Index>(item.rows[r]));
+    }
+    stats_.bytes_pulled += byte_size(out.values);
+    response.items.push_back(std::move(out));
+  }
+  ++stats_.pull_requests;
+  return response;
+}
+
+// ---------------------------------------------------------------- Push
+
+Status ParameterStore::validate_update(std::size_t index, const Update& u) const {
+  auto it = shards_.find(u.shard);
+  if (it == shards_.end())
+    return absl::InvalidArgumentError("Push update " + std::to_string(index) + ": unknown shard id " +
+                                      std::to_string(u.shard));
+  const Shard& shard = it->second;
+  const ShardSpec& spec = shard.spec;
+  const std::string where = "Push update " + std::to_string(index) + " to " + shard_label(u.shard) + ": ";
+  auto fail = [&](const std::string& what) { return absl::InvalidArgumentError(where + what); };
+
+  const bool op_ok = spec.kind == VariableKind::kTrainable ||
+                     (spec.kind == VariableKind::kAccumulator && u.op != Update::Op::kApplyGradient) ||
+                     (spec.kind == VariableKind::kCounter && u.op == Update::Op::kAdd);
+  if (!op_ok) return fail(std::string(op_name(u.op)) + " is not an update for a " + kind_name(spec.kind) + " shard");
+
+  if (spec.kind == VariableKind::kCounter) {
+    if (u.sparse || !u.rows.empty() || u.values.size() != 0)
+      return fail("a counter takes counter_delta only, not rows or values");
+    return absl::OkStatus();
+  }
+
+  const char* what = u.op == Update::Op::kApplyGradient ? "gradient" : "values";
+  if (u.values.cols() != spec.cols)
+    return fail(std::string(what) + " has " + std::to_string(u.values.cols()) + " columns, the shard " +
+                std::to_string(spec.cols) + " (shard is " + dims(spec.rows, spec.cols) + ")");
+  if (u.sparse) {
+    if (static_cast<std::size_t>(u.values.rows()) != u.rows.size())
+      return fail(std::string(what) + " has " + std::to_string(u.values.rows()) + " rows for " +
+                  std::to_string(u.rows.size()) + " row ids");
+    if (Status s = check_rows(u.rows, spec.rows); !s.ok()) return fail(std::string(s.message()));
+  } else {
+    if (!u.rows.empty()) return fail("a dense update carries row ids (set sparse)");
+    if (u.values.rows() != spec.rows)
+      return fail(std::string(what) + " is " + dims(u.values) + ", the shard " + dims(spec.rows, spec.cols));
+  }
+  if (!u.values.allFinite()) return fail(std::string(what) + " contains NaN or Inf");
+  return absl::OkStatus();
+}
+
+void ParameterStore::apply_update(const Update& u) {
+  Shard& shard = shards_.at(u.shard);
+  ++stats_.updates_applied;
+  stats_.bytes_pushed += byte_size(u.values) + u.rows.size() * sizeof(std::int64_t);
+  if (shard.spec.kind == VariableKind::kCounter) {
+    shard.counter += u.counter_delta;
+    stats_.bytes_pushed += sizeof(std::int64_t);
+    stats_.rows_updated += 1;
+    return;
+  }
+  stats_.rows_updated += u.sparse ? distinct(u.rows) : static_cast<std::size_t>(shard.spec.rows);
+  switch (u.op) {
+    case Update::Op::kApplyGradient: {
+      // Validated above, so the optimizer cannot refuse it.
+      Status s = u.sparse ? optimizer_->apply_sparse(shard.value, shard.slots, u.rows, u.values, shard.step)
+                          : optimizer_->apply_dense(shard.value, shard.slots, u.values, shard.step);
+      (void)s;
+      ++shard.step;
+      ++stats_.optimizer_steps;
+      break;
+    }
+    case Update::Op::kAdd:
+      if (!u.sparse) {
+        shard.value += u.values;
+      } else {
+        for (std::size_t i = 0; i < u.rows.size(); ++i)
+          shard.value.row(static_cast<Eigen::Index>(u.rows[i])) += u.values.row(static_cast<Eigen::Index>(i));
+      }
+      break;
+    case Update::Op::kAssign:
+      if (!u.sparse) {
+        shard.value = u.values;
+      } else {
+        for (std::size_t i = 0; i < u.rows.size(); ++i)
+          shard.value.row(static_cast<Eigen::Index>(u.rows[i])) = u.values.row(static_cast<Eigen::Index>(i));
+      }
+      break;
+  }
+}
+
+void ParameterStore::remember(const DedupKey& key) {
+  if (options_.dedup_window == 0) return;
+  if (!seen_.insert(key).second) return;
+  seen_order_.push_back(key);
+  while (seen_order_.size() > options_.dedup_window) {
+    seen_.erase(seen_order_.front());
+    seen_order_.pop_front();
+  }
+}
+
+StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestId request_id, const TaskId& caller) {
+  if (is_stale(request.fence)) {
+    ++stats_.fenced_pushes;
+    return fenced("push", request.fence);
+  }
+  const DedupKey key{caller, request_id};
+  if (request_id != 0 && seen_.count(key)) {
+    ++stats_.duplicates_dropped;
+    return PushResponse{.duplicate = true};
+  }
+  for (std::size_t i = 0; i < request.updates.size(); ++i)
+    if (Status s = validate_update(i, request.updates[i]); !s.ok()) return invalid(std::string(s.message()));
+
+  for (const Update& u : request.updates) apply_update(u);
+  ++stats_.push_requests;
+  if (request_id != 0) remember(key);
+  return PushResponse{};
+}
+
+// ---------------------------------------------------------------- Export, Fence
+
+StatusOr<ExportShardsResponse> ParameterStore::export_shards(const ExportShardsRequest& request) const {
+  std::vector<ShardId> ids = request.shards;
+  if (ids.empty())
+    for (const auto& [id, shard] : shards_) ids.push_back(id);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (!shards_.count(ids[i]))
+      return absl::InvalidArgumentError(options_.name + ": ExportShards item " + std::to_string(i) +
+                                        ": unknown shard id " + std::to_string(ids[i]));
+  ExportShardsResponse response;
+  response.shards.reserve(ids.size());
+  for (ShardId id : ids) {
+    const Shard& shard = shards_.at(id);
+    response.shards.push_back(ShardState{shard.spec, shard.value, shard.slots, shard.step, shard.counter});
+  }
+  return response;
+}
+
+Status ParameterStore::set_fence(const Fence& fence) {
+  if (fence.coordinator == 0)
+    return invalid("Fence: coordinator incarnation 0 is reserved for \"not fenced\"");
+  if (fence.coordinator == fence_.coordinator) {
+    fence_.generation = std::max(fence_.generation, fence.generation);
+  } else {
+    fence_ = fence;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace twinps

@@ -1,0 +1,143 @@
+#pragma once
+// The state a parameter server holds: its shards (value, optimizer slots kept
+// beside their shard, update count), one optimizer, the fence and the ids of
+// recently applied pushes. Its operations mirror the ps messages
+// (core/messages/messages.h). It does no I/O and never waits, so
+// ParameterServerNode, the simulator and tests call it directly.
+//
+// Every request is all-or-nothing: it is validated completely before anything
+// is applied, and an invalid one (unknown shard, wrong shape, wrong op for the
+// variable kind, negative or out-of-range row id, NaN/Inf) is answered
+// INVALID_ARGUMENT naming the shard and the problem, with the store unchanged
+// and still serving.
+//
+// Fence: a push or CreateShards whose fence is older than the store's is
+// refused with ABORTED + ErrorKind::kFenced. Older means: from another
+// coordinator incarnation, or from the same coordinator with a lower
+// generation. Coordinator incarnations are not ordered, so the store cannot
+// tell an old coordinator from a new one by its number; a new coordinator
+// announces itself with set_fence (or CreateShards), which replaces the fence,
+// and from then on the old one is refused. A store that has never been fenced
+// (coordinator 0) accepts every fence.
+//
+// Duplicate pushes: a push is identified by (caller, request id); id 0 means
+// "no id" and is never deduplicated. The store remembers the ids of the last
+// Options::dedup_window applied pushes (default 65536, about 2 MiB); a retry
+// of a push older than that would be applied again. Retries come within one
+// call deadline, far fewer pushes than the window on any realistic ps. Refused
+// pushes are not remembered, so their retries are judged afresh.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/cluster/task_id.h"
+#include "core/messages/messages.h"
+#include "core/ps/optimizer.h"
+#include "core/runtime/status.h"
+
+namespace twinps {
+
+// What the store did, for run summaries, metrics and the simulator.
+struct ParameterStoreStats {
+  std::uint64_t pull_requests = 0;
+  std::uint64_t push_requests = 0;  // accepted and applied
+  std::uint64_t bytes_pulled = 0;   // values (4 bytes a float) and counters (8) returned
+  std::uint64_t bytes_pushed = 0;   // values and row ids of applied updates
+  std::uint64_t updates_applied = 0;     // Update items applied (gradient, add or assign)
+  std::uint64_t optimizer_steps = 0;     // of which gradients run through the optimizer
+  std::uint64_t rows_updated = 0;        // distinct rows written by applied updates
+  std::uint64_t duplicates_dropped = 0;  // pushes acknowledged as duplicates, not applied
+  std::uint64_t fenced_pushes = 0;       // pushes refused for a stale fence
+  std::uint64_t rejected_requests = 0;   // requests refused as invalid
+};
+
+class ParameterStore {
+ public:
+  struct Options {
+    std::string name = "ps";  // how errors name this store ("ps:0")
+    std::size_t dedup_window = 65536;
+  };
+
+  ParameterStore() : ParameterStore(Options{}) {}
+  explicit ParameterStore(Options options);
+
+  // Creates the shards and sets the store's optimizer.
+  //  * A shard that exists with the same spec is left as it is (a resent
+  //    request must not reset training), unless replace_existing.
+  //  * replace_existing overwrites existing shards with the request's state (restore).
+  //  * A conflicting spec (same id, different name/kind/shape; or a name held
+  //    by another id) is ALREADY_EXISTS; a malformed shard INVALID_ARGUMENT.
+  //  * A shard sent without slots gets fresh ones (make_slots); with slots,
+  //    they must be the optimizer's count and the shard's shape.
+  //  * Another optimizer than the store runs is ALREADY_EXISTS unless
+  //    replace_existing, and then only if every trainable shard left out of
+  //    the request has the new optimizer's slot count (FAILED_PRECONDITION).
+  //  * A non-zero fence in the request is checked like a push's, then adopted
+  //    as by set_fence.
+  Status create_shards(const CreateShardsRequest& request);
+
+  // All rows or the given rows (in request order, repeats allowed) of each
+  // item's shard, or the counter of a counter shard.
+  StatusOr<PullResponse> pull(const PullRequest& request);
+
+  // Applies every update in order. `request_id` 0 disables deduplication.
+  //  * kApplyGradient (trainable shards): the optimizer, dense or sparse; the
+  //    shard's step counts these.
+  //  * kAdd: value += values (dense), value[rows] += values (sparse, repeats
+  //    add up), counter += counter_delta (counter shards).
+  //  * kAssign: value = values (dense), value[rows] = values (sparse; for a
+  //    repeated row the last one wins). Not for counters.
+  // Trainable shards accept all three ops (a model variable can be assigned),
+  // accumulators kAdd/kAssign, counters kAdd (dense, no values).
+  StatusOr<PushResponse> push(const PushRequest& request, RequestId request_id = 0, const TaskId& caller = {});
+
+  // The full state of the given shards (every shard, in id order, if none given).
+  StatusOr<ExportShardsResponse> export_shards(const ExportShardsRequest& request) const;
+
+  // Same coordinator: the generation only moves forward (a lower one is
+  // ignored, OK). Another coordinator: replaces the fence. Coordinator 0 is
+  // INVALID_ARGUMENT (it means "unfenced").
+  Status set_fence(const Fence& fence);
+
+  const Fence& fence() const { return fence_; }
+  const ParameterStoreStats& stats() const { return stats_; }
+  const std::string& name() const { return options_.name; }
+  std::size_t shard_count() const { return shards_.size(); }
+  bool has_shard(ShardId id) const { return shards_.count(id) > 0; }
+  // The optimizer set by the last CreateShards, or null before any.
+  const Optimizer* optimizer() const { return optimizer_ ? &*optimizer_ : nullptr; }
+
+ private:
+  struct Shard {
+    ShardSpec spec;
+    Matrix value;
+    std::vector<Matrix> slots;
+    std::int64_t step = 0;
+    std::int64_t counter = 0;
+  };
+  using DedupKey = std::pair<TaskId, RequestId>;
+
+  // "shard 'emb/part_1' (id 7)", or "shard id 7" for an unknown one.
+  std::string shard_label(ShardId id) const;
+  Status invalid(const std::string& what);
+  bool is_stale(const Fence& f) const;
+  Status fenced(const char* request, const Fence& f);
+  Status validate_update(std::size_t index, const Update& u) const;
+  void apply_update(const Update& u);
+  void remember(const DedupKey& key);
+
+  Options options_;
+  std::map<ShardId, Shard> shards_;
+  std::optional<Optimizer> optimizer_;
+  Fence fence_;
+  std::set<DedupKey> seen_;
+  std::deque<DedupKey> seen_order_;  // oldest first, for evicting from seen_
+  ParameterStoreStats stats_;
+};
+
+}  // namespace twinps

@@ -1,0 +1,285 @@
+#include "core/variables/sharded_variable.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "core/variables/partitioner.h"
+
+namespace twinps {
+namespace {
+
+Status invalid(const VariableLayout& layout, const std::string& message) {
+  return absl::InvalidArgumentError("variable \"" + layout.name + "\": " + message);
+}
+
+std::string dims(Eigen::Index rows, Eigen::Index cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
+
+std::string list_string(const std::vector<std::int64_t>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// Python's a // b for b > 0 (rounds toward minus infinity); the routing
+// formula below is written with it.
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - ((a % b != 0 && a < 0) ? 1 : 0); }
+
+// Spec V9: with N rows in k div shards, the first `extra` shards have base+1
+// rows. Requires a valid layout and 0 <= g < N (so base >= 1).
+RowLocation route(std::int64_t n, std::int64_t k, std::int64_t g) {
+  const std::int64_t base = n / k;
+  const std::int64_t extra = n % k;
+  const std::int64_t p = std::max(floor_div(g, base + 1), floor_div(g - extra, base));
+  const std::int64_t local = p < extra ? g % (base + 1) : (g - extra) % base;
+  return RowLocation{static_cast<std::size_t>(p), local};
+}
+
+Status check_row(const VariableLayout& layout, std::int64_t g) {
+  if (g < 0) return invalid(layout, "row id " + std::to_string(g) + " is negative");
+  if (g >= layout.rows())
+    return invalid(layout, "row id " + std::to_string(g) + " is out of range: the variable has " +
+                               std::to_string(layout.rows()) + " rows" +
+                               (layout.rows() > 0 ? " (0.." + std::to_string(layout.rows() - 1) + ")" : ""));
+  return absl::OkStatus();
+}
+
+std::int64_t num_shards(const VariableLayout& layout) { return static_cast<std::int64_t>(layout.shards.size()); }
+
+}  // namespace
+
+Status validate_layout(const VariableLayout& layout) {
+  for (std::int64_t d : layout.shape)
+    if (d < 0) return invalid(layout, "shape " + shape_string(layout.shape) + " has a negative dimension");
+  const std::int64_t n = layout.rows();
+  const std::int64_t k = num_shards(layout);
+  if (k == 0) return invalid(layout, "the layout has no shards");
+  if (n == 0 ? k != 1 : k > n)
+    return invalid(layout, std::to_string(k) + " shards for " + std::to_string(n) + " rows");
+  const std::vector<std::int64_t> expected = div_split(n, k);
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < layout.shards.size(); ++i) {
+    const ShardPlacement& s = layout.shards[i];
+    if (s.row_offset != offset)
+      return invalid(layout, "shard " + std::to_string(i) + " starts at row " + std::to_string(s.row_offset) +
+                                 "; expected " + std::to_string(offset));
+    if (s.rows != expected[i]) {
+      std::vector<std::int64_t> actual;
+      for (const ShardPlacement& t : layout.shards) actual.push_back(t.rows);
+      return invalid(layout, "shards have rows " + list_string(actual) + ", but a div split of " +
+                                 std::to_string(n) + " rows into " + std::to_string(k) + " shards is " +
+                                 list_string(expected));
+    }
+    offset += s.rows;
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<RowLocation> locate_row(const VariableLayout& layout, std::int64_t global_row) {
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  TWINPS_RETURN_IF_ERROR(check_row(layout, global_row));
+  return route(layout.rows(), num_shards(layout), global_row);
+}
+
+StatusOr<LookupPlan> plan_lookup(const VariableLayout& layout, const RowIds& ids) {
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  const std::int64_t n = layout.rows();
+  const std::int64_t k = num_shards(layout);
+
+  std::vector<RowLocation> where(ids.size());
+  std::vector<RowIds> rows_of_shard(layout.shards.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    TWINPS_RETURN_IF_ERROR(check_row(layout, ids[i]));
+    where[i] = route(n, k, ids[i]);
+    rows_of_shard[where[i].shard].push_back(where[i].local_row);
+  }
+
+  LookupPlan plan{layout.name, layout.cols(), {}, {}};
+  std::vector<std::size_t> gather_of_shard(layout.shards.size(), 0);
+  for (std::size_t s = 0; s < rows_of_shard.size(); ++s) {
+    RowIds& rows = rows_of_shard[s];
+    if (rows.empty()) continue;
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    gather_of_shard[s] = plan.gathers.size();
+    plan.gathers.push_back(ShardGather{s, std::move(rows)});
+  }
+  plan.sources.reserve(ids.size());
+  for (const RowLocation& loc : where) {
+    const std::size_t g = gather_of_shard[loc.shard];
+    const RowIds& rows = plan.gathers[g].local_rows;
+    const auto pos = std::lower_bound(rows.begin(), rows.end(), loc.local_row) - rows.begin();
+    plan.sources.push_back(LookupPlan::Source{g, static_cast<std::size_t>(pos)});
+  }
+  return plan;
+}
+
+StatusOr<Matrix> assemble(const LookupPlan& plan, const std::vector<Matrix>& gathered) {
+  auto bad = [&](const std::string& message) {
+    return absl::InvalidArgumentError("variable \"" + plan.variable + "\": " + message);
+  };
+  if (gathered.size() != plan.gathers.size())
+    return bad("got " + std::to_string(gathered.size()) + " gathered matrices for " +
+               std::to_string(plan.gathers.size()) + " gathers");
+  for (std::size_t i = 0; i < gathered.size(); ++i) {
+    const auto want_rows = static_cast<Eigen::Index>(plan.gathers[i].local_rows.size());
+    if (gathered[i].rows() != want_rows || gathered[i].cols() != plan.cols)
+      return bad("the gather from shard " + std::to_string(plan.gathers[i].shard) + " returned " +
+                 dims(gathered[i].rows(), gathered[i].cols()) + "; expected " + dims(want_rows, plan.cols));
+  }
+  Matrix out(static_cast<Eigen::Index>(plan.sources.size()), plan.cols);
+  for (std::size_t i = 0; i < plan.sources.size(); ++i) {
+    const LookupPlan::Source& src = plan.sources[i];
+    if (src.gather >= gathered.size() || src.row >= plan.gathers[src.gather].local_rows.size())
+      return bad("the lookup plan is inconsistent at id " + std::to_string(i));
+    out.row(static_cast<Eigen::Index>(i)) = gathered[src.gather].row(static_cast<Eigen::Index>(src.row));
+  }
+  return out;
+}
+
+StatusOr<Matrix> embedding_lookup(const VariableLayout& layout, const RowIds& ids, const GatherFn& gather) {
+  auto plan = plan_lookup(layout, ids);
+  if (!plan.ok()) return plan.status();
+  std::vector<Matrix> gathered;
+  gathered.reserve(plan->gathers.size());
+  for (const ShardGather& g : plan->gathers) {
+    auto rows = gather(g);
+    if (!rows.ok()) return rows.status();
+    gathered.push_back(*std::move(rows));
+  }
+  return assemble(*plan, gathered);
+}
+
+StatusOr<Matrix> gather_rows(const Matrix& m, const RowIds& rows) {
+  Matrix out(static_cast<Eigen::Index>(rows.size()), m.cols());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= m.rows())
+      return absl::InvalidArgumentError("row " + std::to_string(rows[i]) + " is out of range for a matrix with " +
+                                        std::to_string(m.rows()) + " rows");
+    out.row(static_cast<Eigen::Index>(i)) = m.row(rows[i]);
+  }
+  return out;
+}
+
+StatusOr<std::vector<ShardUpdate>> split_sparse(const VariableLayout& layout, const RowIds& rows,
+                                                const Matrix& values) {
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  if (values.rows() != static_cast<Eigen::Index>(rows.size()))
+    return invalid(layout, std::to_string(rows.size()) + " row ids but " + std::to_string(values.rows()) +
+                               " rows of values");
+  if (rows.empty()) return std::vector<ShardUpdate>{};
+  if (values.cols() != layout.cols())
+    return invalid(layout, "values have " + std::to_string(values.cols()) + " columns; the variable has " +
+                               std::to_string(layout.cols()));
+
+  struct Entry {
+    RowLocation loc;
+    std::size_t input;  // index into rows/values
+  };
+  std::vector<Entry> entries;
+  entries.reserve(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    TWINPS_RETURN_IF_ERROR(check_row(layout, rows[i]));
+    entries.push_back(Entry{route(layout.rows(), num_shards(layout), rows[i]), i});
+  }
+  // Stable, so that repeats of a row are summed in input order: the same
+  // input always gives bit-identical sums.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.loc.shard, a.loc.local_row) < std::tie(b.loc.shard, b.loc.local_row);
+  });
+
+  std::vector<ShardUpdate> out;
+  std::size_t i = 0;
+  while (i < entries.size()) {
+    const std::size_t shard = entries[i].loc.shard;
+    std::size_t end = i;
+    std::size_t distinct = 0;
+    for (; end < entries.size() && entries[end].loc.shard == shard; ++end)
+      if (end == i || entries[end].loc.local_row != entries[end - 1].loc.local_row) ++distinct;
+
+    ShardUpdate update{shard, SparseRows{{}, Matrix(static_cast<Eigen::Index>(distinct), layout.cols())}};
+    update.update.rows.reserve(distinct);
+    for (std::size_t j = i; j < end; ++j) {
+      const auto value = values.row(static_cast<Eigen::Index>(entries[j].input));
+      if (j == i || entries[j].loc.local_row != entries[j - 1].loc.local_row) {
+        update.update.rows.push_back(entries[j].loc.local_row);
+        update.update.values.row(static_cast<Eigen::Index>(update.update.rows.size() - 1)) = value;
+      } else {
+        update.update.values.row(static_cast<Eigen::Index>(update.update.rows.size() - 1)) += value;
+      }
+    }
+    out.push_back(std::move(update));
+    i = end;
+  }
+  return out;
+}
+
+StatusOr<std::vector<Matrix>> split_dense(const VariableLayout& layout, const Matrix& full) {
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  if (full.rows() != layout.rows() || full.cols() != layout.cols())
+    return invalid(layout, "the value is " + dims(full.rows(), full.cols()) + "; the variable is " +
+                               dims(layout.rows(), layout.cols()) + " (shape " + shape_string(layout.shape) + ")");
+  std::vector<Matrix> out;
+  out.reserve(layout.shards.size());
+  for (const ShardPlacement& s : layout.shards) out.emplace_back(full.middleRows(s.row_offset, s.rows));
+  return out;
+}
+
+StatusOr<Matrix> concat_shards(const VariableLayout& layout, const std::vector<Matrix>& shards) {
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  if (shards.size() != layout.shards.size())
+    return invalid(layout, "got " + std::to_string(shards.size()) + " shard values for " +
+                               std::to_string(layout.shards.size()) + " shards");
+  Matrix out(layout.rows(), layout.cols());
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const ShardPlacement& s = layout.shards[i];
+    if (shards[i].rows() != s.rows || shards[i].cols() != layout.cols())
+      return invalid(layout, "the value of shard " + std::to_string(i) + " is " +
+                                 dims(shards[i].rows(), shards[i].cols()) + "; expected " +
+                                 dims(s.rows, layout.cols()));
+    out.middleRows(s.row_offset, s.rows) = shards[i];
+  }
+  return out;
+}
+
+StatusOr<std::vector<ShardSlice>> plan_row_slice(const VariableLayout& layout, std::int64_t begin,
+                                                 std::int64_t end) {
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  if (begin < 0 || begin > end || end > layout.rows())
+    return invalid(layout, "row slice [" + std::to_string(begin) + ":" + std::to_string(end) +
+                               "] is not within [0:" + std::to_string(layout.rows()) + "]");
+  std::vector<ShardSlice> out;
+  for (std::size_t i = 0; i < layout.shards.size(); ++i) {
+    const ShardPlacement& s = layout.shards[i];
+    const std::int64_t lo = std::max(begin, s.row_offset);
+    const std::int64_t hi = std::min(end, s.row_offset + s.rows);
+    if (lo < hi) out.push_back(ShardSlice{i, lo - s.row_offset, hi - s.row_offset});
+  }
+  return out;
+}
+
+StatusOr<Matrix> assemble_row_slice(const VariableLayout& layout, const std::vector<ShardSlice>& slices,
+                                    const std::vector<Matrix>& pieces) {
+  if (pieces.size() != slices.size())
+    return invalid(layout, "got " + std::to_string(pieces.size()) + " pieces for " +
+                               std::to_string(slices.size()) + " slices");
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < slices.size(); ++i) {
+    const ShardSlice& s = slices[i];
+    if (s.shard >= layout.shards.size() || s.begin < 0 || s.begin > s.end || s.end > layout.shards[s.shard].rows)
+      return invalid(layout, "slice " + std::to_string(i) + " is not within its shard");
+    if (pieces[i].rows() != s.end - s.begin || pieces[i].cols() != layout.cols())
+      return invalid(layout, "piece " + std::to_string(i) + " (shard " + std::to_string(s.shard) + ") is " +
+                                 dims(pieces[i].rows(), pieces[i].cols()) + "; expected " +
+                                 dims(s.end - s.begin, layout.cols()));
+    total += s.end - s.begin;
+  }
+  Matrix out(total, layout.cols());
+  std::int64_t at = 0;
+  for (const Matrix& piece : pieces) {
+    out.middleRows(at, piece.rows()) = piece;
+    at += piece.rows();
+  }
+  return out;
+}
+
+}  // namespace twinps
