@@ -273,7 +273,8 @@ void ClusterCoordinator::stop() {
 }
 
 ParameterClient ClusterCoordinator::parameter_client() {
-  return ParameterClient(runtime_, Fence{runtime_.incarnation, generation_}, CancelToken{}, options_.rpc_timeout);
+  return ParameterClient(runtime_, Fence{runtime_.incarnation, generation_}, CancelToken{}, options_.rpc_timeout,
+                         push_counter_);
 }
 
 Task<StatusOr<std::vector<ShardState>>> ClusterCoordinator::export_variables() {

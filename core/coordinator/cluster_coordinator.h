@@ -183,6 +183,7 @@ class ClusterCoordinator {
   std::uint64_t generation_ = 0;
   CancellationSource generation_cancel_;
   ClosureId next_closure_id_ = 1;
+  std::uint64_t push_counter_ = 0;  // numbers the coordinator's own pushes
   ResourceId next_resource_id_ = 1;
   bool started_ = false;
   bool stopping_ = false;

@@ -12,14 +12,22 @@
 
 #include "core/messages/messages.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/task.h"
 #include "core/variables/directory.h"
 
 namespace twinps {
 
 class ParameterClient {
  public:
-  ParameterClient(Runtime& runtime, Fence fence, CancelToken cancel, Duration rpc_timeout)
-      : runtime_(runtime), fence_(fence), cancel_(std::move(cancel)), rpc_timeout_(rpc_timeout) {}
+  // `request_counter` numbers pushes; it belongs to the task (not to this
+  // client) so that every push the task ever sends has a distinct request id.
+  ParameterClient(Runtime& runtime, Fence fence, CancelToken cancel, Duration rpc_timeout,
+                  std::uint64_t& request_counter)
+      : runtime_(runtime),
+        fence_(fence),
+        cancel_(std::move(cancel)),
+        rpc_timeout_(rpc_timeout),
+        request_counter_(request_counter) {}
 
   // A batch of reads. Each add returns a handle for reading the result.
   class PullBatch {
@@ -95,7 +103,7 @@ class ParameterClient {
   Fence fence_;
   CancelToken cancel_;
   Duration rpc_timeout_;
-  std::uint64_t request_seq_ = 0;
+  std::uint64_t& request_counter_;
   std::uint64_t bytes_pulled_ = 0;
   std::uint64_t bytes_pushed_ = 0;
 };

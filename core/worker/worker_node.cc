@@ -87,7 +87,7 @@ Task<void> WorkerNode::run_closure(IncomingCall call, Responder respond) {
     }
   }
   ++closures_run_;
-  ParameterClient ps(runtime_, req.fence, call.cancelled, options_.ps_call_timeout);
+  ParameterClient ps(runtime_, req.fence, call.cancelled, options_.ps_call_timeout, push_counter_);
   StepContext ctx(runtime_, variables_, std::move(req.args), std::move(resolved), ps, call.cancelled,
                   runtime_.random.fork("closure", req.id));
   StatusOr<Value> result = co_await (*fn)(ctx);

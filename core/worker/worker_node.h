@@ -43,6 +43,7 @@ class WorkerNode {
   VariableDirectory variables_;
   std::map<ResourceId, std::unique_ptr<Resource>> resources_;
   std::uint64_t closures_run_ = 0;
+  std::uint64_t push_counter_ = 0;  // numbers this task's pushes (request ids)
 };
 
 }  // namespace twinps

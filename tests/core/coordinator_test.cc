@@ -300,7 +300,8 @@ TEST(CoordinatorTest, FullQueueOfCapacityTwoBlocksScheduleWithoutDeadlock) {
   std::vector<std::size_t> queued_after_each;
   Status s = h.run([](ClusterCoordinator& c, std::vector<std::size_t>* seen) -> Task<Status> {
     for (int i = 0; i < 10; ++i) {
-      auto rv = co_await c.schedule("train", {Value(std::int64_t{i}), Value(0.5)});
+      std::vector<Arg> call_args{Value(std::int64_t{i}), Value(0.5)};
+      auto rv = co_await c.schedule("train", std::move(call_args));
       if (!rv.ok()) co_return rv.status();
       seen->push_back(c.stats().scheduled);
     }
@@ -313,7 +314,8 @@ TEST(CoordinatorTest, FullQueueOfCapacityTwoBlocksScheduleWithoutDeadlock) {
   // Errors with a full queue: the failing closure's error surfaces, nothing hangs.
   Status e = h.run([](ClusterCoordinator& c) -> Task<Status> {
     for (int i = 0; i < 6; ++i) {
-      auto rv = co_await c.schedule(i == 1 ? "fail" : "train", {Value(std::int64_t{i}), Value(0.5)});
+      std::vector<Arg> call_args{Value(std::int64_t{i}), Value(0.5)};
+      auto rv = co_await c.schedule(i == 1 ? "fail" : "train", std::move(call_args));
       if (!rv.ok()) co_return rv.status();
     }
     co_return co_await c.join();
@@ -330,7 +332,8 @@ TEST(CoordinatorTest, DatasetIsRebuiltOnARecoveredWorkerBeforeItsNextClosure) {
   auto schedule_next = [&](int n) {
     return h.run([](ClusterCoordinator& c, PerWorkerValues it, int n) -> Task<Status> {
       for (int i = 0; i < n; ++i) {
-        auto rv = co_await c.schedule("next", {it});
+        std::vector<Arg> call_args{it};
+        auto rv = co_await c.schedule("next", std::move(call_args));
         if (!rv.ok()) co_return rv.status();
       }
       co_return co_await c.join();
@@ -391,7 +394,8 @@ TEST(CoordinatorTest, ParameterServerFailureRaisesUnavailableAtJoinAndAtSchedule
   // The ps stays down: the next closures fail too, and schedule raises the same class.
   Status at_schedule = h.run([](ClusterCoordinator& c, Executor& ex) -> Task<Status> {
     for (int i = 0; i < 100; ++i) {
-      auto rv = co_await c.schedule("train", {Value(std::int64_t{i})});
+      std::vector<Arg> call_args{Value(std::int64_t{i})};
+      auto rv = co_await c.schedule("train", std::move(call_args));
       if (!rv.ok()) co_return rv.status();
       co_await sleep_for(ex, 100 * kMillisecond);
     }
@@ -479,8 +483,8 @@ TEST(CoordinatorTest, PartitionedWorkerIsDetectedByHeartbeatsAndItsClosureRunsEl
   LocalCluster cluster(fns.registry, o);
   auto& c = cluster.coordinator();
   ASSERT_TRUE(cluster.run(c.start(test_variables(), OptimizerConfig{}, test_initial()))->ok());
-  auto a = *cluster.run(c.schedule("train", {Value(std::int64_t{0}), Value(30.0)}));
-  auto b = *cluster.run(c.schedule("train", {Value(std::int64_t{1}), Value(30.0)}));
+  RemoteValue a = cluster.run(c.schedule("train", {Value(std::int64_t{0}), Value(30.0)}))->value();
+  RemoteValue b = cluster.run(c.schedule("train", {Value(std::int64_t{1}), Value(30.0)}))->value();
   cluster.run_until_time(cluster.engine().now() + kSecond);
   links.cut.insert(TaskId::worker(1));  // worker 1 keeps running but nobody hears it
   cluster.run_until_time(cluster.engine().now() + 10 * kSecond);

@@ -105,10 +105,14 @@ struct Variables {
 };
 StatusOr<Variables> find_variables(StepContext& ctx) {
   Variables v{};
-  const std::pair<const VariableLayout**, const char*> wanted[] = {
-      {&v.embedding, kEmbedding},   {&v.kernel, kKernel},         {&v.bias, kBias},
-      {&v.iterations, kIterations}, {&v.acc_total, kAccuracyTotal}, {&v.acc_count, kAccuracyCount},
-      {&v.eval_total, kEvalAccuracyTotal}, {&v.eval_count, kEvalAccuracyCount}};
+  struct Wanted {
+    const VariableLayout** slot;
+    const char* name;
+  };
+  const Wanted wanted[] = {{&v.embedding, kEmbedding},       {&v.kernel, kKernel},
+                           {&v.bias, kBias},                 {&v.iterations, kIterations},
+                           {&v.acc_total, kAccuracyTotal},   {&v.acc_count, kAccuracyCount},
+                           {&v.eval_total, kEvalAccuracyTotal}, {&v.eval_count, kEvalAccuracyCount}};
   for (auto& [slot, name] : wanted) {
     auto l = ctx.variable(name);
     if (!l.ok()) return l.status();
@@ -287,7 +291,8 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
     TWINPS_CO_RETURN_IF_ERROR(co_await reset_metric(c, kAccuracyTotal, kAccuracyCount));
     for (int step = 0; step < config.steps_per_epoch; ++step) {
-      auto rv = co_await c.schedule(kTrainStep, {iterator});
+      std::vector<Arg> call_args{iterator};
+      auto rv = co_await c.schedule(kTrainStep, std::move(call_args));
       if (!rv.ok()) co_return rv.status();
     }
     TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
@@ -301,7 +306,8 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
     if (after_epoch) TWINPS_CO_RETURN_IF_ERROR(co_await after_epoch(c, report));
   }
 
-  auto loss_rv = co_await c.schedule(kTrainStep, {iterator});
+  std::vector<Arg> call_args{iterator};
+  auto loss_rv = co_await c.schedule(kTrainStep, std::move(call_args));
   if (!loss_rv.ok()) co_return loss_rv.status();
   TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
   auto loss = co_await loss_rv->fetch();
@@ -321,7 +327,8 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
       c.create_per_worker_dataset(kEvalDataset, dataset_args(config.data_seed + 1, config.eval_examples, 0));
   PerWorkerValues eval_iterator = c.create_per_worker_iterator(eval_dataset);
   for (int i = 0; i < config.eval_steps; ++i) {
-    auto rv = co_await c.schedule(kEvalStep, {eval_iterator});
+    std::vector<Arg> call_args{eval_iterator};
+    auto rv = co_await c.schedule(kEvalStep, std::move(call_args));
     if (!rv.ok()) co_return rv.status();
   }
   TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
