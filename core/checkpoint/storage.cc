@@ -23,7 +23,8 @@ Status errno_status(int err, const std::string& what) {
     case EPERM:
     case EROFS: return absl::PermissionDeniedError(message);
     case ENOTDIR:
-    case EISDIR: return absl::FailedPreconditionError(message);
+    case EISDIR:
+    case EEXIST: return absl::FailedPreconditionError(message);
     case ENOSPC:
     case EDQUOT: return absl::ResourceExhaustedError(message);
     default: return absl::UnavailableError(message);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -33,7 +34,11 @@ std::string json_quoted(std::string_view s) {
 std::string describe_value(const Json& v) {
   if (v.is_null()) return "null";
   std::string text = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  if (text.size() > 40) {
+    std::size_t cut = 37;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // keep UTF-8 whole
+    text = text.substr(0, cut) + "...";
+  }
   return std::string(v.type_name()) + " " + text;
 }
 

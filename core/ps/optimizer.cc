@@ -228,9 +228,6 @@ Status Optimizer::check_operands(const Matrix& value, const std::vector<Matrix>&
 
 namespace {
 
-// One update rule applied to a block of rows: the whole shard (dense) or one
-// row (sparse). Every block is a row-major Eigen view, so the same code serves
-// both paths and they cannot drift apart.
 struct Coefficients {
   float lr = 0;
   float momentum = 0;
@@ -256,74 +253,77 @@ Coefficients coefficients(const OptimizerConfig& c, double lr, std::int64_t step
   return k;
 }
 
-template <typename V, typename G>
-void sgd_step(const OptimizerConfig& c, const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
+void sgd_step(const OptimizerConfig& c, const Coefficients& k, Matrix& value, std::vector<Matrix>& slots,
+              const Matrix& grad) {
+  auto x = value.array();
+  const auto g = grad.array();
   if (slots.empty()) {
-    value -= k.lr * g;
+    x -= k.lr * g;
     return;
   }
   // TensorFlow's KerasMomentum kernel: accum = momentum*accum - lr*g.
-  auto& accum = slots[0];
+  auto accum = slots[0].array();
   accum = k.momentum * accum - k.lr * g;
   if (c.nesterov)
-    value += k.momentum * accum - k.lr * g;
+    x += k.momentum * accum - k.lr * g;
   else
-    value += accum;
+    x += accum;
 }
 
-template <typename V, typename G>
-void adagrad_step(const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
-  auto& accum = slots[0];
+void adagrad_step(const Coefficients& k, Matrix& value, std::vector<Matrix>& slots, const Matrix& grad) {
+  const auto g = grad.array();
+  auto accum = slots[0].array();
   accum += g.square();
-  value -= k.lr * g / (accum.sqrt() + k.epsilon);
+  value.array() -= k.lr * g / (accum.sqrt() + k.epsilon);
 }
 
-template <typename V, typename G>
-void rmsprop_step(const OptimizerConfig& c, const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
-  const bool has_momentum = c.momentum > 0;
-  auto& ms = slots[0];
+void rmsprop_step(const OptimizerConfig& c, const Coefficients& k, Matrix& value, std::vector<Matrix>& slots,
+                  const Matrix& grad) {
+  auto x = value.array();
+  const auto g = grad.array();
+  auto ms = slots[0].array();
   ms = k.rho * ms + (1 - k.rho) * g.square();
-  if (has_momentum) {
+  if (c.momentum > 0) {
     // The ApplyRMSProp kernels: epsilon inside the square root.
-    auto& mom = slots[1];
+    auto mom = slots[1].array();
     if (c.centered) {
-      auto& mg = slots[2];
+      auto mg = slots[2].array();
       mg = k.rho * mg + (1 - k.rho) * g;
       mom = k.momentum * mom + k.lr * g / (ms - mg.square() + k.epsilon).sqrt();
     } else {
       mom = k.momentum * mom + k.lr * g / (ms + k.epsilon).sqrt();
     }
-    value -= mom;
+    x -= mom;
   } else if (c.centered) {
     // Keras's own formula without momentum: epsilon outside the square root.
-    auto& mg = slots[1];
+    auto mg = slots[1].array();
     mg = k.rho * mg + (1 - k.rho) * g;
-    value -= k.lr * g / ((ms - mg.square()).sqrt() + k.epsilon);
+    x -= k.lr * g / ((ms - mg.square()).sqrt() + k.epsilon);
   } else {
-    value -= k.lr * g / (ms.sqrt() + k.epsilon);
+    x -= k.lr * g / (ms.sqrt() + k.epsilon);
   }
 }
 
-template <typename V, typename G>
-void adam_step(const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
-  auto& m = slots[0];
-  auto& v = slots[1];
+void adam_step(const Coefficients& k, Matrix& value, std::vector<Matrix>& slots, const Matrix& grad) {
+  const auto g = grad.array();
+  auto m = slots[0].array();
+  auto v = slots[1].array();
   m = k.beta_1 * m + (1 - k.beta_1) * g;
   v = k.beta_2 * v + (1 - k.beta_2) * g.square();
-  value -= k.adam_alpha * m / (v.sqrt() + k.epsilon);
+  value.array() -= k.adam_alpha * m / (v.sqrt() + k.epsilon);
 }
 
-template <typename V, typename G>
-void step_block(const OptimizerConfig& c, const Coefficients& k, V value, std::vector<V>& slots, const G& g) {
+// One update rule applied to a whole block: the shard (dense) or the gathered
+// rows of a sparse gradient, so both paths share the same arithmetic.
+void apply_rule(const OptimizerConfig& c, const Coefficients& k, Matrix& value, std::vector<Matrix>& slots,
+                const Matrix& grad) {
   switch (c.kind) {
-    case OptimizerConfig::Kind::kSgd: sgd_step(c, k, value, slots, g); break;
-    case OptimizerConfig::Kind::kAdagrad: adagrad_step(k, value, slots, g); break;
-    case OptimizerConfig::Kind::kRmsprop: rmsprop_step(c, k, value, slots, g); break;
-    case OptimizerConfig::Kind::kAdam: adam_step(k, value, slots, g); break;
+    case OptimizerConfig::Kind::kSgd: sgd_step(c, k, value, slots, grad); break;
+    case OptimizerConfig::Kind::kAdagrad: adagrad_step(k, value, slots, grad); break;
+    case OptimizerConfig::Kind::kRmsprop: rmsprop_step(c, k, value, slots, grad); break;
+    case OptimizerConfig::Kind::kAdam: adam_step(k, value, slots, grad); break;
   }
 }
-
-using ArrayRef = Eigen::Ref<Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 }  // namespace
 
@@ -334,11 +334,7 @@ Status Optimizer::apply_dense(Matrix& value, std::vector<Matrix>& slots, const M
     return absl::InvalidArgumentError("gradient has " + std::to_string(grad.rows()) + " rows, the value " +
                                       std::to_string(value.rows()));
   if (step < 0) return absl::InvalidArgumentError("step must be >= 0, got " + std::to_string(step));
-  const Coefficients k = coefficients(config_, learning_rate(step), step);
-  std::vector<ArrayRef> slot_refs;
-  slot_refs.reserve(slots.size());
-  for (auto& s : slots) slot_refs.emplace_back(s.array());
-  step_block(config_, k, ArrayRef(value.array()), slot_refs, grad.array());
+  apply_rule(config_, coefficients(config_, learning_rate(step), step), value, slots, grad);
   return absl::OkStatus();
 }
 
@@ -374,14 +370,25 @@ Status Optimizer::apply_sparse(Matrix& value, std::vector<Matrix>& slots, const 
     return absl::OkStatus();
   }
 
-  for (std::size_t i = 0; i < g.rows.size(); ++i) {
-    const auto r = static_cast<Eigen::Index>(g.rows[i]);
-    std::vector<ArrayRef> slot_rows;
-    slot_rows.reserve(slots.size());
-    for (auto& s : slots) slot_rows.emplace_back(s.row(r).array());
-    step_block(config_, k, ArrayRef(value.row(r).array()), slot_rows,
-               g.values.row(static_cast<Eigen::Index>(i)).array());
-  }
+  // Every other rule is row-wise: gather the touched rows, run the dense rule
+  // on them, scatter them back. Untouched rows and their slots stay as they are.
+  auto gather = [&](const Matrix& m) {
+    Matrix out(static_cast<Eigen::Index>(g.rows.size()), m.cols());
+    for (std::size_t i = 0; i < g.rows.size(); ++i)
+      out.row(static_cast<Eigen::Index>(i)) = m.row(static_cast<Eigen::Index>(g.rows[i]));
+    return out;
+  };
+  auto scatter = [&](const Matrix& rows, Matrix& m) {
+    for (std::size_t i = 0; i < g.rows.size(); ++i)
+      m.row(static_cast<Eigen::Index>(g.rows[i])) = rows.row(static_cast<Eigen::Index>(i));
+  };
+  Matrix touched = gather(value);
+  std::vector<Matrix> touched_slots;
+  touched_slots.reserve(slots.size());
+  for (const Matrix& s : slots) touched_slots.push_back(gather(s));
+  apply_rule(config_, k, touched, touched_slots, g.values);
+  scatter(touched, value);
+  for (std::size_t i = 0; i < slots.size(); ++i) scatter(touched_slots[i], slots[i]);
   return absl::OkStatus();
 }
 

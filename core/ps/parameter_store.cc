@@ -54,7 +54,9 @@ std::size_t distinct(RowIds ids) {
 
 }  // namespace
 
-ParameterStore::ParameterStore(Options options) : options_(std::move(options)) {}
+ParameterStore::ParameterStore(Options options) : options_(std::move(options)) {
+  if (options_.name.empty()) options_.name = "ps";
+}
 
 std::string ParameterStore::shard_label(ShardId id) const {
   auto it = shards_.find(id);

@@ -22,8 +22,8 @@
 //
 // Duplicate pushes: a push is identified by (caller, request id); id 0 means
 // "no id" and is never deduplicated. The store remembers the ids of the last
-// Options::dedup_window applied pushes (default 65536, about 2 MiB); a retry
-// of a push older than that would be applied again. Retries come within one
+// Options::dedup_window applied pushes (default 65536 ids, a few MiB); a
+// retry of a push older than that would be applied again. Retries come within one
 // call deadline, far fewer pushes than the window on any realistic ps. Refused
 // pushes are not remembered, so their retries are judged afresh.
 #include <cstdint>
@@ -59,7 +59,7 @@ struct ParameterStoreStats {
 class ParameterStore {
  public:
   struct Options {
-    std::string name = "ps";  // how errors name this store ("ps:0")
+    std::string name;  // how errors name this store ("ps:0"); "ps" if empty
     std::size_t dedup_window = 65536;
   };
 

@@ -7,7 +7,7 @@ namespace twinps {
 namespace {
 
 ParameterStore::Options with_default_name(ParameterStore::Options options, const TaskId& self) {
-  if (options.name.empty() || options.name == ParameterStore::Options{}.name) options.name = self.short_name();
+  if (options.name.empty()) options.name = self.short_name();
   return options;
 }
 

@@ -12,8 +12,8 @@ namespace twinps {
 
 class ParameterServerNode {
  public:
-  // Starts serving on runtime.transport. `options.name` defaults to the task's
-  // short name ("ps:0") so errors say which ps refused.
+  // Starts serving on runtime.transport. An empty `options.name` becomes the
+  // task's short name ("ps:0"), so errors say which ps refused.
   explicit ParameterServerNode(Runtime& runtime, ParameterStore::Options options = {});
   // Stops serving: later calls fail as to a task with no service running.
   ~ParameterServerNode();
