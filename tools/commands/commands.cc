@@ -1,0 +1,12 @@
+#include "tools/commands/commands.h"
+
+namespace twinps::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> all = {
+      {"train", "run the coordinator: the tutorial model on a cluster", run_train},
+  };
+  return all;
+}
+
+}  // namespace twinps::cli

@@ -1,0 +1,17 @@
+#pragma once
+#include <vector>
+
+namespace twinps::cli {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);
+};
+
+// Every subcommand, in the order --help lists them.
+const std::vector<Command>& commands();
+
+int run_train(int argc, char** argv);
+
+}  // namespace twinps::cli
