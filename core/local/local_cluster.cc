@@ -33,7 +33,8 @@ void LocalCluster::start_node(const TaskId& task) {
                                  .fork("start", static_cast<std::uint64_t>(n.starts));
   const Incarnation incarnation = node_random.fork("incarnation").next_u64() | 1;
   n.runtime.reset(new Runtime{task, incarnation, *n.executor, *n.transport,
-                              options_.trace ? *options_.trace : static_cast<TraceSink&>(null_trace_), node_random});
+                              options_.trace ? *options_.trace : static_cast<TraceSink&>(null_trace_), node_random,
+                              options_.cost});
   if (task.job == Job::kWorker) n.worker = std::make_unique<WorkerNode>(*n.runtime, registry_, options_.worker);
   if (task.job == Job::kPs) n.ps = std::make_unique<ParameterServerNode>(*n.runtime);
 }

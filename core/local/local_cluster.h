@@ -27,6 +27,7 @@ struct LocalClusterOptions {
   WorkerOptions worker;
   LinkModel* links = nullptr;   // nullptr: zero-latency delivery
   TraceSink* trace = nullptr;   // nullptr: no tracing
+  CostModel* cost = nullptr;    // nullptr: computation takes no clock time
 };
 
 class LocalCluster {

@@ -4,6 +4,7 @@
 // whether it is simulated.
 #include "core/cluster/task_id.h"
 #include "core/messages/messages.h"
+#include "core/runtime/cost_model.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/random.h"
 #include "core/runtime/trace.h"
@@ -18,6 +19,7 @@ struct Runtime {
   Transport& transport;
   TraceSink& trace;
   RandomStream random;  // this node's stream; fork it per purpose
+  CostModel* cost = nullptr;  // modelled compute time (simulator); nullptr: real time passes by itself
 };
 
 }  // namespace twinps

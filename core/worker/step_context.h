@@ -9,6 +9,7 @@
 
 #include "core/messages/messages.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/task.h"
 #include "core/variables/directory.h"
 #include "core/worker/parameter_client.h"
 #include "core/worker/resource.h"
@@ -48,6 +49,16 @@ class StepContext {
   }
 
   ParameterClient& ps() { return ps_; }
+
+  // Marks where the step computes. With a cost model (the simulator) the
+  // modelled duration passes on the clock here; on real hardware the work
+  // itself took the time and this returns at once.
+  Task<void> compute(ComputeCost cost) {
+    if (runtime_.cost) {
+      const Duration d = runtime_.cost->compute(runtime_.self, cost);
+      if (d > 0) co_await sleep_for(runtime_.executor, d);
+    }
+  }
   Executor& executor() { return runtime_.executor; }
   TraceSink& trace() { return runtime_.trace; }
   RandomStream& random() { return random_; }

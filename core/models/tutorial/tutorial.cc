@@ -142,6 +142,7 @@ Task<StatusOr<Value>> train_step(StepContext& ctx) {
   const float bias = pulled->value(h_bias)(0, 0);
 
   const Eigen::Index n = batch->size(), features = batch->ids.cols();
+  co_await ctx.compute(ComputeCost{kTrainStep, n, 0});
   Forward f = forward(pulled->value(h_emb), n, features, kernel, bias);
 
   // Binary cross-entropy on the logits (numerically stable form), averaged
@@ -187,6 +188,7 @@ Task<StatusOr<Value>> eval_step(StepContext& ctx) {
   const int h_bias = pull.dense(*vars->bias);
   auto pulled = co_await ctx.ps().pull(pull);
   if (!pulled.ok()) co_return pulled.status();
+  co_await ctx.compute(ComputeCost{kEvalStep, batch->size(), 0});
   Forward f = forward(pulled->value(h_emb), batch->size(), batch->ids.cols(), pulled->value(h_kernel),
                       pulled->value(h_bias)(0, 0));
   ParameterClient::PushBatch push;
