@@ -2,6 +2,7 @@
 // 2 ps, 3 workers, embedding in 2 shards, 4 epochs x 5 steps, batch 8.
 #include <gtest/gtest.h>
 
+#include "core/checkpoint/training_checkpoints.h"
 #include "core/local/local_cluster.h"
 #include "core/models/tutorial/tutorial.h"
 
@@ -102,6 +103,58 @@ TEST(TutorialTest, ReachesAccuracyOneForMostSeeds) {
   }
   std::printf("%d of %d seeds reach accuracy 1.0 in epoch 4\n", perfect, seeds);
   EXPECT_GE(perfect, seeds * 8 / 10);
+}
+
+TEST(TutorialTest, RestartedCoordinatorResumesAtTheRightEpochFromTheLastCheckpoint) {
+  // P6/P7: the coordinator dies after epoch 1's checkpoint; a new one restores
+  // it, resumes at iterations // steps_per_epoch and finishes the run.
+  FunctionRegistry registry;
+  tutorial::register_functions(registry);
+  LocalClusterOptions o;
+  o.shape = ClusterShape{3, 2};
+  LocalCluster cluster(registry, o);
+  InMemoryStorage storage;
+  CheckpointManager manager(storage, /*max_to_keep=*/2);
+  tutorial::Config config;
+  auto model = tutorial::build_model(2, config);
+  ASSERT_TRUE(model.ok());
+
+  auto save_after_epoch = [&](ClusterCoordinator& c, const tutorial::EpochReport& e) -> Task<Status> {
+    std::map<std::string, std::string> metadata;
+    metadata["epoch"] = std::to_string(e.epoch);
+    auto saved = co_await save_checkpoint(c, manager, std::move(metadata));
+    co_return saved.status();
+  };
+  auto start = [&](const StartingPoint& sp) {
+    auto started = cluster.run(cluster.coordinator().start(model->variables, model->optimizer, sp.shards));
+    ASSERT_TRUE(started && started->ok());
+  };
+
+  auto first = restore_or_initialize(&manager, model->variables, model->optimizer, model->initial);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->restored_from.has_value());
+  start(*first);
+  tutorial::Config two_epochs = config;
+  two_epochs.epochs = 2;
+  // Stop the program right after epoch 1's checkpoint, as a crash would.
+  auto partial = cluster.run(tutorial::train(cluster.coordinator(), two_epochs, 0, {}, save_after_epoch));
+  ASSERT_TRUE(partial && partial->ok());
+  cluster.restart_coordinator();
+
+  auto second = restore_or_initialize(&manager, model->variables, model->optimizer, model->initial);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second->restored_from.has_value());
+  EXPECT_EQ(second->step, 10) << "saved after epoch 1: two epochs of 5 steps";
+  EXPECT_EQ(second->metadata.at("epoch"), "1");
+  const int resume = resume_epoch(second->step, config.steps_per_epoch);
+  EXPECT_EQ(resume, 2);
+  start(*second);
+  auto rest = cluster.run(tutorial::train(cluster.coordinator(), config, resume, {}, save_after_epoch));
+  ASSERT_TRUE(rest && rest->ok());
+  ASSERT_EQ((*rest)->epochs.size(), 2u);
+  EXPECT_EQ((*rest)->epochs.front().epoch, 2);
+  EXPECT_EQ((*rest)->epochs.back().accuracy, 1.0);
+  EXPECT_EQ((*rest)->epochs.back().iterations, 20);
 }
 
 }  // namespace
