@@ -244,8 +244,10 @@ struct OutgoingRpc {
 };
 
 struct Peer {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<grpc::GenericStub> stub;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
+  std::size_t next = 0;
+  grpc::GenericStub& stub() { return *stubs[next++ % stubs.size()]; }
 };
 
 std::string call_name(const OutgoingRpc& rpc) { return std::string(rpc.name) + " to " + rpc.to.short_name(); }
@@ -373,8 +375,13 @@ struct GrpcTransport::Impl {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, to_millis(options.max_reconnect_backoff));
     for (const auto& [key, value] : options.grpc_int_args) args.SetInt(key, value);
     Peer p;
-    p.channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    p.stub = std::make_unique<grpc::GenericStub>(p.channel);
+    for (int i = 0; i < std::max(options.channels_per_peer, 1); ++i) {
+      // A distinct argument per channel keeps gRPC from sharing one connection among them.
+      grpc::ChannelArguments channel_args = args;
+      channel_args.SetInt("twinps.channel_index", i);
+      p.channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), channel_args));
+      p.stubs.push_back(std::make_unique<grpc::GenericStub>(p.channels.back()));
+    }
     return &peers.emplace(to, std::move(p)).first->second;
   }
 
@@ -464,7 +471,7 @@ struct GrpcTransport::Impl {
     // destroyed on gRPC's own callback threads (in gRPC 1.51 the last channel
     // releases the callback CQ, whose threads would then join themselves).
     OutgoingRpc* raw = rpc.get();
-    p->stub->UnaryCall(&raw->ctx, kCallMethod, grpc::StubOptions(), &raw->request, &raw->response,
+    p->stub().UnaryCall(&raw->ctx, kCallMethod, grpc::StubOptions(), &raw->request, &raw->response,
                        [this, rpc = std::move(rpc), shared = client_shared, ex = &executor](grpc::Status status) mutable {
                          StatusOr<Response> result = decode_reply(status, *rpc);
                          rpc->request.Clear();  // releases the request's tensors

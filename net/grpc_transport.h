@@ -58,6 +58,9 @@ struct GrpcTransportOptions {
   // growing to at most `max` (gRPC's defaults are 1 s and 120 s).
   Duration initial_reconnect_backoff = 100 * kMillisecond;
   Duration max_reconnect_backoff = 500 * kMillisecond;
+  // TCP connections (gRPC channels) to each peer; calls take them in turn.
+  // More than one lets concurrent large transfers to one peer proceed in parallel.
+  int channels_per_peer = 1;
   // Tensors of at least this many bytes travel out of band (zero-copy send).
   std::size_t attachment_threshold = AttachmentWriter::kDefaultThreshold;
   // Extra integer gRPC arguments (grpc/impl/codegen/grpc_types.h), applied to

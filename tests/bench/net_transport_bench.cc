@@ -15,6 +15,8 @@
 // BM_PushPullPipelined keeps `depth` pairs in flight instead of one.
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -39,6 +41,7 @@ GrpcTransportOptions tuning_from_env() {
     if (eq != std::string::npos) o.grpc_int_args[item.substr(0, eq)] = std::stoi(item.substr(eq + 1));
   }
   if (const char* t = std::getenv("TWINPS_BENCH_ATTACHMENT_THRESHOLD")) o.attachment_threshold = std::stoul(t);
+  if (const char* c = std::getenv("TWINPS_BENCH_CHANNELS")) o.channels_per_peer = std::stoi(c);
   return o;
 }
 
@@ -84,8 +87,18 @@ PushRequest make_push(const Matrix& gradient) {
 
 PullRequest make_pull() { return PullRequest{{PullItem{0, true, {}}}}; }
 
-void report(benchmark::State& state, std::size_t bytes) {
+// CPU seconds used so far by the whole process (every thread: gRPC's, both executors).
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
+void report(benchmark::State& state, std::size_t bytes, double cpu_start) {
   const auto pairs = static_cast<double>(state.iterations());
+  // Process CPU per pair: what the transport costs, independent of how busy the machine is.
+  state.counters["cpu_us/pair"] = (process_cpu_seconds() - cpu_start) * 1e6 / std::max(pairs, 1.0);
   state.counters["pairs/s"] = benchmark::Counter(pairs, benchmark::Counter::kIsRate);
   state.counters["GB/s"] = benchmark::Counter(pairs * 2.0 * static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsRate);
 }
@@ -96,6 +109,7 @@ void BM_PushPull(benchmark::State& state) {
   const Matrix gradient = Matrix::Constant(1, c.stored.cols(), 0.25f);
   const bool exclude_build = bytes >= (64u << 10);
   bool ok = true;
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
     if (exclude_build) state.PauseTiming();
     PushRequest push = make_push(gradient);
@@ -112,7 +126,7 @@ void BM_PushPull(benchmark::State& state) {
     c.client_ex.run_until([&] { return done == 2; });
   }
   if (!ok) state.SkipWithError("a call failed");
-  report(state, bytes);
+  report(state, bytes, cpu_start);
 }
 
 void BM_PushPullPipelined(benchmark::State& state) {
@@ -122,6 +136,7 @@ void BM_PushPullPipelined(benchmark::State& state) {
   const Matrix gradient = Matrix::Constant(1, c.stored.cols(), 0.25f);
   bool ok = true;
   std::int64_t started = 0, finished = 0;
+  const double cpu_start = process_cpu_seconds();
   std::function<void()> start_pair = [&] {
     ++started;
     c.client->call(kPs, make_push(gradient), {}, [&](StatusOr<Response> r) {
@@ -140,7 +155,7 @@ void BM_PushPullPipelined(benchmark::State& state) {
   }
   c.client_ex.run_until([&] { return finished == started; });
   if (!ok) state.SkipWithError("a call failed");
-  report(state, bytes);
+  report(state, bytes, cpu_start);
 }
 
 BENCHMARK(BM_PushPull)->Arg(4 << 10)->Arg(1 << 20)->Arg(16 << 20)->UseRealTime()->Unit(benchmark::kMicrosecond);
