@@ -84,16 +84,19 @@ class IncomingRpc final : public grpc::ServerUnaryReactor, public std::enable_sh
     const Time deadline = callee_deadline();
 
     std::shared_ptr<const CallHandler> handler;
+    bool stopping = false;
     {
       std::lock_guard lock(shared_->mu);
-      if (!shared_->stopping && shared_->handler) {
+      stopping = shared_->stopping;
+      if (!stopping && shared_->handler) {
         handler = shared_->handler;
         id_ = shared_->next_id++;
         shared_->live.emplace(id_, shared_from_this());
       }
     }
     if (!handler) {
-      finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, shared_->self.short_name() + " has no service running"));
+      finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          shared_->self.short_name() + (stopping ? " stopped serving" : " has no service running")));
       return;
     }
     shared_->executor->post([rpc = shared_from_this(), handler = std::move(handler), from,
@@ -417,6 +420,11 @@ struct GrpcTransport::Impl {
       fail_soon(rpc, absl::CancelledError(call_name(*rpc) + " was cancelled"));
       return;
     }
+    const Duration left = options_in.deadline == kTimeNever ? 0 : options_in.deadline - executor.now();
+    if (options_in.deadline != kTimeNever && left <= 0) {
+      fail_soon(rpc, absl::DeadlineExceededError(call_name(*rpc) + " passed its deadline"));
+      return;
+    }
     Peer* p = peer(to);
     if (!p) {
       fail_soon(rpc, absl::InvalidArgumentError(call_name(*rpc) + ": no address is known for " + to.short_name()));
@@ -441,11 +449,6 @@ struct GrpcTransport::Impl {
     }
 
     if (options_in.deadline != kTimeNever) {
-      const Duration left = options_in.deadline - executor.now();
-      if (left <= 0) {
-        fail_soon(rpc, absl::DeadlineExceededError(call_name(*rpc) + " passed its deadline"));
-        return;
-      }
       rpc->ctx.set_deadline(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(left, GPR_TIMESPAN)));
     }
     rpc->ctx.set_wait_for_ready(false);  // fail fast: a peer that is down is UNAVAILABLE now
