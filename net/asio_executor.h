@@ -1,0 +1,112 @@
+#pragma once
+// The real-mode Executor: a boost::asio::io_context that exactly one thread
+// runs at a time — either the caller of run_until() (a client program's main
+// loop) or the executor's own thread after start() (a server node). Every
+// callback a node sees runs there, one at a time, so core code takes no lock.
+//
+//   * now(): steady-clock nanoseconds since the executor was constructed.
+//   * post(): thread-safe; gRPC threads post completions through it.
+//   * post_at()/cancel(): thread-safe; timers live in one (time, sequence)
+//     queue behind a single asio timer. Cancelling a fired or unknown id is a
+//     no-op.
+//   * run_until(pred, limit): runs callbacks on the calling thread until
+//     pred() holds (true), the clock reaches `limit` (false), or nothing is
+//     left that could ever run a callback (false): no queued callback, no
+//     timer, and no outstanding Work (a transport holds Work for each call
+//     in flight, since its completion will arrive from another thread).
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "core/runtime/event_queue.h"
+#include "core/runtime/executor.h"
+
+namespace twinps::net {
+
+class AsioExecutor final : public Executor {
+ public:
+  AsioExecutor();
+  ~AsioExecutor() override;  // stops the thread if started; queued callbacks are destroyed unrun
+  AsioExecutor(const AsioExecutor&) = delete;
+  AsioExecutor& operator=(const AsioExecutor&) = delete;
+
+  Time now() const override;
+  void post(Callback fn) override;
+  TimerId post_at(Time when, Callback fn) override;
+  void cancel(TimerId id) override;
+  bool run_until(const std::function<bool()>& done, Time limit = kTimeNever) override;
+
+  // Runs the loop on a thread of its own until stop() (for server nodes).
+  // run_until() must not be called while started.
+  void start();
+  // Stops and joins the thread; callbacks still queued stay queued. Idempotent.
+  // Not callable from the executor's own thread.
+  void stop();
+  bool started() const { return thread_.joinable(); }
+
+  // Runs `fn` on the executor and waits for it: the way another thread (a
+  // test, a launcher) touches a node whose executor runs on its own thread.
+  // Must not be called from the executor's own thread, and the loop must be
+  // running (start()) or be driven by someone else meanwhile.
+  void run_sync(std::function<void()> fn);
+
+  // True on the thread currently running the loop.
+  bool in_executor_thread() const;
+
+  // Keeps run_until() from treating the loop as idle while a completion is
+  // due from another thread. Movable, thread-safe to create and destroy; must
+  // not outlive the executor.
+  class Work {
+   public:
+    Work() = default;
+    explicit Work(AsioExecutor& ex) : guard_(std::in_place, ex.io_.get_executor()) {}
+    Work(Work&& o) noexcept = default;
+    Work& operator=(Work&& o) noexcept {
+      if (this != &o) {
+        guard_.reset();
+        if (o.guard_) guard_.emplace(std::move(*o.guard_));
+        o.guard_.reset();
+      }
+      return *this;
+    }
+    void reset() { guard_.reset(); }
+    explicit operator bool() const { return guard_.has_value(); }
+
+   private:
+    std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
+  };
+
+  boost::asio::io_context& context() { return io_; }
+
+  // Converts between this executor's clock and std::chrono::steady_clock.
+  std::chrono::steady_clock::time_point to_steady(Time t) const;
+  Time from_steady(std::chrono::steady_clock::time_point t) const;
+
+ private:
+  void arm_timer();       // executor thread only
+  void on_timer(const boost::system::error_code& ec);
+  void request_arm();     // from any thread
+
+  const std::chrono::steady_clock::time_point epoch_;
+  mutable boost::asio::io_context io_;  // mutable: get_executor() is non-const
+  boost::asio::steady_timer timer_;
+  Time armed_for_ = kTimeNever;  // executor thread only
+
+  mutable std::mutex timers_mu_;
+  EventQueue<Callback> timers_;  // guarded by timers_mu_
+  std::atomic<bool> arm_pending_{false};
+
+  std::thread thread_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> keep_alive_;
+};
+
+}  // namespace twinps::net

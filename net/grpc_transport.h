@@ -1,0 +1,103 @@
+#pragma once
+// Transport (core/runtime/transport.h) over gRPC, for one task.
+//
+// One unary RPC, twinps.wire.Twinps/Call, carries every request. Messages are
+// RpcRequest / RpcResponse protobufs whose tensor bytes go out of band
+// (net/frame.h): sending copies no tensor in user space, receiving copies each
+// tensor once. Encoding runs on the sender's executor; decoding runs on gRPC's
+// threads, so a node's executor only sees finished C++ structs.
+//
+// Contract, as InMemoryNetwork keeps it:
+//   * `done` runs exactly once on the caller's executor, never inside call();
+//   * errors of the transport itself — peer unreachable or down, deadline,
+//     cancellation, a message too large or malformed — carry the callee as
+//     failed task; an error the callee's handler returned arrives unchanged
+//     with its code, message and every payload (it travels inside the reply,
+//     not as the gRPC status);
+//   * CallOptions::deadline (on the caller's clock) becomes the gRPC
+//     deadline; the callee sees it on its own clock in IncomingCall::deadline;
+//   * cancelling CallOptions::cancel completes the call with CANCELLED at once
+//     and cancels the RPC; the callee's IncomingCall::cancelled fires (also
+//     when the caller's deadline passes or its connection drops);
+//   * calls fail fast: a peer that is down gives UNAVAILABLE at once rather
+//     than waiting for it to come back, and a peer restarted on the same
+//     address is reachable again within about max_reconnect_backoff;
+//   * calls in flight to a task that stops serving fail with UNAVAILABLE.
+//
+// Threading: handlers run on this task's executor. call() and serve() are
+// called on the executor's thread (or while it is not running). Destroy the
+// transport on the executor's thread or while the executor is not running;
+// destroying it stops serving and drops this task's own calls in flight (their
+// `done` is destroyed unrun, as InMemoryNetwork does for a task that goes down).
+// The executor must outlive the transport.
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/runtime/transport.h"
+#include "net/asio_executor.h"
+#include "net/convert.h"
+
+namespace twinps::net {
+
+// The gRPC method every twinps call uses.
+inline constexpr char kCallMethod[] = "/twinps.wire.Twinps/Call";
+
+struct GrpcTransportOptions {
+  // "host:port" to serve on; port 0 picks a free port (see GrpcTransport::port()).
+  // Empty: this task only calls out.
+  std::string listen_address;
+  // "host:port" of a peer, or "" if the task is unknown.
+  std::function<std::string(const TaskId&)> resolve;
+  // Largest message sent or accepted, either direction. The default holds a
+  // 64 MB tensor with two optimizer slots (ExportShards of an Adam shard).
+  std::size_t max_message_bytes = std::size_t{256} << 20;
+  // Reconnection to a peer that went down: first retry after `initial`,
+  // growing to at most `max` (gRPC's defaults are 1 s and 120 s).
+  Duration initial_reconnect_backoff = 100 * kMillisecond;
+  Duration max_reconnect_backoff = 500 * kMillisecond;
+  // TCP connections (gRPC channels) to each peer; calls take them in turn.
+  // More than one lets concurrent large transfers to one peer proceed in parallel.
+  int channels_per_peer = 1;
+  // Tensors of at least this many bytes travel out of band (zero-copy send).
+  std::size_t attachment_threshold = AttachmentWriter::kDefaultThreshold;
+  // Extra integer gRPC arguments (grpc/impl/codegen/grpc_types.h), applied to
+  // the server and to every channel, after the transport's own: for tuning.
+  std::map<std::string, int> grpc_int_args;
+};
+
+// A resolver over a fixed map.
+std::function<std::string(const TaskId&)> address_map(std::map<TaskId, std::string> addresses);
+
+class GrpcTransport final : public Transport {
+ public:
+  // Starts serving if options.listen_address is set; fails if it cannot bind.
+  static StatusOr<std::unique_ptr<GrpcTransport>> create(const TaskId& self, AsioExecutor& executor,
+                                                         GrpcTransportOptions options);
+  ~GrpcTransport() override;
+  GrpcTransport(const GrpcTransport&) = delete;
+  GrpcTransport& operator=(const GrpcTransport&) = delete;
+
+  void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) override;
+  void serve(CallHandler handler) override;
+
+  const TaskId& self() const;
+  int port() const;  // the bound port, 0 if not serving
+
+  // Stops serving: calls in flight to this task fail with UNAVAILABLE at
+  // their callers, later ones cannot connect. Idempotent; the destructor does it.
+  void stop_serving();
+
+  // Calls started and not yet completed (for tests and stats).
+  std::size_t calls_in_flight() const;
+
+  struct Impl;
+
+ private:
+  explicit GrpcTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace twinps::net
