@@ -14,6 +14,7 @@
 #include "core/local/in_memory_network.h"
 #include "core/local/local_engine.h"
 #include "core/ps/ps_node.h"
+#include "core/runtime/block_on.h"
 #include "core/runtime/runtime.h"
 #include "core/worker/function_registry.h"
 #include "core/worker/worker_node.h"
@@ -57,11 +58,7 @@ class LocalCluster {
   // Runs `program` on the coordinator until it finishes (true) or `limit` passes (false).
   template <typename T>
   std::optional<T> run(Task<T> program, Time limit = kTimeNever) {
-    std::optional<T> result;
-    TaskScope scope(coordinator_executor());
-    scope.spawn(capture(std::move(program), &result));
-    engine_.run_until([&] { return result.has_value(); }, limit);
-    return result;
+    return block_on(coordinator_executor(), std::move(program), limit);
   }
   // Runs events until `when` on the simulated clock.
   void run_until_time(Time when) { engine_.run(when); }
@@ -76,10 +73,6 @@ class LocalCluster {
     std::unique_ptr<WorkerNode> worker;
     std::unique_ptr<ParameterServerNode> ps;
   };
-  template <typename T>
-  static Task<void> capture(Task<T> program, std::optional<T>* out) {
-    out->emplace(co_await std::move(program));
-  }
   void start_node(const TaskId& task);
 
   const FunctionRegistry& registry_;

@@ -13,5 +13,6 @@ struct Command {
 const std::vector<Command>& commands();
 
 int run_train(int argc, char** argv);
+int run_serve(int argc, char** argv);
 
 }  // namespace twinps::cli

@@ -1,21 +1,68 @@
-// twinps train: the coordinator program — the tutorial model's training loop.
+// twinps train: the coordinator program — the tutorial model's training loop —
+// on one of three runtimes: the deterministic in-memory cluster, an
+// in-process cluster over real gRPC, or a real cluster given by TF_CONFIG.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <memory>
 
+#include <nlohmann/json.hpp>
+
+#include "core/checkpoint/training_checkpoints.h"
 #include "core/local/local_cluster.h"
 #include "core/models/tutorial/tutorial.h"
+#include "net/in_process_cluster.h"
+#include "net/locked_trace.h"
+#include "net/real_node.h"
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
+#include "tools/tf_config.h"
 
 namespace twinps::cli {
 namespace {
+
+struct TrainSettings {
+  tutorial::Config model;
+  ClusterShape shape{3, 2};
+  CoordinatorOptions coordinator;
+  std::string checkpoint_dir;
+  int checkpoint_every_epochs = 1;
+  int keep_checkpoints = 3;
+  std::string trace_path;
+  std::string report_path;
+};
+
+// What the run did, for --report (tests and notebooks read it).
+struct Report {
+  nlohmann::json json = nlohmann::json::object();
+  void write(const std::string& path, const ClusterCoordinator* c) {
+    if (path.empty()) return;
+    if (c) {
+      const auto& s = c->stats();
+      json["stats"] = {{"scheduled", s.scheduled},        {"completed", s.completed},
+                       {"failed", s.failed},              {"retried", s.retried},
+                       {"cancelled", s.cancelled},        {"dispatched", s.dispatched},
+                       {"worker_failures", s.worker_failures}, {"worker_recoveries", s.worker_recoveries},
+                       {"resources_built", s.resources_built}, {"errors_raised", s.errors_raised},
+                       {"closures_per_worker", s.closures_per_worker}};
+      auto& log = json["dispatch_log"] = nlohmann::json::array();
+      static const char* kinds[] = {"closure", "resource", "worker_failed", "worker_recovered"};
+      for (const auto& d : c->dispatch_log())
+        log.push_back({{"t", to_seconds(d.time)}, {"worker", d.worker}, {"kind", kinds[static_cast<int>(d.kind)]},
+                       {"id", d.id}});
+    }
+    std::ofstream out(path);
+    out << json.dump(1) << "\n";
+    if (!out) std::fprintf(stderr, "twinps train: cannot write report '%s'\n", path.c_str());
+  }
+};
 
 void print_epoch(const tutorial::EpochReport& e) {
   std::printf("Finished epoch %d, accuracy is %f.\n", e.epoch, e.accuracy);
   std::fflush(stdout);
 }
 
-void print_result(const tutorial::Result& r, const CoordinatorStats& stats, double sim_seconds) {
+void print_summary(const tutorial::Result& r, const CoordinatorStats& stats, double clock_seconds) {
   std::printf("Final loss is %f\n", r.final_loss);
   std::printf("Evaluation accuracy: %f (direct), %f (distributed)\n", r.direct_eval_accuracy,
               r.distributed_eval_accuracy);
@@ -25,71 +72,235 @@ void print_result(const tutorial::Result& r, const CoordinatorStats& stats, doub
   t.row("closures retried", std::to_string(stats.retried));
   t.row("closures cancelled", std::to_string(stats.cancelled));
   t.row("worker failures", std::to_string(stats.worker_failures));
-  if (sim_seconds >= 0) t.row("clock at the end", format("%.6f s", sim_seconds));
+  t.row("worker recoveries", std::to_string(stats.worker_recoveries));
+  t.row("coordinator clock", format("%.3f s", clock_seconds));
   std::printf("\nsummary:\n");
   t.print();
+  std::fflush(stdout);
 }
 
-int train_in_memory(const tutorial::Config& config, const ClusterShape& shape, std::uint64_t seed) {
+// The coordinator's program, the same on every runtime. Returns the exit code.
+Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, CheckpointManager* manager,
+                              Report& report) {
+  auto model = tutorial::build_model(s.shape.ps, s.model);
+  if (!model.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", describe(model.status()).c_str());
+    co_return kExitBadInput;
+  }
+  auto start = restore_or_initialize(manager, model->variables, model->optimizer, model->initial);
+  if (!start.ok()) {
+    std::fprintf(stderr, "twinps train: cannot restore from %s: %s\n", s.checkpoint_dir.c_str(),
+                 describe(start.status()).c_str());
+    co_return kExitFailed;
+  }
+  for (const auto& refused : start->refused) {
+    std::fprintf(stderr, "twinps train: refused checkpoint %s: %s\n", refused.name.c_str(),
+                 describe(refused.reason).c_str());
+    report.json["refused"].push_back({{"name", refused.name}, {"reason", describe(refused.reason)}});
+  }
+  const int start_epoch = resume_epoch(start->step, s.model.steps_per_epoch);
+  if (start->restored_from) {
+    std::printf("Restored checkpoint %s (iterations %lld): resuming at epoch %d\n", start->restored_from->c_str(),
+                static_cast<long long>(start->step), start_epoch);
+    report.json["restored_from"] = *start->restored_from;
+  }
+  report.json["start_epoch"] = start_epoch;
+  Status started = co_await c.start(model->variables, model->optimizer, std::move(start->shards));
+  if (!started.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", describe(started).c_str());
+    report.json["error"] = describe(started);
+    co_return kExitFailed;
+  }
+  tutorial::AfterEpoch after_epoch;
+  if (manager) {
+    after_epoch = [&s, manager](ClusterCoordinator& coord, const tutorial::EpochReport& e) -> Task<Status> {
+      if ((e.epoch + 1) % s.checkpoint_every_epochs != 0 && e.epoch + 1 != s.model.epochs) co_return absl::OkStatus();
+      std::map<std::string, std::string> metadata;
+      metadata["epoch"] = std::to_string(e.epoch);
+      auto saved = co_await save_checkpoint(coord, *manager, std::move(metadata));
+      if (saved.ok()) {
+        std::printf("Saved checkpoint %s\n", saved->c_str());
+        std::fflush(stdout);
+      }
+      co_return saved.status();
+    };
+  }
+  auto on_epoch = [&report](const tutorial::EpochReport& e) {
+    print_epoch(e);
+    report.json["epochs"].push_back(
+        {{"epoch", e.epoch}, {"accuracy", e.accuracy}, {"iterations", e.iterations}, {"time", to_seconds(e.finished_at)}});
+  };
+  auto result = co_await tutorial::train(c, s.model, start_epoch, on_epoch, after_epoch);
+  if (!result.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", describe(result.status()).c_str());
+    report.json["error"] = describe(result.status());
+    report.json["error_code"] = absl::StatusCodeToString(result.status().code());
+    co_return kExitFailed;
+  }
+  report.json["final_loss"] = result->final_loss;
+  report.json["direct_eval_accuracy"] = result->direct_eval_accuracy;
+  report.json["distributed_eval_accuracy"] = result->distributed_eval_accuracy;
+  print_summary(*result, c.stats(), to_seconds(c.now()));
+  co_return kExitOk;
+}
+
+// Checkpoint storage, when --checkpoint-dir is given.
+struct Checkpoints {
+  std::unique_ptr<LocalDiskStorage> storage;
+  std::unique_ptr<CheckpointManager> manager;
+};
+StatusOr<Checkpoints> open_checkpoints(const TrainSettings& s) {
+  Checkpoints out;
+  if (s.checkpoint_dir.empty()) return out;
+  auto storage = LocalDiskStorage::open(s.checkpoint_dir, /*create=*/true);
+  if (!storage.ok()) return storage.status();
+  out.storage = std::move(*storage);
+  out.manager = std::make_unique<CheckpointManager>(*out.storage, s.keep_checkpoints);
+  return out;
+}
+
+int run_in_memory(const TrainSettings& s, CheckpointManager* manager, TraceSink* trace, Report& report) {
   FunctionRegistry registry;
   tutorial::register_functions(registry);
   LocalClusterOptions o;
-  o.shape = shape;
-  o.seed = seed;
+  o.shape = s.shape;
+  o.seed = s.model.data_seed;
+  o.coordinator = s.coordinator;
+  o.trace = trace;
   LocalCluster cluster(registry, o);
-  auto model = tutorial::build_model(shape.ps, config);
-  if (!model.ok()) {
-    std::fprintf(stderr, "twinps train: %s\n", describe(model.status()).c_str());
+  auto rc = cluster.run(coordinator_program(cluster.coordinator(), s, manager, report));
+  report.write(s.report_path, &cluster.coordinator());
+  return rc.value_or(kExitFailed);
+}
+
+int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink* trace, Report& report) {
+  FunctionRegistry registry;
+  tutorial::register_functions(registry);
+  std::unique_ptr<net::LockedTraceSink> locked;
+  if (trace) locked = std::make_unique<net::LockedTraceSink>(*trace);
+  net::InProcessClusterOptions o;
+  o.workers = s.shape.workers;
+  o.ps = s.shape.ps;
+  o.registry = &registry;
+  o.trace = locked.get();
+  auto cluster = net::InProcessCluster::start(o);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "twinps train: cannot start the in-process cluster: %s\n", describe(cluster.status()).c_str());
+    return kExitFailed;
+  }
+  net::RealNode& node = (*cluster)->coordinator();
+  ClusterCoordinator coordinator(node.runtime(), s.shape, registry, s.coordinator);
+  auto rc = block_on(node.executor(), coordinator_program(coordinator, s, manager, report));
+  report.write(s.report_path, &coordinator);
+  return rc.value_or(kExitFailed);
+}
+
+int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_flag, CheckpointManager* manager,
+                   TraceSink* trace, Report& report) {
+  auto tfc = load_tf_config(tf_config_flag);
+  if (!tfc.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", std::string(tfc.status().message()).c_str());
     return kExitBadInput;
   }
-  auto& c = cluster.coordinator();
-  auto started = cluster.run(c.start(model->variables, model->optimizer, model->initial));
-  if (!started || !started->ok()) {
-    std::fprintf(stderr, "twinps train: %s\n", started ? describe(*started).c_str() : "the cluster did not start");
+  if (Status v = validate_for_training(tfc->cluster); !v.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", std::string(v.message()).c_str());
+    return kExitBadInput;
+  }
+  if (tfc->task && tfc->task->job != Job::kChief) {
+    std::fprintf(stderr, "twinps train: this task is %s; the coordinator runs as \"chief\" (use twinps serve for %s)\n",
+                 tfc->task->short_name().c_str(), std::string(job_name(tfc->task->job)).c_str());
+    return kExitBadInput;
+  }
+  TrainSettings s = settings;
+  s.shape = ClusterShape{tfc->cluster.num_workers(), tfc->cluster.num_ps()};
+  if (s.model.num_shards < 0) s.model.num_shards = s.shape.ps;
+  FunctionRegistry registry;
+  tutorial::register_functions(registry);
+  net::RealNodeOptions o;
+  o.task = TaskId::chief();
+  o.resolve = resolver(tfc->cluster);
+  o.trace = trace;
+  auto node = net::RealNode::create(std::move(o));
+  if (!node.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", describe(node.status()).c_str());
     return kExitFailed;
   }
-  auto result = cluster.run(tutorial::train(c, config, 0, print_epoch));
-  if (!result || !result->ok()) {
-    std::fprintf(stderr, "twinps train: %s\n", result ? describe(result->status()).c_str() : "training did not finish");
-    return kExitFailed;
-  }
-  print_result(**result, c.stats(), to_seconds(cluster.engine().now()));
-  return kExitOk;
+  ClusterCoordinator coordinator((*node)->runtime(), s.shape, registry, s.coordinator);
+  auto rc = block_on((*node)->executor(), coordinator_program(coordinator, s, manager, report));
+  report.write(s.report_path, &coordinator);
+  return rc.value_or(kExitFailed);
 }
 
 }  // namespace
 
 int run_train(int argc, char** argv) {
-  tutorial::Config config;
-  ClusterShape shape{3, 2};
+  TrainSettings s;
   std::uint64_t seed = 1;
+  std::string tf_config;
+  double connect_timeout = 60, rpc_timeout = 30, heartbeat = 1;
   po::options_description opts("twinps train options");
   opts.add_options()("help,h", "show this help")
       ("in-memory", "run every task in this process on the deterministic in-memory transport")
-      ("workers", po::value(&shape.workers)->default_value(3), "worker tasks")
-      ("ps", po::value(&shape.ps)->default_value(2), "parameter-server tasks")
-      ("epochs", po::value(&config.epochs)->default_value(4), "epochs")
-      ("steps-per-epoch", po::value(&config.steps_per_epoch)->default_value(5), "steps scheduled per epoch")
-      ("batch-size", po::value(&config.batch_size)->default_value(8), "examples per step")
-      ("learning-rate", po::value(&config.learning_rate)->default_value(0.1), "RMSprop learning rate")
-      ("shards", po::value(&config.num_shards)->default_value(-1), "FixedShardsPartitioner shards (default: --ps)")
-      ("seed", po::value(&seed)->default_value(1), "seed of the run (data, initial values, shuffles)");
+      ("in-process", "run every task in this process over real gRPC on loopback ports")
+      ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
+      ("workers", po::value(&s.shape.workers)->default_value(3), "worker tasks (--in-memory, --in-process)")
+      ("ps", po::value(&s.shape.ps)->default_value(2), "parameter-server tasks (--in-memory, --in-process)")
+      ("epochs", po::value(&s.model.epochs)->default_value(4), "epochs")
+      ("steps-per-epoch", po::value(&s.model.steps_per_epoch)->default_value(5), "steps scheduled per epoch")
+      ("batch-size", po::value(&s.model.batch_size)->default_value(8), "examples per step")
+      ("learning-rate", po::value(&s.model.learning_rate)->default_value(0.1), "RMSprop learning rate")
+      ("shards", po::value(&s.model.num_shards)->default_value(-1), "FixedShardsPartitioner shards (default: the ps count)")
+      ("seed", po::value(&seed)->default_value(1), "seed of the data, initial values and shuffles")
+      ("checkpoint-dir", po::value(&s.checkpoint_dir), "save checkpoints here and restore the newest at start")
+      ("checkpoint-every", po::value(&s.checkpoint_every_epochs)->default_value(1), "save every N epochs (and after the last)")
+      ("keep", po::value(&s.keep_checkpoints)->default_value(3), "checkpoints to keep")
+      ("connect-timeout", po::value(&connect_timeout)->default_value(60), "seconds for every task to answer at start")
+      ("rpc-timeout", po::value(&rpc_timeout)->default_value(30), "seconds before a control call fails")
+      ("heartbeat", po::value(&heartbeat)->default_value(1), "seconds between worker health checks while closures run")
+      ("trace", po::value(&s.trace_path), "write a Chrome Trace Event file (open in Perfetto)")
+      ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log");
   po::variables_map vm;
-  if (int rc = parse(argc, argv, "usage: twinps train --in-memory [options]", opts, vm); rc >= 0) return rc;
-  if (shape.workers < 1 || shape.ps < 1) {
-    std::fprintf(stderr, "twinps train: --workers and --ps must be at least 1\n");
+  if (int rc = parse(argc, argv, "usage: twinps train (--in-memory | --in-process | with TF_CONFIG) [options]", opts, vm);
+      rc >= 0)
+    return rc;
+  if (vm.count("in-memory") && vm.count("in-process")) {
+    std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
     return kExitBadInput;
   }
-  if (config.epochs < 1 || config.steps_per_epoch < 1 || config.batch_size < 1 || config.learning_rate <= 0) {
-    std::fprintf(stderr, "twinps train: --epochs, --steps-per-epoch, --batch-size and --learning-rate must be positive\n");
+  if (s.shape.workers < 1 || s.shape.ps < 1 || s.model.epochs < 1 || s.model.steps_per_epoch < 1 ||
+      s.model.batch_size < 1 || s.model.learning_rate <= 0 || s.checkpoint_every_epochs < 1 || connect_timeout <= 0 ||
+      rpc_timeout <= 0 || heartbeat <= 0) {
+    std::fprintf(stderr,
+                 "twinps train: --workers, --ps, --epochs, --steps-per-epoch, --batch-size, --learning-rate, "
+                 "--checkpoint-every and the timeouts must be positive\n");
     return kExitBadInput;
   }
-  if (config.num_shards < 0) config.num_shards = shape.ps;
-  config.data_seed = seed;
-  config.init_seed = seed + 1;
-  if (vm.count("in-memory")) return train_in_memory(config, shape, seed);
-  std::fprintf(stderr, "twinps train: choose where the cluster runs: --in-memory\n");
-  return kExitBadInput;
+  if (s.model.num_shards < 0 && (vm.count("in-memory") || vm.count("in-process"))) s.model.num_shards = s.shape.ps;
+  s.model.data_seed = seed;
+  s.model.init_seed = seed + 1;
+  s.coordinator.connect_timeout = from_seconds(connect_timeout);
+  s.coordinator.rpc_timeout = from_seconds(rpc_timeout);
+  s.coordinator.heartbeat_interval = from_seconds(heartbeat);
+  s.coordinator.heartbeat_timeout = 2 * from_seconds(heartbeat);
+  s.coordinator.record_dispatch_log = !s.report_path.empty();
+
+  auto checkpoints = open_checkpoints(s);
+  if (!checkpoints.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", describe(checkpoints.status()).c_str());
+    return kExitBadInput;
+  }
+  std::unique_ptr<ChromeTraceWriter> trace;
+  if (!s.trace_path.empty()) {
+    trace = std::make_unique<ChromeTraceWriter>(s.trace_path);
+    if (!trace->ok()) {
+      std::fprintf(stderr, "twinps train: %s\n", trace->error().c_str());
+      return kExitBadInput;
+    }
+  }
+  Report report;
+  if (vm.count("in-memory")) return run_in_memory(s, checkpoints->manager.get(), trace.get(), report);
+  if (vm.count("in-process")) return run_in_process(s, checkpoints->manager.get(), trace.get(), report);
+  return run_on_cluster(s, tf_config, checkpoints->manager.get(), trace.get(), report);
 }
 
 }  // namespace twinps::cli

@@ -32,6 +32,11 @@ std::vector<Example> generate_examples(int n, const Lookups& lookups, RandomStre
   return out;
 }
 
+std::vector<Example> eval_examples(const Config& config) {
+  RandomStream data(config.data_seed + 1);
+  return generate_examples(config.eval_examples, make_lookups(config), data);
+}
+
 StatusOr<Model> build_model(int num_ps, const Config& config) {
   PartitionerPtr partitioner;
   if (config.num_shards > 1) {
@@ -256,6 +261,20 @@ void register_functions(FunctionRegistry& registry) {
   registry.add_step(kEvalStep, eval_step);
 }
 
+double accuracy(const Matrix& embedding, const Matrix& kernel, float bias, const std::vector<Example>& examples) {
+  if (examples.empty()) return 0.0;
+  const auto features = static_cast<Eigen::Index>(examples.front().ids.size());
+  Matrix gathered(static_cast<Eigen::Index>(examples.size()) * features, embedding.cols());
+  Matrix labels(static_cast<Eigen::Index>(examples.size()), 1);
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    for (Eigen::Index k = 0; k < features; ++k)
+      gathered.row(static_cast<Eigen::Index>(i) * features + k) = embedding.row(examples[i].ids[static_cast<std::size_t>(k)]);
+    labels(static_cast<Eigen::Index>(i), 0) = examples[i].label;
+  }
+  Forward f = forward(gathered, labels.rows(), features, kernel, bias);
+  return correct_predictions(f.logits, labels) / static_cast<double>(labels.rows());
+}
+
 Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& c, std::vector<Example> examples) {
   ParameterClient ps = c.parameter_client();
   ParameterClient::PullBatch pull;
@@ -264,17 +283,7 @@ Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& c, std::vector<Exam
   const int h_bias = pull.dense(*c.variables().find(kBias));
   auto r = co_await ps.pull(pull);
   if (!r.ok()) co_return r.status();
-  if (examples.empty()) co_return 0.0;
-  const Eigen::Index features = static_cast<Eigen::Index>(examples.front().ids.size());
-  Matrix gathered(static_cast<Eigen::Index>(examples.size()) * features, r->value(h_emb).cols());
-  Matrix labels(static_cast<Eigen::Index>(examples.size()), 1);
-  for (std::size_t i = 0; i < examples.size(); ++i) {
-    for (Eigen::Index k = 0; k < features; ++k)
-      gathered.row(static_cast<Eigen::Index>(i) * features + k) = r->value(h_emb).row(examples[i].ids[static_cast<std::size_t>(k)]);
-    labels(static_cast<Eigen::Index>(i), 0) = examples[i].label;
-  }
-  Forward f = forward(gathered, labels.rows(), features, r->value(h_kernel), r->value(h_bias)(0, 0));
-  co_return correct_predictions(f.logits, labels) / static_cast<double>(labels.rows());
+  co_return accuracy(r->value(h_emb), r->value(h_kernel), r->value(h_bias)(0, 0), examples);
 }
 
 Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epoch,
@@ -317,9 +326,7 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
   result.final_loss = std::get<double>(*loss);
 
   // Direct inline evaluation on the coordinator.
-  RandomStream eval_data(config.data_seed + 1);
-  auto eval_examples = generate_examples(config.eval_examples, make_lookups(config), eval_data);
-  auto direct = co_await evaluate_directly(c, eval_examples);
+  auto direct = co_await evaluate_directly(c, eval_examples(config));
   if (!direct.ok()) co_return direct.status();
   result.direct_eval_accuracy = *direct;
 

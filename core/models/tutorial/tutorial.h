@@ -61,6 +61,8 @@ Lookups make_lookups(const Config& config);
 
 // feature_and_label_gen: three distinct features; label "yes" iff "avenger" is one of them.
 std::vector<Example> generate_examples(int n, const Lookups& lookups, RandomStream& random);
+// The evaluation examples of a run (the same for inline and side-car evaluation).
+std::vector<Example> eval_examples(const Config& config);
 
 struct Model {
   std::vector<VariableLayout> variables;
@@ -97,5 +99,9 @@ Task<StatusOr<Result>> train(ClusterCoordinator& coordinator, Config config, int
 
 // Accuracy of the current parameters on `examples`, computed on the caller.
 Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& coordinator, std::vector<Example> examples);
+
+// Accuracy of given full parameter values on `examples` (the side-car
+// evaluator's computation on a restored checkpoint).
+double accuracy(const Matrix& embedding, const Matrix& kernel, float bias, const std::vector<Example>& examples);
 
 }  // namespace twinps::tutorial

@@ -1,0 +1,91 @@
+// twinps serve: a parameter-server or worker task, serving until SIGTERM/SIGINT.
+#include <csignal>
+#include <cstdio>
+
+#include "core/models/tutorial/tutorial.h"
+#include "net/real_node.h"
+#include "tools/cli.h"
+#include "tools/commands/commands.h"
+#include "tools/tf_config.h"
+
+namespace twinps::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  std::string role, tf_config;
+  int index = -1;
+  double ps_call_timeout = 30;
+  po::options_description opts("twinps serve options");
+  opts.add_options()("help,h", "show this help")
+      ("role", po::value(&role), "ps or worker (default: the task type in TF_CONFIG)")
+      ("task-index", po::value(&index), "index of this task (default: the task index in TF_CONFIG)")
+      ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
+      ("ps-call-timeout", po::value(&ps_call_timeout)->default_value(30), "workers: seconds before a call to a ps fails");
+  po::variables_map vm;
+  if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
+      rc >= 0)
+    return rc;
+  auto tfc = load_tf_config(tf_config);
+  if (!tfc.ok()) {
+    std::fprintf(stderr, "twinps serve: %s\n", std::string(tfc.status().message()).c_str());
+    return kExitBadInput;
+  }
+  TaskId task;
+  if (tfc->task) task = *tfc->task;
+  if (!role.empty()) {
+    auto job = parse_job(role);
+    if (!job || (*job != Job::kPs && *job != Job::kWorker)) {
+      std::fprintf(stderr, "twinps serve: --role must be ps or worker, not '%s'\n", role.c_str());
+      return kExitBadInput;
+    }
+    task.job = *job;
+  }
+  if (index >= 0) task.index = index;
+  if (!tfc->task && (role.empty() || index < 0)) {
+    std::fprintf(stderr, "twinps serve: TF_CONFIG has no \"task\"; pass --role and --task-index\n");
+    return kExitBadInput;
+  }
+  if (task.job != Job::kPs && task.job != Job::kWorker) {
+    std::fprintf(stderr, "twinps serve: serves ps and worker tasks; %s runs 'twinps %s'\n", task.short_name().c_str(),
+                 task.job == Job::kChief ? "train" : "eval");
+    return kExitBadInput;
+  }
+  auto address = tfc->cluster.address(task);
+  if (!address.ok()) {
+    std::fprintf(stderr, "twinps serve: %s\n", std::string(address.status().message()).c_str());
+    return kExitBadInput;
+  }
+  FunctionRegistry registry;
+  tutorial::register_functions(registry);
+  net::RealNodeOptions o;
+  o.task = task;
+  o.listen_address = *address;
+  o.resolve = resolver(tfc->cluster);
+  o.registry = &registry;
+  o.worker.ps_call_timeout = from_seconds(ps_call_timeout);
+  auto node = net::RealNode::create(std::move(o));
+  if (!node.ok()) {
+    std::fprintf(stderr, "twinps serve: cannot serve %s on %s: %s\n", task.short_name().c_str(), address->c_str(),
+                 describe(node.status()).c_str());
+    return kExitFailed;
+  }
+  std::fprintf(stderr, "twinps serve: %s serving on %s (incarnation %016llx)\n", task.short_name().c_str(),
+               address->c_str(), static_cast<unsigned long long>((*node)->incarnation()));
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  // The executor runs on this thread; a periodic timer lets it notice signals.
+  auto& ex = (*node)->executor();
+  std::function<void()> tick;
+  tick = [&] { ex.post_after(100 * kMillisecond, [&] { tick(); }); };
+  tick();
+  ex.run_until([] { return g_stop != 0; });
+  std::fprintf(stderr, "twinps serve: %s stopping\n", task.short_name().c_str());
+  return kExitOk;
+}
+
+}  // namespace twinps::cli
