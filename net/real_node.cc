@@ -28,7 +28,7 @@ StatusOr<std::unique_ptr<RealNode>> RealNode::create(RealNodeOptions options) {
   const Incarnation incarnation = new_incarnation();
   node->runtime_.reset(new Runtime{options.task, incarnation, *node->executor_, *node->transport_,
                                    options.trace ? *options.trace : static_cast<TraceSink&>(node->null_trace_),
-                                   RandomStream(incarnation)});
+                                   RandomStream(incarnation), options.cost});
   if (options.task.job == Job::kWorker)
     node->worker_ = std::make_unique<WorkerNode>(*node->runtime_, *options.registry, options.worker);
   if (options.task.job == Job::kPs) node->ps_ = std::make_unique<ParameterServerNode>(*node->runtime_);

@@ -22,6 +22,7 @@ struct RealNodeOptions {
   std::function<std::string(const TaskId&)> resolve;
   const FunctionRegistry* registry = nullptr;  // required for workers
   TraceSink* trace = nullptr;                  // thread-safe if shared; nullptr = none
+  CostModel* cost = nullptr;                   // fault injection: extra step time; nullptr = none
   WorkerOptions worker;
   GrpcTransportOptions transport;  // listen_address and resolve are filled from above
 };

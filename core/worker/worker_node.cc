@@ -1,5 +1,7 @@
 #include "core/worker/worker_node.h"
 
+#include <set>
+
 #include "core/worker/parameter_client.h"
 #include "core/worker/step_context.h"
 
@@ -17,8 +19,8 @@ void WorkerNode::handle(IncomingCall call, Responder respond) {
   }
   if (std::holds_alternative<HealthRequest>(call.request)) {
     respond(Response(HealthResponse{runtime_.self, runtime_.incarnation}));
-  } else if (auto* setup_req = std::get_if<SetupWorkerRequest>(&call.request)) {
-    respond(setup(*setup_req));
+  } else if (std::holds_alternative<SetupWorkerRequest>(call.request)) {
+    scope_.spawn(setup(std::move(call), std::move(respond)));
   } else if (auto* create = std::get_if<CreateResourceRequest>(&call.request)) {
     const Time start = runtime_.executor.now();
     respond(create_resource(*create));
@@ -29,13 +31,36 @@ void WorkerNode::handle(IncomingCall call, Responder respond) {
   }
 }
 
-StatusOr<Response> WorkerNode::setup(const SetupWorkerRequest& req) {
+Task<void> WorkerNode::setup(IncomingCall call, Responder respond) {
+  auto& req = std::get<SetupWorkerRequest>(call.request);
+  // Like TensorFlow's cluster update, setup completes only when this worker
+  // can reach every parameter server its closures will use.
+  std::set<int> ps;
+  for (const auto& v : req.variables)
+    for (const auto& s : v.shards) ps.insert(s.ps);
+  const Time give_up = std::min(call.deadline, add_saturating(runtime_.executor.now(), options_.ps_connect_timeout));
+  for (int p : ps) {
+    for (;;) {
+      CallOptions opts;
+      opts.deadline = std::min(give_up, add_saturating(runtime_.executor.now(), kSecond));
+      opts.cancel = call.cancelled;
+      auto r = co_await call_async(runtime_.executor, runtime_.transport, TaskId::ps(p), HealthRequest{}, opts);
+      if (r.ok()) break;
+      if (runtime_.executor.now() >= give_up || call.cancelled.cancelled()) {
+        respond(Status(r.status().code(), runtime_.self.short_name() + " cannot reach ps:" + std::to_string(p) +
+                                              ": " + describe(r.status())));
+        co_return;
+      }
+      co_await sleep_for(runtime_.executor, 50 * kMillisecond);
+    }
+  }
   // A new coordinator (or the same one after recovery) re-sends the directory;
-  // resources stay, since an iterator's position is worth keeping when possible.
+  // a different coordinator's resources are of no use to this one.
+  if (req.fence.coordinator != fence_.coordinator) resources_.clear();
   fence_ = req.fence;
   variables_ = VariableDirectory(req.variables);
   set_up_ = true;
-  return Response(EmptyResponse{});
+  respond(Response(EmptyResponse{}));
 }
 
 StatusOr<Response> WorkerNode::create_resource(const CreateResourceRequest& req) {

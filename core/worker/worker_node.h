@@ -17,6 +17,10 @@ struct WorkerOptions {
   // Deadline of each call a step function makes to a parameter server. A
   // call that passes it fails the closure with DEADLINE_EXCEEDED (spec C18).
   Duration ps_call_timeout = 30 * kSecond;
+  // Setup waits until every parameter server in the directory answers (a
+  // restarted ps may still be unreachable over a stale connection); it gives
+  // up after this long, or at the setup call's own deadline if sooner.
+  Duration ps_connect_timeout = 30 * kSecond;
 };
 
 class WorkerNode {
@@ -30,7 +34,7 @@ class WorkerNode {
 
  private:
   void handle(IncomingCall call, Responder respond);
-  StatusOr<Response> setup(const SetupWorkerRequest& req);
+  Task<void> setup(IncomingCall call, Responder respond);
   StatusOr<Response> create_resource(const CreateResourceRequest& req);
   Task<void> run_closure(IncomingCall call, Responder respond);
 

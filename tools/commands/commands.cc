@@ -6,6 +6,7 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> all = {
       {"train", "run the coordinator: the tutorial model on a cluster", run_train},
       {"serve", "run a parameter-server or worker task", run_serve},
+      {"eval", "side-car evaluator: evaluate each new checkpoint", run_eval},
   };
   return all;
 }

@@ -14,5 +14,6 @@ const std::vector<Command>& commands();
 
 int run_train(int argc, char** argv);
 int run_serve(int argc, char** argv);
+int run_eval(int argc, char** argv);
 
 }  // namespace twinps::cli

@@ -12,6 +12,17 @@ namespace twinps::cli {
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
+
+// Fault injection: every step of this worker takes `delay` longer (a slow or
+// straggling machine). It uses the same compute seam the simulator models.
+class FixedStepDelay final : public CostModel {
+ public:
+  explicit FixedStepDelay(Duration delay) : delay_(delay) {}
+  Duration compute(const TaskId&, const ComputeCost&) override { return delay_; }
+
+ private:
+  Duration delay_;
+};
 void on_signal(int) { g_stop = 1; }
 
 }  // namespace
@@ -19,13 +30,17 @@ void on_signal(int) { g_stop = 1; }
 int run_serve(int argc, char** argv) {
   std::string role, tf_config;
   int index = -1;
-  double ps_call_timeout = 30;
+  double ps_call_timeout = 30, step_delay = 0;
+  std::size_t max_message_mb = 256;
   po::options_description opts("twinps serve options");
   opts.add_options()("help,h", "show this help")
       ("role", po::value(&role), "ps or worker (default: the task type in TF_CONFIG)")
       ("task-index", po::value(&index), "index of this task (default: the task index in TF_CONFIG)")
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
-      ("ps-call-timeout", po::value(&ps_call_timeout)->default_value(30), "workers: seconds before a call to a ps fails");
+      ("ps-call-timeout", po::value(&ps_call_timeout)->default_value(30), "workers: seconds before a call to a ps fails")
+      ("max-message-mb", po::value(&max_message_mb)->default_value(256), "largest message accepted or sent, in MiB")
+      ("inject-step-delay", po::value(&step_delay)->default_value(0),
+       "fault injection (workers): seconds added to every step, as on a slow machine");
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
@@ -68,6 +83,9 @@ int run_serve(int argc, char** argv) {
   o.resolve = resolver(tfc->cluster);
   o.registry = &registry;
   o.worker.ps_call_timeout = from_seconds(ps_call_timeout);
+  o.transport.max_message_bytes = max_message_mb << 20;
+  FixedStepDelay delay(from_seconds(step_delay));
+  if (step_delay > 0) o.cost = &delay;
   auto node = net::RealNode::create(std::move(o));
   if (!node.ok()) {
     std::fprintf(stderr, "twinps serve: cannot serve %s on %s: %s\n", task.short_name().c_str(), address->c_str(),

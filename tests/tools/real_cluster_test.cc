@@ -1,0 +1,274 @@
+// Real mode end to end: separate `twinps serve` processes and a `twinps train`
+// coordinator on 127.0.0.1, with tasks killed by SIGKILL and restarted. Every
+// test bounds its waits and kills only the processes it started.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster/cluster_spec.h"
+#include "core/runtime/block_on.h"
+#include "net/grpc_transport.h"
+#include "tests/tools/process.h"
+
+namespace twinps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+
+class RealCluster {
+ public:
+  RealCluster(int workers, int ps) : workers_(workers), ps_(ps) {
+    addresses_[TaskId::chief()] = "127.0.0.1:" + std::to_string(testing::free_port());
+    for (int i = 0; i < ps; ++i) addresses_[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
+    for (int i = 0; i < workers; ++i) addresses_[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
+  }
+
+  std::string tf_config(std::optional<TaskId> task) const {
+    nlohmann::json cluster;
+    for (const auto& [t, a] : addresses_) cluster[std::string(job_name(t.job))].push_back(a);
+    nlohmann::json j{{"cluster", cluster}};
+    if (task) j["task"] = {{"type", std::string(job_name(task->job))}, {"index", task->index}};
+    return j.dump();
+  }
+  const std::string& address(const TaskId& t) const { return addresses_.at(t); }
+
+  void start(const TaskId& t, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{testing::twinps_binary(), "serve"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    servers_[t] = Process::start(args, {"TF_CONFIG=" + tf_config(t)});
+    ASSERT_TRUE(servers_[t].wait_for_output("serving on", 20s)) << t.short_name() << ": " << servers_[t].err();
+  }
+  void start_all(std::vector<std::string> worker_extra = {}) {
+    for (int i = 0; i < ps_; ++i) start(TaskId::ps(i));
+    for (int i = 0; i < workers_; ++i) start(TaskId::worker(i), worker_extra);
+  }
+  Process& server(const TaskId& t) { return servers_.at(t); }
+
+  Process train(std::vector<std::string> extra) const {
+    std::vector<std::string> args{testing::twinps_binary(), "train"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Process::start(args, {"TF_CONFIG=" + tf_config(TaskId::chief())});
+  }
+
+ private:
+  int workers_, ps_;
+  std::map<TaskId, std::string> addresses_;
+  std::map<TaskId, Process> servers_;
+};
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// The dispatch log entries of one worker, from a --report file.
+std::vector<std::string> worker_history(const nlohmann::json& report, int worker) {
+  std::vector<std::string> kinds;
+  for (const auto& d : report["dispatch_log"])
+    if (d["worker"] == worker) kinds.push_back(d["kind"]);
+  return kinds;
+}
+
+TEST(RealClusterTest, TutorialTrainsToAccuracyOneAsSeparateProcesses) {
+  RealCluster cluster(3, 2);
+  cluster.start_all();
+  const std::string dir = testing::temp_dir("separate");
+  Process train = cluster.train({"--report", dir + "/report.json"});
+  ASSERT_TRUE(train.wait(120s)) << "training did not finish";
+  ASSERT_EQ(train.exit_code(), 0) << train.err();
+  auto report = read_json(dir + "/report.json");
+  ASSERT_EQ(report["epochs"].size(), 4u);
+  EXPECT_EQ(report["epochs"].back()["accuracy"], 1.0) << train.out();
+  EXPECT_EQ(report["distributed_eval_accuracy"], 1.0);
+  EXPECT_NE(train.out().find("Finished epoch 3, accuracy is 1.000000."), std::string::npos) << train.out();
+}
+
+TEST(RealClusterTest, TutorialTrainsToAccuracyOneInProcess) {
+  const std::string dir = testing::temp_dir("inprocess");
+  Process train = Process::start({testing::twinps_binary(), "train", "--in-process", "--report", dir + "/r.json"});
+  ASSERT_TRUE(train.wait(120s));
+  ASSERT_EQ(train.exit_code(), 0) << train.err();
+  EXPECT_EQ(read_json(dir + "/r.json")["epochs"].back()["accuracy"], 1.0) << train.out();
+}
+
+TEST(RealClusterTest, KilledWorkerIsRetriedElsewhereAndRejoinsWithItsDatasetRebuilt) {
+  RealCluster cluster(3, 2);
+  // Slow steps (0.4 s each) make sure closures are running when the kill lands.
+  cluster.start_all({"--inject-step-delay", "0.4"});
+  const std::string dir = testing::temp_dir("workerkill");
+  Process train = cluster.train({"--epochs", "4", "--steps-per-epoch", "6", "--report", dir + "/report.json",
+                                 "--heartbeat", "0.2"});
+  ASSERT_TRUE(train.wait_for_output("Finished epoch 0", 60s)) << train.err();
+  std::this_thread::sleep_for(200ms);  // epoch 1's closures are now running on every worker
+  cluster.server(TaskId::worker(1)).kill(SIGKILL);
+  ASSERT_TRUE(train.wait_for_output("Finished epoch 1", 60s)) << "training goes on without worker 1";
+  cluster.start(TaskId::worker(1), {"--inject-step-delay", "0.4"});  // same address: it rejoins
+  ASSERT_TRUE(train.wait(120s));
+  ASSERT_EQ(train.exit_code(), 0) << train.err();
+
+  auto report = read_json(dir + "/report.json");
+  const auto& stats = report["stats"];
+  EXPECT_GE(stats["worker_failures"].get<int>(), 1);
+  EXPECT_GE(stats["retried"].get<int>(), 1) << "the closure running on worker 1 ran again elsewhere";
+  EXPECT_EQ(stats["completed"], stats["scheduled"]) << "every RemoteValue resolved";
+  EXPECT_EQ(stats["failed"], 0);
+  EXPECT_GE(stats["worker_recoveries"].get<int>(), 1);
+  // After it recovered, worker 1 rebuilt its dataset and iterator before its next closure.
+  auto history = worker_history(report, 1);
+  auto recovered = std::find(history.begin(), history.end(), "worker_recovered");
+  ASSERT_NE(recovered, history.end());
+  ASSERT_GE(history.end() - recovered, 4) << "worker 1 received closures again";
+  EXPECT_EQ(*(recovered + 1), "resource");
+  EXPECT_EQ(*(recovered + 2), "resource");
+  EXPECT_EQ(*(recovered + 3), "closure");
+  EXPECT_EQ(report["epochs"].back()["accuracy"], 1.0);
+}
+
+TEST(RealClusterTest, KilledParameterServerFailsTheRunAndARestartResumesFromTheCheckpoint) {
+  RealCluster cluster(3, 2);
+  cluster.start_all({"--inject-step-delay", "0.2"});
+  const std::string dir = testing::temp_dir("pskill");
+  const std::string ckpt = dir + "/ckpt";
+  Process first = cluster.train({"--checkpoint-dir", ckpt, "--rpc-timeout", "5"});
+  ASSERT_TRUE(first.wait_for_output("Saved checkpoint ckpt-10", 60s)) << first.err();
+  std::this_thread::sleep_for(100ms);
+  const auto killed_at = std::chrono::steady_clock::now();
+  cluster.server(TaskId::ps(0)).kill(SIGKILL);
+  ASSERT_TRUE(first.wait(30s)) << "the coordinator must not hang on a dead ps";
+  const auto took = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_NE(first.exit_code(), 0);
+  EXPECT_NE(first.err().find("UNAVAILABLE"), std::string::npos) << first.err();
+  EXPECT_NE(first.err().find("ps:0"), std::string::npos) << first.err();
+  EXPECT_LT(took, 6s) << "raised within the configured deadline";
+
+  cluster.start(TaskId::ps(0));
+  Process second = cluster.train({"--checkpoint-dir", ckpt, "--rpc-timeout", "5"});
+  ASSERT_TRUE(second.wait(120s));
+  ASSERT_EQ(second.exit_code(), 0) << second.err();
+  EXPECT_NE(second.out().find("Restored checkpoint ckpt-10 (iterations 10): resuming at epoch 2"), std::string::npos)
+      << second.out();
+  EXPECT_EQ(second.out().find("Finished epoch 1,"), std::string::npos) << "epochs before the checkpoint do not re-run";
+  EXPECT_NE(second.out().find("Finished epoch 3, accuracy is 1.000000."), std::string::npos) << second.out();
+}
+
+TEST(RealClusterTest, CorruptNewestCheckpointIsRefusedAndThePreviousOneUsed) {
+  RealCluster cluster(2, 2);
+  cluster.start_all();
+  const std::string ckpt = testing::temp_dir("corrupt") + "/ckpt";
+  Process first = cluster.train({"--checkpoint-dir", ckpt, "--epochs", "3"});
+  ASSERT_TRUE(first.wait(60s));
+  ASSERT_EQ(first.exit_code(), 0) << first.err();
+  {
+    std::fstream f(ckpt + "/ckpt-15", std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  Process second = cluster.train({"--checkpoint-dir", ckpt, "--epochs", "4"});
+  ASSERT_TRUE(second.wait(60s));
+  ASSERT_EQ(second.exit_code(), 0) << second.err();
+  EXPECT_NE(second.err().find("refused checkpoint ckpt-15"), std::string::npos) << second.err();
+  EXPECT_NE(second.err().find("DATA_LOSS"), std::string::npos) << second.err();
+  EXPECT_NE(second.out().find("Restored checkpoint ckpt-10"), std::string::npos) << second.out();
+}
+
+TEST(RealClusterTest, MissingTaskAtStartFailsFastNamingIt) {
+  RealCluster cluster(2, 1);
+  cluster.start(TaskId::ps(0));
+  cluster.start(TaskId::worker(0));  // worker 1 never starts
+  const auto t0 = std::chrono::steady_clock::now();
+  Process train = cluster.train({"--connect-timeout", "2"});
+  ASSERT_TRUE(train.wait(20s)) << "must not stall";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_NE(train.exit_code(), 0);
+  EXPECT_NE(train.err().find("worker:1"), std::string::npos) << train.err();
+  EXPECT_EQ(train.err().find("worker:0 ("), std::string::npos) << "only the missing task is named: " << train.err();
+}
+
+TEST(RealClusterTest, SideCarEvaluatorFollowsCheckpoints) {
+  const std::string ckpt = testing::temp_dir("sidecar") + "/ckpt";
+  Process eval = Process::start({testing::twinps_binary(), "eval", "--checkpoint-dir", ckpt, "--timeout", "60"});
+  Process train = Process::start({testing::twinps_binary(), "train", "--in-process", "--checkpoint-dir", ckpt});
+  ASSERT_TRUE(train.wait(60s));
+  ASSERT_EQ(train.exit_code(), 0) << train.err();
+  ASSERT_TRUE(eval.wait(60s));
+  EXPECT_EQ(eval.exit_code(), 0) << eval.err();
+  EXPECT_NE(eval.out().find("(epoch 3, iterations 20): accuracy 1.000000"), std::string::npos) << eval.out();
+}
+
+// ---- a parameter server answering malformed requests
+
+struct Client {
+  explicit Client(const std::string& ps_address)
+      : transport(*net::GrpcTransport::create(TaskId::chief(), executor, [&] {
+          net::GrpcTransportOptions o;
+          o.resolve = [ps_address](const TaskId&) { return ps_address; };
+          o.max_message_bytes = 64 << 20;
+          return o;
+        }())) {}
+  StatusOr<Response> call(Request r) {
+    auto f = call_async(executor, *transport, TaskId::ps(0), std::move(r),
+                        CallOptions{executor.now() + 10 * kSecond, {}, ++id});
+    auto out = block_on(executor, [](Future<StatusOr<Response>> f) -> Task<StatusOr<Response>> {
+      co_return co_await f;
+    }(std::move(f)));
+    return out ? *out : StatusOr<Response>(absl::DeadlineExceededError("no answer"));
+  }
+  net::AsioExecutor executor;
+  std::unique_ptr<net::GrpcTransport> transport;
+  RequestId id = 0;
+};
+
+TEST(RealClusterTest, MalformedRequestsAreRefusedAndTheServerKeepsServing) {
+  RealCluster cluster(1, 1);
+  cluster.start(TaskId::ps(0), {"--max-message-mb", "1"});
+  Client client(cluster.address(TaskId::ps(0)));
+
+  CreateShardsRequest create;
+  ShardState shard;
+  shard.spec = ShardSpec{7, "embedding", VariableKind::kTrainable, 4, 2};
+  shard.value = Matrix::Zero(4, 2);
+  create.shards.push_back(shard);
+  ASSERT_TRUE(client.call(create).ok());
+
+  auto expect_invalid = [&](Request r, const char* what) {
+    auto reply = client.call(std::move(r));
+    EXPECT_EQ(reply.status().code(), StatusCode::kInvalidArgument) << what << ": " << describe(reply.status());
+  };
+  expect_invalid(PullRequest{{PullItem{99, true, {}}}}, "unknown variable");
+  {
+    PushRequest push;
+    Update u;
+    u.shard = 7;
+    u.values = Matrix::Ones(3, 2);
+    push.updates.push_back(u);
+    expect_invalid(push, "wrong shape");
+  }
+  expect_invalid(PullRequest{{PullItem{7, false, {-1}}}}, "negative row id");
+  expect_invalid(PullRequest{{PullItem{7, false, {4}}}}, "row id out of range");
+  {
+    PushRequest big;
+    Update u;
+    u.shard = 7;
+    u.sparse = true;
+    u.rows.assign(200000, 0);
+    u.values = Matrix::Ones(200000, 2);  // 1.6 MB of values: over the server's 1 MiB limit
+    big.updates.push_back(u);
+    auto reply = client.call(big);
+    EXPECT_TRUE(reply.status().code() == StatusCode::kInvalidArgument ||
+                reply.status().code() == StatusCode::kResourceExhausted)
+        << describe(reply.status());
+  }
+  auto health = client.call(HealthRequest{});
+  EXPECT_TRUE(health.ok()) << "the server still serves: " << describe(health.status());
+  EXPECT_TRUE(cluster.server(TaskId::ps(0)).running());
+}
+
+}  // namespace
+}  // namespace twinps
