@@ -57,12 +57,14 @@ struct Report {
   }
 };
 
+double r_seconds(const tutorial::Result& r) { return to_seconds(r.training_finished - r.training_started); }
+
 void print_epoch(const tutorial::EpochReport& e) {
   std::printf("Finished epoch %d, accuracy is %f.\n", e.epoch, e.accuracy);
   std::fflush(stdout);
 }
 
-void print_summary(const tutorial::Result& r, const CoordinatorStats& stats, double clock_seconds) {
+void print_summary(const tutorial::Result& r, const CoordinatorStats& stats, double clock_seconds, int batch_size) {
   std::printf("Final loss is %f\n", r.final_loss);
   std::printf("Evaluation accuracy: %f (direct), %f (distributed)\n", r.direct_eval_accuracy,
               r.distributed_eval_accuracy);
@@ -74,6 +76,11 @@ void print_summary(const tutorial::Result& r, const CoordinatorStats& stats, dou
   t.row("worker failures", std::to_string(stats.worker_failures));
   t.row("worker recoveries", std::to_string(stats.worker_recoveries));
   t.row("coordinator clock", format("%.3f s", clock_seconds));
+  const double seconds = to_seconds(r.training_finished - r.training_started);
+  if (seconds > 0)
+    t.row("training throughput", format("%.0f examples/s (%lld steps in %.3f s)",
+                                        static_cast<double>(r.steps_trained * batch_size) / seconds,
+                                        static_cast<long long>(r.steps_trained), seconds));
   std::printf("\nsummary:\n");
   t.print();
   std::fflush(stdout);
@@ -140,7 +147,9 @@ Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, Che
   report.json["final_loss"] = result->final_loss;
   report.json["direct_eval_accuracy"] = result->direct_eval_accuracy;
   report.json["distributed_eval_accuracy"] = result->distributed_eval_accuracy;
-  print_summary(*result, c.stats(), to_seconds(c.now()));
+  report.json["examples_per_second"] =
+      r_seconds(*result) > 0 ? static_cast<double>(result->steps_trained * s.model.batch_size) / r_seconds(*result) : 0.0;
+  print_summary(*result, c.stats(), to_seconds(c.now()), s.model.batch_size);
   co_return kExitOk;
 }
 
@@ -247,6 +256,7 @@ int run_train(int argc, char** argv) {
       ("ps", po::value(&s.shape.ps)->default_value(2), "parameter-server tasks (--in-memory, --in-process)")
       ("epochs", po::value(&s.model.epochs)->default_value(4), "epochs")
       ("steps-per-epoch", po::value(&s.model.steps_per_epoch)->default_value(5), "steps scheduled per epoch")
+      ("steps-per-execution", po::value(&s.model.steps_per_execution)->default_value(1), "steps each closure runs")
       ("batch-size", po::value(&s.model.batch_size)->default_value(8), "examples per step")
       ("learning-rate", po::value(&s.model.learning_rate)->default_value(0.1), "RMSprop learning rate")
       ("shards", po::value(&s.model.num_shards)->default_value(-1), "FixedShardsPartitioner shards (default: the ps count)")
@@ -268,10 +278,11 @@ int run_train(int argc, char** argv) {
     return kExitBadInput;
   }
   if (s.shape.workers < 1 || s.shape.ps < 1 || s.model.epochs < 1 || s.model.steps_per_epoch < 1 ||
+      s.model.steps_per_execution < 1 ||
       s.model.batch_size < 1 || s.model.learning_rate <= 0 || s.checkpoint_every_epochs < 1 || connect_timeout <= 0 ||
       rpc_timeout <= 0 || heartbeat <= 0) {
     std::fprintf(stderr,
-                 "twinps train: --workers, --ps, --epochs, --steps-per-epoch, --batch-size, --learning-rate, "
+                 "twinps train: --workers, --ps, --epochs, --steps-per-epoch, --steps-per-execution, --batch-size, --learning-rate, "
                  "--checkpoint-every and the timeouts must be positive\n");
     return kExitBadInput;
   }

@@ -43,6 +43,7 @@ struct Config {
   int shuffle_buffer = 200;
   int epochs = 4;
   int steps_per_epoch = 5;
+  int steps_per_execution = 1;  // training steps per closure (TensorFlow's steps_per_execution)
   double learning_rate = 0.1;
   int embedding_dim = 20;
   int num_shards = 2;       // FixedShardsPartitioner(num_shards); <= 1: no partitioner
@@ -82,6 +83,11 @@ struct EpochReport {
 };
 struct Result {
   std::vector<EpochReport> epochs;
+  // The epochs' span on the coordinator's clock and the steps they trained,
+  // for throughput (examples/s = steps * batch_size / seconds).
+  Time training_started = 0;
+  Time training_finished = 0;
+  std::int64_t steps_trained = 0;
   double final_loss = 0;
   double direct_eval_accuracy = 0;       // evaluated on the coordinator
   double distributed_eval_accuracy = 0;  // eval closures on workers, metric on a ps
