@@ -528,14 +528,20 @@ TEST(GrpcTransportTest, HandlersRunOnTheServersOwnExecutorThread) {
   server_ex.stop();
 }
 
-TEST(GrpcTransportTest, DestroyingTheCallerDropsItsCallsInFlight) {
+TEST(GrpcTransportTest, DestroyingTheCallerDropsItsCallsInFlightAndTellsTheCallee) {
   Pair p;
   std::vector<Responder> parked;
-  p.b->serve([&](IncomingCall, Responder respond) { parked.push_back(std::move(respond)); });
+  std::vector<CancelRegistration> regs;
+  bool callee_saw_cancel = false;
+  p.b->serve([&](IncomingCall call, Responder respond) {
+    regs.push_back(call.cancelled.on_cancel([&] { callee_saw_cancel = true; }));
+    parked.push_back(std::move(respond));
+  });
   int calls = 0;
   p.a->call(kPs, HealthRequest{}, {}, [&](StatusOr<Response>) { ++calls; });
   ASSERT_TRUE(p.run([&] { return parked.size() == 1; }));
-  p.a.reset();
+  p.a.reset();  // the caller goes away
+  ASSERT_TRUE(p.run([&] { return callee_saw_cancel; }));
   parked[0](Response(EmptyResponse{}));
   p.ex.run_until([] { return false; }, p.ex.now() + 100 * kMillisecond);
   EXPECT_EQ(calls, 0) << "a task that went down never hears back";
