@@ -22,7 +22,12 @@
 //   * calls fail fast: a peer that is down gives UNAVAILABLE at once rather
 //     than waiting for it to come back, and a peer restarted on the same
 //     address is reachable again within about max_reconnect_backoff;
-//   * calls in flight to a task that stops serving fail with UNAVAILABLE.
+//   * calls in flight to a task that stops serving fail with UNAVAILABLE, and
+//     so does a call the peer or the connection cancelled (a gRPC CANCELLED
+//     the caller did not ask for); a task with no address is INVALID_ARGUMENT;
+//     a message over max_message_bytes is RESOURCE_EXHAUSTED (refused by the
+//     sender before sending, or by the receiver, which keeps serving); a
+//     malformed request is INVALID_ARGUMENT naming the bad field.
 //
 // Threading: handlers run on this task's executor. call() and serve() are
 // called on the executor's thread (or while it is not running). Destroy the
