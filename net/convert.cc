@@ -453,6 +453,40 @@ void to_proto(const Status& in, wire::Status* out) {
     p->set_value(std::string(payload));
   });
 }
+namespace {
+
+bool is_small_decimal(std::string_view s) {
+  if (s.empty() || s.size() > 9) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// The payloads core reads back (status.h) must parse: core's readers trust them.
+Status check_payload(std::string_view type_url, std::string_view value) {
+  if (type_url == kFailedTaskPayload) {
+    const auto colon = value.find(':');
+    if (colon == std::string_view::npos || !parse_job(value.substr(0, colon)) ||
+        !is_small_decimal(value.substr(colon + 1)))
+      return invalid("payloads", "failed-task payload \"" + std::string(value) + "\" is not a task (\"ps:1\")");
+  } else if (type_url == kErrorKindPayload) {
+    bool known = false;
+    if (is_small_decimal(value)) {
+      switch (static_cast<ErrorKind>(std::stoi(std::string(value)))) {
+        case ErrorKind::kNone:
+        case ErrorKind::kClosureInput:
+        case ErrorKind::kFenced:
+        case ErrorKind::kStaleIncarnation:
+          known = true;
+      }
+    }
+    if (!known) return invalid("payloads", "unknown error kind \"" + std::string(value) + "\"");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 Status from_proto(const wire::Status& in, Status* out) {
   auto code = status_code_from_int(in.code());
   if (!code) return invalid("code", "unknown status code " + std::to_string(in.code()));
@@ -461,8 +495,10 @@ Status from_proto(const wire::Status& in, Status* out) {
     return absl::OkStatus();
   }
   Status s(*code, absl::string_view(in.message().data(), in.message().size()));
-  for (const auto& p : in.payloads())
+  for (const auto& p : in.payloads()) {
+    TWINPS_RETURN_IF_ERROR(check_payload(p.type_url(), p.value()));
     s.SetPayload(absl::string_view(p.type_url().data(), p.type_url().size()), absl::Cord(p.value()));
+  }
   *out = std::move(s);
   return absl::OkStatus();
 }

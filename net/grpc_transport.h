@@ -22,7 +22,12 @@
 //   * calls fail fast: a peer that is down gives UNAVAILABLE at once rather
 //     than waiting for it to come back, and a peer restarted on the same
 //     address is reachable again within about max_reconnect_backoff;
-//   * calls in flight to a task that stops serving fail with UNAVAILABLE.
+//   * calls in flight to a task that stops serving fail with UNAVAILABLE, and
+//     so does a call the peer or the connection cancelled (a gRPC CANCELLED
+//     the caller did not ask for); a task with no address is INVALID_ARGUMENT;
+//     a message over max_message_bytes is RESOURCE_EXHAUSTED (refused by the
+//     sender before sending, or by the receiver, which keeps serving); a
+//     malformed request is INVALID_ARGUMENT naming the bad field.
 //
 // Threading: handlers run on this task's executor. call() and serve() are
 // called on the executor's thread (or while it is not running). Destroy the
@@ -59,7 +64,8 @@ struct GrpcTransportOptions {
   Duration initial_reconnect_backoff = 100 * kMillisecond;
   Duration max_reconnect_backoff = 500 * kMillisecond;
   // TCP connections (gRPC channels) to each peer; calls take them in turn.
-  // More than one lets concurrent large transfers to one peer proceed in parallel.
+  // (Measured on loopback: more than one gained nothing, even with several
+  // large transfers in flight.)
   int channels_per_peer = 1;
   // Tensors of at least this many bytes travel out of band (zero-copy send).
   std::size_t attachment_threshold = AttachmentWriter::kDefaultThreshold;
@@ -90,7 +96,7 @@ class GrpcTransport final : public Transport {
   // their callers, later ones cannot connect. Idempotent; the destructor does it.
   void stop_serving();
 
-  // Calls started and not yet completed (for tests and stats).
+  // Calls started and not yet completed (for tests and stats; executor thread).
   std::size_t calls_in_flight() const;
 
   struct Impl;

@@ -3,21 +3,27 @@
 // pulls N bytes back, waits.
 //
 //   client: "worker:0", its executor driven by the benchmark thread (run_until)
-//   server: "ps:0", its executor on a thread of its own (start()); a trivial
-//           parameter "server": a push is a sink, a pull copies a stored
-//           tensor of N bytes into the reply (as a real ps copies its shard).
+//   server: "ps:0", its executor on a thread of its own (start())
 //
-// Counters: pairs/s (push+pull pairs), GB/s = payload bytes moved (N each way,
-// 2N per pair) per second. Building the pushed gradient (a copy of N bytes that
-// a real worker's computation would produce) is excluded from the timing for
-// N >= 64 KiB; below that it is a few hundred ns and stays in.
-//
-// BM_PushPullPipelined keeps `depth` pairs in flight instead of one.
+// BM_PushPull measures the transport alone: the server is an echo/sink (a push
+// keeps the pushed tensor, by move; a pull returns it, by move) and the worker
+// pushes back what it pulled, so no byte is copied outside the transport.
+// BM_PushPullCopying is closer to a parameter server: each push carries a
+// fresh copy of the gradient (excluded from the timing for N >= 64 KiB) and a
+// pull copies the stored tensor into the reply, as a ps copies its shard.
+// BM_PushPullPipelined keeps `depth` copying pairs in flight instead of one.
 //
 // BM_RawGrpcEcho is the ceiling: plain gRPC (callback API, generic ByteBuffer
 // stub and service, same channel arguments) echoing N bytes, i.e. the same
 // bytes moved per iteration as a pair, in one RPC, with no executors, no
 // encoding and no copy into tensors.
+//
+// main() applies net/allocator_tuning.h, as a twinps process would; set
+// TWINPS_BENCH_DEFAULT_MALLOC=1 to measure with glibc's defaults.
+//
+// Counters: pairs/s; GB/s = payload bytes moved (N each way, 2N per pair) per
+// second of wall time; cpu_us/pair = CPU time of the whole process (every
+// thread) per pair, which varies less with the machine's load than wall time.
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
@@ -35,6 +41,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include "net/allocator_tuning.h"
 #include "net/grpc_transport.h"
 #include "net/proto/twinps.grpc.pb.h"
 
@@ -67,18 +74,21 @@ struct Cluster {
   std::unique_ptr<GrpcTransport> client;
   Matrix stored;  // what pulls return
 
-  explicit Cluster(std::size_t bytes, GrpcTransportOptions tuning = tuning_from_env()) {
+  // echo: a push keeps its tensor (by move), a pull hands it back (by move).
+  // Otherwise a push is dropped and a pull copies `stored` into the reply.
+  Cluster(std::size_t bytes, bool echo, GrpcTransportOptions tuning = tuning_from_env()) {
     const auto cols = static_cast<std::int64_t>(std::max<std::size_t>(bytes / sizeof(float), 1));
     stored = Matrix::Constant(1, cols, 0.5f);
     GrpcTransportOptions so = tuning;
     so.listen_address = "127.0.0.1:0";
     server = std::move(*GrpcTransport::create(kPs, server_ex, so));
-    server->serve([this](IncomingCall call, Responder respond) {
-      if (std::holds_alternative<PushRequest>(call.request)) {
+    server->serve([this, echo](IncomingCall call, Responder respond) {
+      if (auto* push = std::get_if<PushRequest>(&call.request)) {
+        if (echo) stored = std::move(push->updates[0].values);
         respond(Response(PushResponse{false}));
       } else {
         PullResponse out;
-        out.items.push_back(PulledValue{stored, 0});
+        out.items.push_back(PulledValue{echo ? std::move(stored) : Matrix(stored), 0});
         respond(Response(std::move(out)));
       }
     });
@@ -94,37 +104,67 @@ struct Cluster {
   }
 };
 
-PushRequest make_push(const Matrix& gradient) {
+PushRequest make_push(Matrix gradient) {
   PushRequest push;
-  push.updates.push_back(Update{0, Update::Op::kApplyGradient, false, {}, gradient, 0});
+  push.updates.push_back(Update{0, Update::Op::kApplyGradient, false, {}, std::move(gradient), 0});
   return push;
 }
 
 PullRequest make_pull() { return PullRequest{{PullItem{0, true, {}}}}; }
 
-// CPU seconds used so far by the whole process (every thread: gRPC's, both executors).
-double process_cpu_seconds() {
+// CPU seconds used so far by the whole process (every thread: gRPC's, both
+// executors), and its page faults (fresh memory touched: allocator churn).
+struct Usage {
+  double cpu_seconds = 0;
+  double page_faults = 0;
+};
+Usage process_usage() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-  return secs(u.ru_utime) + secs(u.ru_stime);
+  return {secs(u.ru_utime) + secs(u.ru_stime), static_cast<double>(u.ru_minflt + u.ru_majflt)};
 }
 
-void report(benchmark::State& state, std::size_t bytes, double cpu_start) {
-  const auto pairs = static_cast<double>(state.iterations());
-  // Process CPU per pair: what the transport costs, independent of how busy the machine is.
-  state.counters["cpu_us/pair"] = (process_cpu_seconds() - cpu_start) * 1e6 / std::max(pairs, 1.0);
+void report(benchmark::State& state, std::size_t bytes, Usage start) {
+  const auto pairs = std::max(static_cast<double>(state.iterations()), 1.0);
+  const Usage end = process_usage();
+  state.counters["cpu_us/pair"] = (end.cpu_seconds - start.cpu_seconds) * 1e6 / pairs;
+  state.counters["faults/pair"] = (end.page_faults - start.page_faults) / pairs;
   state.counters["pairs/s"] = benchmark::Counter(pairs, benchmark::Counter::kIsRate);
   state.counters["GB/s"] = benchmark::Counter(pairs * 2.0 * static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsRate);
 }
 
 void BM_PushPull(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
-  Cluster c(bytes);
+  Cluster c(bytes, /*echo=*/true);
+  Matrix tensor = c.stored;  // travels back and forth
+  const auto size = tensor.size();
+  bool ok = true;
+  const Usage cpu_start = process_usage();
+  for (auto _ : state) {
+    int done = 0;
+    c.client->call(kPs, make_push(std::move(tensor)), {}, [&](StatusOr<Response> r) {
+      ok &= r.ok();
+      ++done;
+      c.client->call(kPs, make_pull(), {}, [&](StatusOr<Response> p) {
+        ok &= p.ok();
+        if (p.ok()) tensor = std::move(std::get<PullResponse>(*p).items[0].values);
+        ++done;
+      });
+    });
+    c.client_ex.run_until([&] { return done == 2; });
+  }
+  if (!ok || tensor.size() != size) state.SkipWithError("a call failed");
+  report(state, bytes, cpu_start);
+}
+
+void BM_PushPullCopying(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  Cluster c(bytes, /*echo=*/false);
   const Matrix gradient = Matrix::Constant(1, c.stored.cols(), 0.25f);
   const bool exclude_build = bytes >= (64u << 10);
   bool ok = true;
-  const double cpu_start = process_cpu_seconds();
+  const Usage cpu_start = process_usage();
   for (auto _ : state) {
     if (exclude_build) state.PauseTiming();
     PushRequest push = make_push(gradient);
@@ -147,11 +187,11 @@ void BM_PushPull(benchmark::State& state) {
 void BM_PushPullPipelined(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   const int depth = static_cast<int>(state.range(1));
-  Cluster c(bytes);
+  Cluster c(bytes, /*echo=*/false);
   const Matrix gradient = Matrix::Constant(1, c.stored.cols(), 0.25f);
   bool ok = true;
   std::int64_t started = 0, finished = 0;
-  const double cpu_start = process_cpu_seconds();
+  const Usage cpu_start = process_usage();
   std::function<void()> start_pair = [&] {
     ++started;
     c.client->call(kPs, make_push(gradient), {}, [&](StatusOr<Response> r) {
@@ -206,7 +246,7 @@ void BM_RawGrpcEcho(benchmark::State& state) {
   std::string payload(bytes, 'x');
   grpc::Slice slice(payload);  // one copy up front; each call shares it
   bool ok = true;
-  const double cpu_start = process_cpu_seconds();
+  const Usage cpu_start = process_usage();
   for (auto _ : state) {
     grpc::ByteBuffer request(&slice, 1), response;
     grpc::ClientContext ctx;
@@ -228,6 +268,7 @@ void BM_RawGrpcEcho(benchmark::State& state) {
 }
 
 BENCHMARK(BM_PushPull)->Arg(4 << 10)->Arg(1 << 20)->Arg(16 << 20)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PushPullCopying)->Arg(4 << 10)->Arg(1 << 20)->Arg(16 << 20)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PushPullPipelined)
     ->Args({4 << 10, 8})
     ->Args({1 << 20, 4})
@@ -239,4 +280,12 @@ BENCHMARK(BM_RawGrpcEcho)->Arg(4 << 10)->Arg(1 << 20)->Arg(16 << 20)->UseRealTim
 }  // namespace
 }  // namespace twinps::net
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // As a twinps process would (net/allocator_tuning.h); TWINPS_BENCH_DEFAULT_MALLOC=1 measures without.
+  if (!std::getenv("TWINPS_BENCH_DEFAULT_MALLOC")) twinps::net::tune_allocator_for_large_tensors();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -331,6 +331,28 @@ TEST(ConvertMalformedTest, BadTensorDeepInsideAMessageNamesItsPath) {
   EXPECT_NE(rejection(resp_w, &resp).find("Response.pull.items[0].values.cols"), std::string::npos);
 }
 
+TEST(ConvertMalformedTest, PayloadsCoreReadsBackMustParse) {
+  auto with_payload = [](std::string type_url, std::string value) {
+    wire::Status w;
+    w.set_code(static_cast<int>(StatusCode::kAborted));
+    auto* p = w.add_payloads();
+    p->set_type_url(std::move(type_url));
+    p->set_value(std::move(value));
+    return w;
+  };
+  Status out;
+  for (const char* bad : {"ps", "ps:", "ps:x", "ps:-1", "pserver:1", "ps:99999999999"})
+    EXPECT_EQ(from_proto(with_payload(kFailedTaskPayload, bad), &out).code(), StatusCode::kInvalidArgument) << bad;
+  for (const char* bad : {"", "x", "7", "-1", "99999999999"})
+    EXPECT_EQ(from_proto(with_payload(kErrorKindPayload, bad), &out).code(), StatusCode::kInvalidArgument) << bad;
+  ASSERT_TRUE(from_proto(with_payload(kFailedTaskPayload, "evaluator:12"), &out).ok());
+  EXPECT_EQ(failed_task(out), TaskId::evaluator(12));
+  ASSERT_TRUE(from_proto(with_payload(kErrorKindPayload, "3"), &out).ok());
+  EXPECT_EQ(error_kind(out), ErrorKind::kStaleIncarnation);
+  // Payloads of other types pass as they are.
+  EXPECT_TRUE(from_proto(with_payload("type.example/anything", "\xff"), &out).ok());
+}
+
 TEST(ConvertMalformedTest, UnknownStatusCode) {
   wire::Status w;
   w.set_code(17);

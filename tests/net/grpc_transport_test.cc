@@ -3,6 +3,11 @@
 // only a broken transport reaches; nothing asserts on timing.
 #include "net/grpc_transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -71,13 +76,28 @@ StatusOr<Response> call_and_wait(Pair& p, Request request, CallOptions options =
   return std::move(*got);
 }
 
-// A port nothing listens on (bound once, then released).
-int free_port() {
-  AsioExecutor ex;
-  Addresses book;
-  auto t = make(TaskId::ps(9), ex, book);
-  return t ? t->port() : 1;
-}
+// A port nothing listens on: bound but never listening, so connecting to it
+// is refused, and held for the test's duration so that no one else takes it.
+class DeadPort {
+ public:
+  DeadPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~DeadPort() { ::close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 TEST(GrpcTransportTest, CallReachesHandlerAndReplyComesBackOnce) {
   Pair p;
@@ -245,9 +265,10 @@ TEST(GrpcTransportTest, AnAlreadyCancelledTokenFailsWithoutReachingTheCallee) {
 }
 
 TEST(GrpcTransportTest, CallsToADeadServerFailUnavailable) {
+  DeadPort dead;
   AsioExecutor ex;
   Addresses book;
-  book.set(kPs, free_port());
+  book.set(kPs, dead.port());
   auto a = make(kChief, ex, book, /*serve=*/false);
   for (int i = 0; i < 3; ++i) {  // the first call connects; later ones see the channel's failure state
     std::optional<Status> got;
@@ -507,14 +528,20 @@ TEST(GrpcTransportTest, HandlersRunOnTheServersOwnExecutorThread) {
   server_ex.stop();
 }
 
-TEST(GrpcTransportTest, DestroyingTheCallerDropsItsCallsInFlight) {
+TEST(GrpcTransportTest, DestroyingTheCallerDropsItsCallsInFlightAndTellsTheCallee) {
   Pair p;
   std::vector<Responder> parked;
-  p.b->serve([&](IncomingCall, Responder respond) { parked.push_back(std::move(respond)); });
+  std::vector<CancelRegistration> regs;
+  bool callee_saw_cancel = false;
+  p.b->serve([&](IncomingCall call, Responder respond) {
+    regs.push_back(call.cancelled.on_cancel([&] { callee_saw_cancel = true; }));
+    parked.push_back(std::move(respond));
+  });
   int calls = 0;
   p.a->call(kPs, HealthRequest{}, {}, [&](StatusOr<Response>) { ++calls; });
   ASSERT_TRUE(p.run([&] { return parked.size() == 1; }));
-  p.a.reset();
+  p.a.reset();  // the caller goes away
+  ASSERT_TRUE(p.run([&] { return callee_saw_cancel; }));
   parked[0](Response(EmptyResponse{}));
   p.ex.run_until([] { return false; }, p.ex.now() + 100 * kMillisecond);
   EXPECT_EQ(calls, 0) << "a task that went down never hears back";

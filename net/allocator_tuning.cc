@@ -1,0 +1,19 @@
+#include "net/allocator_tuning.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace twinps::net {
+
+bool tune_allocator_for_large_tensors() {
+#if defined(__GLIBC__)
+  const bool mmap_ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
+  const bool trim_ok = mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+  return mmap_ok && trim_ok;
+#else
+  return false;
+#endif
+}
+
+}  // namespace twinps::net
