@@ -230,6 +230,7 @@ void encode(const PushRequest& in, wire::PushRequest* out, AttachmentWriter* a) 
     to_proto(u.values, w->mutable_values(), a);
     w->set_counter_delta(u.counter_delta);
   }
+  if (!in.then_pull.items.empty()) encode(in.then_pull, out->mutable_then_pull(), a);
 }
 Status decode(const wire::PushRequest& in, PushRequest* out, const AttachmentReader* a) {
   TWINPS_WITHIN("fence", from_proto(in.fence(), &out->fence));
@@ -244,6 +245,7 @@ Status decode(const wire::PushRequest& in, PushRequest* out, const AttachmentRea
     TWINPS_WITHIN(indexed("updates", i), within(from_proto(w.values(), &u.values, a), "values"));
     u.counter_delta = w.counter_delta();
   }
+  TWINPS_WITHIN("then_pull", decode(in.then_pull(), &out->then_pull, a));
   return absl::OkStatus();
 }
 
@@ -348,9 +350,13 @@ Status decode(const wire::PullResponse& in, PullResponse* out, const AttachmentR
   return absl::OkStatus();
 }
 
-void encode(const PushResponse& in, wire::PushResponse* out, AttachmentWriter*) { out->set_duplicate(in.duplicate); }
-Status decode(const wire::PushResponse& in, PushResponse* out, const AttachmentReader*) {
+void encode(const PushResponse& in, wire::PushResponse* out, AttachmentWriter* a) {
+  out->set_duplicate(in.duplicate);
+  if (!in.pulled.items.empty()) encode(in.pulled, out->mutable_pulled(), a);
+}
+Status decode(const wire::PushResponse& in, PushResponse* out, const AttachmentReader* a) {
   out->duplicate = in.duplicate();
+  TWINPS_WITHIN("pulled", decode(in.pulled(), &out->pulled, a));
   return absl::OkStatus();
 }
 

@@ -30,7 +30,7 @@ struct RequestSize {
     return n;
   }
   std::size_t operator()(const PushRequest& r) const {
-    std::size_t n = 16;
+    std::size_t n = 16 + (*this)(r.then_pull);
     for (const auto& u : r.updates) n += 16 + size_of(u.rows) + byte_size(u.values);
     return n;
   }
@@ -53,7 +53,7 @@ struct ResponseSize {
     for (const auto& i : r.items) n += 8 + byte_size(i.values);
     return n;
   }
-  std::size_t operator()(const PushResponse&) const { return 1; }
+  std::size_t operator()(const PushResponse& r) const { return 1 + (*this)(r.pulled); }
   std::size_t operator()(const ExportShardsResponse& r) const {
     std::size_t n = 0;
     for (const auto& s : r.shards) n += size_of(s);

@@ -101,9 +101,13 @@ struct Update {
 struct PushRequest {
   Fence fence;
   std::vector<Update> updates;
+  // Reads served after the updates are applied: the next step's pull rides on
+  // this step's push, one round trip instead of two.
+  PullRequest then_pull;
 };
 struct PushResponse {
   bool duplicate = false;  // the request id was seen before; nothing applied again
+  PullResponse pulled;     // the answer to then_pull
 };
 
 struct ExportShardsRequest {

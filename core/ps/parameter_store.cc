@@ -176,7 +176,7 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
 
 // ---------------------------------------------------------------- Pull
 
-StatusOr<PullResponse> ParameterStore::pull(const PullRequest& request) {
+Status ParameterStore::validate_pull(const PullRequest& request) {
   for (std::size_t i = 0; i < request.items.size(); ++i) {
     const PullItem& item = request.items[i];
     auto it = shards_.find(item.shard);
@@ -190,7 +190,15 @@ StatusOr<PullResponse> ParameterStore::pull(const PullRequest& request) {
     if (!item.all_rows)
       if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where + std::string(s.message()));
   }
+  return absl::OkStatus();
+}
 
+StatusOr<PullResponse> ParameterStore::pull(const PullRequest& request) {
+  TWINPS_RETURN_IF_ERROR(validate_pull(request));
+  return read(request);
+}
+
+PullResponse ParameterStore::read(const PullRequest& request) {
   PullResponse response;
   response.items.reserve(request.items.size());
   for (const PullItem& item : request.items) {
@@ -309,18 +317,24 @@ StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestI
     ++stats_.fenced_pushes;
     return fenced("push", request.fence);
   }
+  // A push may carry the reads of the caller's next step (ps-lite's
+  // push-pull): they are checked with the updates, so a bad read refuses the
+  // whole request, and served after the updates are applied.
+  TWINPS_RETURN_IF_ERROR(validate_pull(request.then_pull));
   const DedupKey key{caller, request_id};
+  PushResponse response;
   if (request_id != 0 && seen_.count(key)) {
     ++stats_.duplicates_dropped;
-    return PushResponse{.duplicate = true};
+    response.duplicate = true;
+  } else {
+    for (std::size_t i = 0; i < request.updates.size(); ++i)
+      if (Status s = validate_update(i, request.updates[i]); !s.ok()) return invalid(std::string(s.message()));
+    for (const Update& u : request.updates) apply_update(u);
+    ++stats_.push_requests;
+    if (request_id != 0) remember(key);
   }
-  for (std::size_t i = 0; i < request.updates.size(); ++i)
-    if (Status s = validate_update(i, request.updates[i]); !s.ok()) return invalid(std::string(s.message()));
-
-  for (const Update& u : request.updates) apply_update(u);
-  ++stats_.push_requests;
-  if (request_id != 0) remember(key);
-  return PushResponse{};
+  if (!request.then_pull.items.empty()) response.pulled = read(request.then_pull);
+  return response;
 }
 
 // ---------------------------------------------------------------- Export, Fence

@@ -113,6 +113,8 @@ class ParameterStore {
   const Optimizer* optimizer() const { return optimizer_ ? &*optimizer_ : nullptr; }
 
  private:
+  Status validate_pull(const PullRequest& request);  // counts a refusal
+  PullResponse read(const PullRequest& request);  // after validate_pull
   struct Shard {
     ShardSpec spec;
     Matrix value;

@@ -53,84 +53,80 @@ RequestId ParameterClient::next_request_id() {
   return runtime_.incarnation * 0x9e3779b97f4a7c15ull + (++request_counter_);
 }
 
-Task<StatusOr<ParameterClient::PullResult>> ParameterClient::pull(const PullBatch& batch) {
-  // Each read becomes items in the per-ps requests; `where[r][k]` says which
-  // (ps, item) answers piece k of read r (a shard, or one gather of a lookup).
+// Where each read's pieces come from: `where[r][k]` is the (ps, item) that
+// answers piece k of read r (a shard, or one gather of a lookup).
+struct ParameterClient::ReadPlan {
   struct Where {
     int ps;
     std::size_t item;
   };
   std::map<int, PullRequest> per_ps;
-  std::vector<std::vector<Where>> where(batch.reads_.size());
-  std::vector<LookupPlan> plans(batch.reads_.size());
+  std::vector<std::vector<Where>> where;
+  std::vector<LookupPlan> lookups;
+};
+
+StatusOr<ParameterClient::ReadPlan> ParameterClient::plan_reads(const PullBatch& batch) {
+  ReadPlan plan;
+  plan.where.resize(batch.reads_.size());
+  plan.lookups.resize(batch.reads_.size());
   auto add_item = [&](std::size_t r, int ps, PullItem item) {
-    where[r].push_back(Where{ps, per_ps[ps].items.size()});
-    per_ps[ps].items.push_back(std::move(item));
+    plan.where[r].push_back(ReadPlan::Where{ps, plan.per_ps[ps].items.size()});
+    plan.per_ps[ps].items.push_back(std::move(item));
   };
   for (std::size_t r = 0; r < batch.reads_.size(); ++r) {
     const auto& read = batch.reads_[r];
     const VariableLayout& v = *read.var;
     if (read.kind == PullBatch::Read::Kind::kRows) {
-      auto plan = plan_lookup(v, read.ids);
-      if (!plan.ok()) co_return plan.status();
-      for (const auto& g : plan->gathers) add_item(r, v.shards[g.shard].ps, PullItem{v.shards[g.shard].id, false, g.local_rows});
-      plans[r] = std::move(*plan);
+      auto lookup = plan_lookup(v, read.ids);
+      if (!lookup.ok()) return lookup.status();
+      for (const auto& g : lookup->gathers)
+        add_item(r, v.shards[g.shard].ps, PullItem{v.shards[g.shard].id, false, g.local_rows});
+      plan.lookups[r] = std::move(*lookup);
     } else {
       for (const auto& shard : v.shards) add_item(r, shard.ps, PullItem{shard.id, true, {}});
     }
   }
+  return plan;
+}
 
-  std::map<int, Future<StatusOr<Response>>> answers;
-  std::map<int, std::size_t> expected_items;
-  for (auto& [ps, req] : per_ps) {
-    expected_items[ps] = req.items.size();
-    answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), std::move(req), call_options()));
+StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const PullBatch& batch, ReadPlan& plan,
+                                                                      std::map<int, PullResponse>& replies) {
+  for (auto& [ps, reply] : replies) {
+    if (reply.items.size() != plan.per_ps[ps].items.size())
+      return absl::InternalError("ps:" + std::to_string(ps) + " answered a different number of items");
+    for (const auto& item : reply.items) bytes_pulled_ += byte_size(item.values);
   }
-  std::map<int, PullResponse> replies;
-  Status first_error;
-  for (auto& [ps, fut] : answers) {
-    auto r = response_as<PullResponse>(co_await fut);
-    if (!r.ok()) {
-      if (first_error.ok()) first_error = r.status();
-      continue;
-    }
-    if (r->items.size() != expected_items[ps])
-      co_return absl::InternalError("ps:" + std::to_string(ps) + " answered a different number of items");
-    for (const auto& item : r->items) bytes_pulled_ += byte_size(item.values);
-    replies.emplace(ps, std::move(*r));
-  }
-  if (!first_error.ok()) co_return first_error;
-
   PullResult result;
   result.values_.resize(batch.reads_.size());
   result.counters_.resize(batch.reads_.size());
   for (std::size_t r = 0; r < batch.reads_.size(); ++r) {
     const auto& read = batch.reads_[r];
+    const auto& where = plan.where[r];
     std::vector<Matrix> pieces;
-    pieces.reserve(where[r].size());
-    for (const Where& w : where[r]) pieces.push_back(std::move(replies.at(w.ps).items[w.item].values));
+    pieces.reserve(where.size());
+    for (const auto& w : where) pieces.push_back(std::move(replies.at(w.ps).items[w.item].values));
     switch (read.kind) {
       case PullBatch::Read::Kind::kCounter:
-        result.counters_[r] = replies.at(where[r].front().ps).items[where[r].front().item].counter;
+        result.counters_[r] = replies.at(where.front().ps).items[where.front().item].counter;
         break;
       case PullBatch::Read::Kind::kDense: {
         auto full = concat_shards(*read.var, pieces);
-        if (!full.ok()) co_return full.status();
+        if (!full.ok()) return full.status();
         result.values_[r] = std::move(*full);
         break;
       }
       case PullBatch::Read::Kind::kRows: {
-        auto rows = assemble(plans[r], pieces);
-        if (!rows.ok()) co_return rows.status();
+        auto rows = assemble(plan.lookups[r], pieces);
+        if (!rows.ok()) return rows.status();
         result.values_[r] = std::move(*rows);
         break;
       }
     }
   }
-  co_return result;
+  return result;
 }
 
-Task<Status> ParameterClient::push(const PushBatch& batch) {
+StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatch& batch) {
   std::map<int, PushRequest> per_ps;
   auto add = [&](const ShardPlacement& shard, Update u) {
     u.shard = shard.id;
@@ -145,7 +141,7 @@ Task<Status> ParameterClient::push(const PushBatch& batch) {
       add(v.shards.front(), std::move(u));
     } else if (w.sparse) {
       auto split = split_sparse(v, w.ids, w.values);
-      if (!split.ok()) co_return split.status();
+      if (!split.ok()) return split.status();
       for (auto& piece : *split) {
         Update u;
         u.op = w.op;
@@ -156,7 +152,7 @@ Task<Status> ParameterClient::push(const PushBatch& batch) {
       }
     } else {
       auto split = split_dense(v, w.values);
-      if (!split.ok()) co_return split.status();
+      if (!split.ok()) return split.status();
       for (std::size_t i = 0; i < split->size(); ++i) {
         Update u;
         u.op = w.op;
@@ -165,19 +161,60 @@ Task<Status> ParameterClient::push(const PushBatch& batch) {
       }
     }
   }
+  for (auto& [ps, req] : per_ps) req.fence = fence_;
+  return per_ps;
+}
+
+Task<StatusOr<ParameterClient::PullResult>> ParameterClient::pull(const PullBatch& batch) {
+  auto plan = plan_reads(batch);
+  if (!plan.ok()) co_return plan.status();
   std::map<int, Future<StatusOr<Response>>> answers;
-  for (auto& [ps, req] : per_ps) {
+  for (const auto& [ps, req] : plan->per_ps)
+    answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), req, call_options()));
+  std::map<int, PullResponse> replies;
+  Status first_error;
+  for (auto& [ps, fut] : answers) {
+    auto r = response_as<PullResponse>(co_await fut);
+    if (r.ok()) replies.emplace(ps, std::move(*r));
+    else if (first_error.ok()) first_error = r.status();
+  }
+  if (!first_error.ok()) co_return first_error;
+  co_return assemble_reads(batch, *plan, replies);
+}
+
+Task<Status> ParameterClient::push(const PushBatch& batch) {
+  auto result = co_await push_pull(batch, PullBatch{});
+  co_return result.status();
+}
+
+Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const PushBatch& push_batch,
+                                                                       const PullBatch& pull_batch) {
+  auto writes = plan_writes(push_batch);
+  if (!writes.ok()) co_return writes.status();
+  auto reads = plan_reads(pull_batch);
+  if (!reads.ok()) co_return reads.status();
+  // One Push per ps touched by either: the ps applies the updates, then serves
+  // the reads, so a step's pull rides on the previous step's push.
+  for (const auto& [ps, req] : reads->per_ps) (*writes)[ps].then_pull = req;
+  std::map<int, Future<StatusOr<Response>>> answers;
+  for (auto& [ps, req] : *writes) {
     req.fence = fence_;
     for (const auto& u : req.updates) bytes_pushed_ += byte_size(u.values);
     answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), std::move(req),
                                    call_options(next_request_id())));
   }
+  std::map<int, PullResponse> replies;
   Status first_error;
   for (auto& [ps, fut] : answers) {
-    auto r = co_await fut;
-    if (!r.ok() && first_error.ok()) first_error = r.status();
+    auto r = response_as<PushResponse>(co_await fut);
+    if (!r.ok()) {
+      if (first_error.ok()) first_error = r.status();
+      continue;
+    }
+    if (reads->per_ps.count(ps)) replies.emplace(ps, std::move(r->pulled));
   }
-  co_return first_error;
+  if (!first_error.ok()) co_return first_error;
+  co_return assemble_reads(pull_batch, *reads, replies);
 }
 
 }  // namespace twinps

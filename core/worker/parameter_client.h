@@ -7,6 +7,7 @@
 // resets, inline evaluation). Every push carries the closure's fence so a
 // parameter server refuses it once the closure's generation was cancelled.
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -90,12 +91,20 @@ class ParameterClient {
 
   Task<StatusOr<PullResult>> pull(const PullBatch& batch);
   Task<Status> push(const PushBatch& batch);
+  // Both in one round trip per ps: the writes are applied, then the reads are
+  // served (ps-lite's push-pull). A step that knows its next batch pushes its
+  // gradients and pulls the next step's parameters at once.
+  Task<StatusOr<PullResult>> push_pull(const PushBatch& push, const PullBatch& pull);
 
   // Bytes this client sent and received in pull/push payloads.
   std::uint64_t bytes_pulled() const { return bytes_pulled_; }
   std::uint64_t bytes_pushed() const { return bytes_pushed_; }
 
  private:
+  struct ReadPlan;
+  StatusOr<ReadPlan> plan_reads(const PullBatch& batch);
+  StatusOr<PullResult> assemble_reads(const PullBatch& batch, ReadPlan& plan, std::map<int, PullResponse>& replies);
+  StatusOr<std::map<int, PushRequest>> plan_writes(const PushBatch& batch);
   CallOptions call_options(RequestId id = 0) const;
   RequestId next_request_id();
 

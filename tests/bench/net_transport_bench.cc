@@ -85,7 +85,7 @@ struct Cluster {
     server->serve([this, echo](IncomingCall call, Responder respond) {
       if (auto* push = std::get_if<PushRequest>(&call.request)) {
         if (echo) stored = std::move(push->updates[0].values);
-        respond(Response(PushResponse{false}));
+        respond(Response(PushResponse{false, {}}));
       } else {
         PullResponse out;
         out.items.push_back(PulledValue{echo ? std::move(stored) : Matrix(stored), 0});

@@ -261,6 +261,32 @@ TEST(ParameterStoreTest, ADuplicatePushIsAcknowledgedAndAppliedOnce) {
   EXPECT_EQ(pull_counter(store, kIterations), 4);
 }
 
+TEST(ParameterStoreTest, APushServesItsReadsAfterApplyingItsUpdates) {
+  ParameterStore store = make_store();
+  PushRequest p = push_of({counter_add(kIterations, 1), dense_grad(kDense, mat({{2, 2}}))});
+  p.then_pull.items = {PullItem{kDense, true, {}}, PullItem{kEmb, false, {2, 0}}, PullItem{kIterations, true, {}}};
+  auto r = store.push(p, 5, TaskId::worker(0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->pulled.items.size(), 3u);
+  EXPECT_EQ(r->pulled.items[0].values, mat({{9, 19}})) << "the read sees the update";
+  EXPECT_EQ(r->pulled.items[1].values, mat({{3, 3}, {1, 1}}));
+  EXPECT_EQ(r->pulled.items[2].counter, 1);
+  // A duplicate is not applied again, but its reads are still served.
+  auto again = store.push(p, 5, TaskId::worker(0));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->pulled.items[0].values, mat({{9, 19}}));
+}
+
+TEST(ParameterStoreTest, ABadReadRefusesThePushWhole) {
+  ParameterStore store = make_store();
+  PushRequest p = push_of({dense_grad(kDense, mat({{2, 2}}))});
+  p.then_pull.items = {PullItem{kEmb, false, {7}}};
+  auto r = store.push(p, 6, TaskId::worker(0));
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pull_all(store, kDense), mat({{10, 20}})) << "nothing applied";
+}
+
 TEST(ParameterStoreTest, DeduplicationRemembersABoundedWindowOfIds) {
   ParameterStore store = make_store({.name = "", .dedup_window = 2});
   const PushRequest p = push_of({counter_add(kIterations, 1)});

@@ -105,6 +105,18 @@ TEST(TutorialTest, ReachesAccuracyOneForMostSeeds) {
   EXPECT_GE(perfect, seeds * 8 / 10);
 }
 
+TEST(TutorialTest, SeveralStepsPerClosureCountEveryStepAndStillLearn) {
+  // steps_per_execution: 5 steps per closure, pulls riding on pushes.
+  tutorial::Config config;
+  config.steps_per_execution = 5;
+  config.epochs = 6;
+  TutorialRun run = run_tutorial(config, 3);
+  ASSERT_TRUE(run.result.ok()) << describe(run.result.status());
+  EXPECT_EQ(run.result->epochs.back().iterations, 30);
+  EXPECT_EQ(run.stats.scheduled, 6u + 1 + 2) << "one closure per epoch, the final-loss step, two eval steps";
+  EXPECT_EQ(run.result->epochs.back().accuracy, 1.0);
+}
+
 TEST(TutorialTest, RestartedCoordinatorResumesAtTheRightEpochFromTheLastCheckpoint) {
   // P6/P7: the coordinator dies after epoch 1's checkpoint; a new one restores
   // it, resumes at iterations // steps_per_epoch and finishes the run.

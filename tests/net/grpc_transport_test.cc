@@ -506,7 +506,7 @@ TEST(GrpcTransportTest, HandlersRunOnTheServersOwnExecutorThread) {
       if (server_ex.in_executor_thread()) on_server_thread.fetch_add(1);
       // Answer later, from a timer on the server's executor.
       server_ex.post_after(kMillisecond, [respond = std::move(respond), id = call.request_id]() mutable {
-        respond(Response(PushResponse{id % 2 == 1}));
+        respond(Response(PushResponse{id % 2 == 1, {}}));
       });
     });
   });
@@ -553,7 +553,7 @@ TEST(GrpcTransportTest, ManyConcurrentCallsEachCompleteExactlyOnce) {
   p.b->serve([&](IncomingCall call, Responder respond) {
     // Answer every other call at once, the rest in a batch later.
     if (call.request_id % 2) {
-      respond(Response(PushResponse{true}));
+      respond(Response(PushResponse{true, {}}));
     } else {
       parked.push_back(std::move(respond));
     }
@@ -571,7 +571,7 @@ TEST(GrpcTransportTest, ManyConcurrentCallsEachCompleteExactlyOnce) {
     });
   }
   ASSERT_TRUE(p.run([&] { return parked.size() == kCalls / 2; }));
-  for (auto& r : parked) r(Response(PushResponse{false}));
+  for (auto& r : parked) r(Response(PushResponse{false, {}}));
   ASSERT_TRUE(p.run([&] { return p.a->calls_in_flight() == 0; }));
   p.ex.run_until([] { return false; }, p.ex.now() + 50 * kMillisecond);
   for (int i = 0; i < kCalls; ++i) EXPECT_EQ(completions[i], 1) << i;

@@ -70,7 +70,7 @@ inline std::vector<Request> sample_requests(std::int64_t big = 8) {
   Update dense{1, Update::Op::kApplyGradient, false, {}, ramp(big, 3), 0};
   Update sparse{2, Update::Op::kAssign, true, {4, 1}, ramp(2, 3), 0};
   Update counter{3, Update::Op::kAdd, false, {}, Matrix(), 11};
-  out.push_back(PushRequest{sample_fence(), {dense, sparse, counter}});
+  out.push_back(PushRequest{sample_fence(), {dense, sparse, counter}, PullRequest{{PullItem{2, false, {1, 0}}}}});
   out.push_back(ExportShardsRequest{{3, 1, 4}});
   out.push_back(FenceRequest{sample_fence()});
   out.push_back(SetupWorkerRequest{sample_fence(), {sample_layout(), VariableLayout{"scalar", {}, VariableKind::kTrainable, {}}}});
@@ -87,7 +87,8 @@ inline std::vector<Response> sample_responses(std::int64_t big = 8) {
   out.emplace_back(std::in_place_type<HealthResponse>, HealthResponse{TaskId::evaluator(2), 77});
   out.emplace_back(std::in_place_type<PullResponse>);
   std::get<PullResponse>(out.back()).items = {PulledValue{ramp(big, 5), 0}, PulledValue{Matrix(), 31}};
-  out.emplace_back(std::in_place_type<PushResponse>, PushResponse{true});
+  out.emplace_back(std::in_place_type<PushResponse>, PushResponse{true, {}});
+  std::get<PushResponse>(out.back()).pulled.items = {PulledValue{ramp(2, 3), 0}};
   out.emplace_back(std::in_place_type<ExportShardsResponse>);
   std::get<ExportShardsResponse>(out.back()).shards = {sample_shard(1, big, 2), sample_shard(7, 1, 1)};
   out.emplace_back(std::in_place_type<RunClosureResponse>);
@@ -200,6 +201,7 @@ struct RequestEq {
     auto& b = std::get<PushRequest>(other);
     expect_eq(a.fence, b.fence);
     expect_eq(a.updates, b.updates);
+    expect_eq(a.then_pull.items, b.then_pull.items);
   }
   void operator()(const ExportShardsRequest& a) const { EXPECT_EQ(a.shards, std::get<ExportShardsRequest>(other).shards); }
   void operator()(const FenceRequest& a) const { expect_eq(a.fence, std::get<FenceRequest>(other).fence); }
@@ -238,7 +240,10 @@ struct ResponseEq {
     EXPECT_EQ(a.incarnation, b.incarnation);
   }
   void operator()(const PullResponse& a) const { expect_eq(a.items, std::get<PullResponse>(other).items); }
-  void operator()(const PushResponse& a) const { EXPECT_EQ(a.duplicate, std::get<PushResponse>(other).duplicate); }
+  void operator()(const PushResponse& a) const {
+    EXPECT_EQ(a.duplicate, std::get<PushResponse>(other).duplicate);
+    expect_eq(a.pulled.items, std::get<PushResponse>(other).pulled.items);
+  }
   void operator()(const ExportShardsResponse& a) const {
     expect_eq(a.shards, std::get<ExportShardsResponse>(other).shards);
   }

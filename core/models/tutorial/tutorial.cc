@@ -128,57 +128,57 @@ StatusOr<Variables> find_variables(StepContext& ctx) {
 
 Matrix scalar(float v) { return Matrix::Constant(1, 1, v); }
 
-// One training step: pull, forward and backward, push. Returns the loss.
-Task<StatusOr<double>> one_train_step(StepContext& ctx, const Variables* vars, IteratorResource& iterator) {
-  auto batch = iterator.next();
-  if (!batch.ok()) co_return batch.status();
+// The parameters a batch needs: its embedding rows, the kernel and the bias.
+struct StepReads {
+  ParameterClient::PullBatch batch;
+  int embedding = 0, kernel = 0, bias = 0;
+};
+StepReads reads_for(const Variables& vars, const RowIds& ids) {
+  StepReads r;
+  r.embedding = r.batch.rows(*vars.embedding, ids);
+  r.kernel = r.batch.dense(*vars.kernel);
+  r.bias = r.batch.dense(*vars.bias);
+  return r;
+}
 
-  const RowIds ids = flatten_ids(batch->ids);
-  ParameterClient::PullBatch pull;
-  const int h_emb = pull.rows(*vars->embedding, ids);
-  const int h_kernel = pull.dense(*vars->kernel);
-  const int h_bias = pull.dense(*vars->bias);
-  auto pulled = co_await ctx.ps().pull(pull);
-  if (!pulled.ok()) co_return pulled.status();
-  const Matrix& kernel = pulled->value(h_kernel);
-  const float bias = pulled->value(h_bias)(0, 0);
-
-  const Eigen::Index n = batch->size(), features = batch->ids.cols();
-  co_await ctx.compute(ComputeCost{kTrainStep, n, 0});
-  Forward f = forward(pulled->value(h_emb), n, features, kernel, bias);
-
+// Forward and backward on one batch with pulled parameters: the loss, and
+// the updates to push (gradients, the accuracy metric, the step counter).
+struct StepOutput {
+  double loss = 0;
+  ParameterClient::PushBatch push;
+};
+StepOutput forward_backward(const Variables& vars, const Batch& batch, const RowIds& ids,
+                            const ParameterClient::PullResult& pulled, const StepReads& reads) {
+  const Matrix& kernel = pulled.value(reads.kernel);
+  const Eigen::Index n = batch.size(), features = batch.ids.cols();
+  Forward f = forward(pulled.value(reads.embedding), n, features, kernel, pulled.value(reads.bias)(0, 0));
   // Binary cross-entropy on the logits (numerically stable form), averaged
   // over the global batch as tf.nn.compute_average_loss does.
-  double loss = 0;
+  StepOutput out;
   Matrix dlogits(n, 1);
   for (Eigen::Index b = 0; b < n; ++b) {
-    const float z = f.logits(b, 0), y = batch->labels(b, 0);
-    loss += std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::abs(z)));
+    const float z = f.logits(b, 0), y = batch.labels(b, 0);
+    out.loss += std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::abs(z)));
     dlogits(b, 0) = (sigmoid(z) - y) / static_cast<float>(n);
   }
-  loss /= static_cast<double>(n);
-  const Matrix dkernel = f.hidden.transpose() * dlogits;
-  const Matrix dbias = scalar(dlogits.sum());
+  out.loss /= static_cast<double>(n);
   const Matrix dhidden = dlogits * kernel.transpose();  // [batch x dim]
   Matrix drows(n * features, dhidden.cols());
   for (Eigen::Index b = 0; b < n; ++b)
     for (Eigen::Index k = 0; k < features; ++k) drows.row(b * features + k) = dhidden.row(b) / static_cast<float>(features);
-
-  ParameterClient::PushBatch push;
-  push.gradient_rows(*vars->embedding, ids, std::move(drows));
-  push.gradient(*vars->kernel, dkernel);
-  push.gradient(*vars->bias, dbias);
-  push.add(*vars->acc_total, scalar(correct_predictions(f.logits, batch->labels)));
-  push.add(*vars->acc_count, scalar(static_cast<float>(n)));
-  push.add_counter(*vars->iterations, 1);
-  Status pushed = co_await ctx.ps().push(push);
-  if (!pushed.ok()) co_return pushed;
-  co_return loss;
+  out.push.gradient_rows(*vars.embedding, ids, std::move(drows));
+  out.push.gradient(*vars.kernel, f.hidden.transpose() * dlogits);
+  out.push.gradient(*vars.bias, scalar(dlogits.sum()));
+  out.push.add(*vars.acc_total, scalar(correct_predictions(f.logits, batch.labels)));
+  out.push.add(*vars.acc_count, scalar(static_cast<float>(n)));
+  out.push.add_counter(*vars.iterations, 1);
+  return out;
 }
 
 // args: [iterator, steps (optional, default 1)]. Several steps per closure is
 // TensorFlow's steps_per_execution: it saves the per-closure overhead (L6).
-// Returns the last step's loss.
+// Between steps the next batch's pull rides on this step's push (one round
+// trip per ps per step). Returns the last step's loss.
 Task<StatusOr<Value>> train_step(StepContext& ctx) {
   auto vars = find_variables(ctx);
   if (!vars.ok()) co_return vars.status();
@@ -190,11 +190,28 @@ Task<StatusOr<Value>> train_step(StepContext& ctx) {
     if (!n || *n < 1) co_return absl::InvalidArgumentError("the step count (argument 1) must be a positive integer");
     steps = *n;
   }
+  auto batch = (*iterator)->next();
+  if (!batch.ok()) co_return batch.status();
+  RowIds ids = flatten_ids(batch->ids);
+  StepReads reads = reads_for(*vars, ids);
+  auto pulled = co_await ctx.ps().pull(reads.batch);
+  if (!pulled.ok()) co_return pulled.status();
   double loss = 0;
-  for (std::int64_t i = 0; i < steps; ++i) {
-    auto l = co_await one_train_step(ctx, &*vars, **iterator);
-    if (!l.ok()) co_return l.status();
-    loss = *l;
+  for (std::int64_t i = 0;; ++i) {
+    co_await ctx.compute(ComputeCost{kTrainStep, batch->size(), 0});
+    StepOutput out = forward_backward(*vars, *batch, ids, *pulled, reads);
+    loss = out.loss;
+    if (i + 1 == steps) {
+      Status pushed = co_await ctx.ps().push(out.push);
+      if (!pushed.ok()) co_return pushed;
+      break;
+    }
+    batch = (*iterator)->next();
+    if (!batch.ok()) co_return batch.status();
+    ids = flatten_ids(batch->ids);
+    reads = reads_for(*vars, ids);
+    pulled = co_await ctx.ps().push_pull(out.push, reads.batch);
+    if (!pulled.ok()) co_return pulled.status();
   }
   co_return Value(loss);
 }
