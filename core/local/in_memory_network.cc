@@ -114,7 +114,10 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
 
   const std::size_t bytes = links_ ? wire_size(request) : 0;
   auto arrival = delivery_time(call->from, to, bytes);
-  if (!arrival) return;  // lost in a partition: only the deadline will end the call
+  if (!arrival) {  // lost in a partition
+    on_lost(call);
+    return;
+  }
   Endpoint* callee = ep->second;
   const auto callee_slot = callee->executor().node();
   engine_.post_at(
@@ -136,7 +139,10 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
           if (call->finished) return;
           std::size_t resp_bytes = (links_ && result.ok()) ? wire_size(*result) : 0;
           auto back = delivery_time(call->to, call->from, resp_bytes);
-          if (!back) return;  // reply lost
+          if (!back) {  // reply lost
+            on_lost(call);
+            return;
+          }
           ++delivered_;
           bytes_ += resp_bytes;
           engine_.post_at(call->caller_slot, call->caller_incarnation, *back,
@@ -144,6 +150,17 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
         };
         target->second->handler()(std::move(incoming), std::move(respond));
       });
+}
+
+void InMemoryNetwork::on_lost(const std::shared_ptr<PendingCall>& call) {
+  const auto delay = links_ ? links_->loss_detection_delay() : std::nullopt;
+  if (!delay) return;
+  const Time when = add_saturating(engine_.now(), *delay);
+  engine_.post_at(call->caller_slot, call->caller_incarnation, when, [this, call] {
+    finish(call, with_failed_task(absl::UnavailableError("connection to " + call->to.short_name() +
+                                                         " timed out (no answer from the peer)"),
+                                  call->to));
+  });
 }
 
 void InMemoryNetwork::detach(const TaskId& task, Endpoint* endpoint) {

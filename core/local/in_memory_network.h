@@ -22,6 +22,11 @@ class LinkModel {
   // nullopt if the network loses it (a partition): the caller then sees only
   // its deadline pass.
   virtual std::optional<Time> deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) = 0;
+  // When a message is lost, how long until the caller's transport gives up on
+  // the connection and fails the call with UNAVAILABLE (gRPC's keepalive
+  // noticing that the peer stopped answering), unless its deadline comes
+  // first. nullopt: only the deadline ends the call.
+  virtual std::optional<Duration> loss_detection_delay() const { return std::nullopt; }
 };
 
 class InMemoryNetwork {
@@ -51,6 +56,8 @@ class InMemoryNetwork {
   void finish(const std::shared_ptr<PendingCall>& call, StatusOr<Response> result);
   void detach(const TaskId& task, Endpoint* endpoint);
   std::optional<Time> delivery_time(const TaskId& from, const TaskId& to, std::size_t bytes);
+  // A message of `call` was lost: fail it once the link model notices, if it does.
+  void on_lost(const std::shared_ptr<PendingCall>& call);
 
   LocalEngine& engine_;
   LinkModel* links_;

@@ -26,6 +26,12 @@
 // retry of a push older than that would be applied again. Retries come within one
 // call deadline, far fewer pushes than the window on any realistic ps. Refused
 // pushes are not remembered, so their retries are judged afresh.
+//
+// Shape-only shards (ShardSpec::shape_only, for timing-only simulation of big
+// clusters) hold no values: pulls answer the byte size the values would take,
+// pushes carry a row count and byte size, and applying one only counts it
+// (stats, the shard's step). Fences, deduplication and validation work as for
+// any shard, so the simulator runs the real store with no tensors behind it.
 #include <cstdint>
 #include <deque>
 #include <map>

@@ -220,3 +220,53 @@ TEST(InMemoryNetworkTest, CancellingACallCompletesItAndTellsTheCallee) {
 
 }  // namespace
 }  // namespace twinps
+
+namespace twinps {
+namespace {
+
+// A link model that loses every message and notices after `delay`.
+class LosingLinks final : public LinkModel {
+ public:
+  explicit LosingLinks(std::optional<Duration> delay) : delay_(delay) {}
+  std::optional<Time> deliver(const TaskId&, const TaskId&, std::size_t, Time) override { return std::nullopt; }
+  std::optional<Duration> loss_detection_delay() const override { return delay_; }
+
+ private:
+  std::optional<Duration> delay_;
+};
+
+Status call_through(LinkModel& links, CallOptions opts, Time* finished_at) {
+  LocalEngine engine;
+  InMemoryNetwork net(engine, &links);
+  NodeExecutor a_ex(engine, engine.add_node()), b_ex(engine, engine.add_node());
+  auto a = net.attach(TaskId::chief(), a_ex);
+  auto b = net.attach(TaskId::ps(0), b_ex);
+  b->serve([](IncomingCall, Responder respond) { respond(Response(EmptyResponse{})); });
+  Status got = absl::UnknownError("not finished");
+  a->call(TaskId::ps(0), HealthRequest{}, opts, [&](StatusOr<Response> r) {
+    got = r.status();
+    *finished_at = engine.now();
+  });
+  engine.run();
+  return got;
+}
+
+TEST(InMemoryNetworkTest, LostMessagesFailWithUnavailableOnceTheLinkModelNotices) {
+  LosingLinks noticing(5 * kSecond);
+  Time at = 0;
+  Status s = call_through(noticing, {}, &at);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(failed_task(s), TaskId::ps(0));
+  EXPECT_EQ(at, 5 * kSecond);
+
+  CallOptions soon;
+  soon.deadline = kSecond;
+  EXPECT_EQ(call_through(noticing, soon, &at).code(), StatusCode::kDeadlineExceeded) << "the earlier of the two";
+  EXPECT_EQ(at, kSecond);
+
+  LosingLinks silent(std::nullopt);
+  EXPECT_EQ(call_through(silent, soon, &at).code(), StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace twinps
