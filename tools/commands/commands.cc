@@ -5,6 +5,8 @@ namespace twinps::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> all = {
       {"train", "run the coordinator: the tutorial model on a cluster", run_train},
+      {"sim", "run a scenario on the deterministic simulator and check its expectations", run_sim},
+      {"bench", "performance measurements (targets: sim)", run_bench},
   };
   return all;
 }
