@@ -97,9 +97,11 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
     return;
   }
   if (options.deadline != kTimeNever) {
-    call->deadline_timer = complete_at(
-        call, options.deadline,
-        with_failed_task(absl::DeadlineExceededError("call to " + to.short_name() + " passed its deadline"), to));
+    // Most deadlines are met: the error is built only if this one fires.
+    call->deadline_timer = engine_.post_at(call->caller_slot, call->caller_incarnation, options.deadline, [this, call] {
+      finish(call, with_failed_task(
+                       absl::DeadlineExceededError("call to " + call->to.short_name() + " passed its deadline"), call->to));
+    });
   }
   if (options.cancel.can_be_cancelled()) {
     std::weak_ptr<PendingCall> weak = call;
