@@ -45,14 +45,14 @@ scenario::Scenario swarm_scenario(std::uint64_t seed) {
   s.mutable_network()->set_connection_timeout_s(2);
 
   // Rounds of scheduling, an occasional application error, then a join.
-  const int rounds = static_cast<int>(r.uniform_int(2, 4));
+  const int rounds = static_cast<int>(r.uniform_int(2, 5));
   for (int round = 0; round < rounds; ++round) {
-    const int n = static_cast<int>(r.uniform_int(2, 8));
+    const int n = static_cast<int>(r.uniform_int(2, 12));
     for (int k = 0; k < n; ++k) {
       auto* a = s.add_program();
       a->set_label("r" + std::to_string(round) + "s" + std::to_string(k));
-      a->mutable_schedule()->set_function(r.bernoulli(0.08) ? "fail" : "train");
-      if (r.bernoulli(0.2)) a->mutable_schedule()->set_extra_s(r.uniform(0.2, 2));
+      a->mutable_schedule()->set_function(r.bernoulli(0.03) ? "fail" : "train");
+      if (r.bernoulli(0.3)) a->mutable_schedule()->set_extra_s(r.uniform(0.2, 2));
     }
     if (r.bernoulli(0.3)) s.add_program()->mutable_done();
     s.add_program()->mutable_join();
@@ -63,24 +63,24 @@ scenario::Scenario swarm_scenario(std::uint64_t seed) {
   // waits for a dead worker forever, so a schedule that never heals would
   // only prove that. A ps may also die for good, which must raise.
   auto* rf = s.mutable_random_faults();
-  rf->set_count(static_cast<int>(r.uniform_int(0, 4)));
+  rf->set_count(static_cast<int>(r.uniform_int(1, 4)));
   for (auto k : {scenario::RandomFaults::WORKER_CRASH, scenario::RandomFaults::PS_CRASH,
                  scenario::RandomFaults::PARTITION, scenario::RandomFaults::STRAGGLER,
                  scenario::RandomFaults::SLOW_LINK, scenario::RandomFaults::COORDINATOR_CRASH})
     rf->add_kind(k);
   rf->add_kind(scenario::RandomFaults::WORKER_CRASH);  // the most common failure
   rf->set_start_s(0);
-  rf->set_end_s(8);
+  rf->set_end_s(4);
   rf->set_min_duration_s(0.2);
   rf->set_max_duration_s(4);
   if (r.bernoulli(0.1)) {
     auto* f = s.add_fault();
-    f->set_at_s(r.uniform(0, 6));
+    f->set_at_s(r.uniform(0, 4));
     f->set_kill_ps(static_cast<int>(r.below(static_cast<std::uint64_t>(ps))));
   }
   if (r.bernoulli(0.2)) {
     auto* f = s.add_fault();
-    f->set_at_s(r.uniform(0, 6));
+    f->set_at_s(r.uniform(0, 4));
     f->set_duration_s(r.uniform(0.5, 3));
     f->mutable_hotspot()->set_variable("learning_rate");
   }
@@ -89,52 +89,66 @@ scenario::Scenario swarm_scenario(std::uint64_t seed) {
   return s;
 }
 
-std::vector<std::string> run_swarm_seed(std::uint64_t seed) {
+SwarmOutcome run_swarm_seed(std::uint64_t seed) {
+  SwarmOutcome out;
   const scenario::Scenario s = swarm_scenario(seed);
   auto errors = validate_scenario(s, s.name());
-  if (!errors.empty()) return {"the generated scenario is invalid: " + errors.front().to_string()};
+  if (!errors.empty()) {
+    out.violations.push_back("the generated scenario is invalid: " + errors.front().to_string());
+    return out;
+  }
   SimOptions o;
   o.record_invariants = true;
   Simulation sim(s, o);
   SimResult r = sim.run();
-  if (!r.setup_error.ok()) return {"setup failed: " + describe(r.setup_error)};
-  return check_invariants(r);
+  if (!r.setup_error.ok()) {
+    out.violations.push_back("setup failed: " + describe(r.setup_error));
+    return out;
+  }
+  out.violations = check_invariants(r);
+  out.errors_raised = r.stats.errors_raised;
+  out.retried = r.stats.retried;
+  out.worker_failures = r.stats.worker_failures;
+  out.cancelled = r.stats.cancelled;
+  out.coordinator_restarts = r.starts.empty() ? 0 : r.starts.size() - 1;
+  out.end_time = r.end_time;
+  return out;
 }
 
-scenario::Scenario bench_scenario(int workers, int ps, double sim_seconds) {
-  // A recommendation-style model, timing-only: an embedding table of 100 M
-  // rows x 64 sharded over every ps, of which each step looks up 64 rows, and
-  // a dense tower (2 MiB) on one ps. Steps compute for about a second (large
-  // batches), so each worker visits a handful of ps per simulated second.
+scenario::Scenario bench_scenario(const BenchOptions& o) {
   scenario::Scenario s;
-  s.set_name("bench: " + std::to_string(workers) + " workers x " + std::to_string(ps) + " ps, timing-only");
+  s.set_name("bench: " + std::to_string(o.workers) + " workers x " + std::to_string(o.ps) + " ps, timing-only");
   s.set_fidelity(scenario::TIMING_ONLY);
-  s.mutable_cluster()->set_workers(workers);
-  s.mutable_cluster()->set_ps(ps);
+  s.mutable_cluster()->set_workers(o.workers);
+  s.mutable_cluster()->set_ps(o.ps);
   auto* m = s.mutable_model();
   auto* emb = m->add_variable();
   emb->set_name("embedding");
   emb->add_shape(100'000'000);
   emb->add_shape(64);
-  emb->set_rows_per_step(64);
-  auto* tower = m->add_variable();
-  tower->set_name("tower");
-  tower->add_shape(2048);
-  tower->add_shape(256);
-  m->mutable_partitioner()->mutable_min_size()->set_min_shard_bytes(4 << 20);
-  m->mutable_partitioner()->mutable_min_size()->set_max_shards(ps);
+  emb->set_rows_per_step(o.rows_per_step);
+  if (o.tower_kib > 0) {
+    auto* tower = m->add_variable();
+    tower->set_name("tower");
+    tower->add_shape(o.tower_kib);
+    tower->add_shape(256);  // 1 KiB rows
+  }
+  // Shards of at least 16 MiB, at most one per ps: the embedding gets one per
+  // ps and the tower stays whole.
+  m->mutable_partitioner()->mutable_min_size()->set_min_shard_bytes(16 << 20);
+  m->mutable_partitioner()->mutable_min_size()->set_max_shards(o.ps);
   m->set_batch_size(1024);
   auto* step = s.mutable_compute()->mutable_step_time()->mutable_lognormal();
-  step->set_median_s(1.0);
+  step->set_median_s(o.step_s);
   step->set_sigma(0.2);
   s.mutable_network()->set_hosts_per_rack(40);
   s.mutable_network()->set_host_bandwidth_gbps(25);
   // Enough closures for the whole run, scheduled up front, then one join.
-  const int closures = static_cast<int>(workers * sim_seconds * 1.05) + workers;
+  const auto closures = static_cast<int>(o.workers * (o.sim_seconds / o.step_s) * 1.1) + o.workers;
   auto* a = s.add_program();
   a->mutable_schedule()->set_count(closures);
   s.add_program()->mutable_join();
-  s.set_time_limit_s(sim_seconds);
+  s.set_time_limit_s(o.sim_seconds);
   return s;
 }
 

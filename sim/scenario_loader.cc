@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -37,7 +38,19 @@ class Collector final : public pb::io::ErrorCollector {
  public:
   Collector(std::string file, std::vector<ScenarioError>& out) : file_(std::move(file)), out_(out) {}
   void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    out_.push_back(ScenarioError{file_, line + 1, column + 1, "", message});
+    // The parser quotes what it found; from a binary file that is raw bytes,
+    // which must not reach the terminal as they are.
+    std::string printable;
+    for (unsigned char c : message) {
+      if (c >= 0x20 && c < 0x7f) {
+        printable += static_cast<char>(c);
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        printable += hex;
+      }
+    }
+    out_.push_back(ScenarioError{file_, line + 1, column + 1, "", printable});
   }
 
  private:

@@ -21,6 +21,12 @@ std::string seconds_string(Time t) {
   return buf;
 }
 
+std::string factor_string(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fx", f);
+  return buf;
+}
+
 // Collects step records from the workers' closure spans.
 class StepSink final : public TraceSink {
  public:
@@ -118,6 +124,7 @@ struct Simulation::Impl {
   StepSink steps{result.steps, current_start};
   TraceTee tee;
   InMemoryStorage checkpoints;
+  std::vector<const ParameterServerNode*> ps_nodes;  // the live node of each ps, for the service-time probe
   std::vector<int> worker_starts;
   std::unique_ptr<LocalCluster> cluster;
   // Declared after the cluster: destroyed before it.
@@ -242,12 +249,14 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     return std::make_unique<PsServiceTransport>(
         t, ex, std::move(inner), ps_model, ps_stats[static_cast<std::size_t>(i)], tee,
         [this, i]() -> std::uint64_t {
-          auto* node = cluster ? cluster->ps(i) : nullptr;
+          const ParameterServerNode* node = ps_nodes[static_cast<std::size_t>(i)];
           return node ? node->store().stats().rows_updated : 0;
         },
         record_invariants ? &result.pushes : nullptr);
   };
+  ps_nodes.assign(static_cast<std::size_t>(shape.ps), nullptr);
   cluster = std::make_unique<LocalCluster>(registry, lo);
+  for (int i = 0; i < shape.ps; ++i) ps_nodes[static_cast<std::size_t>(i)] = cluster->ps(i);
   cluster->engine().set_observer([this](Time t, LocalEngine::NodeSlot node) {
     event_hash = (event_hash ^ static_cast<std::uint64_t>(t)) * 0x100000001b3ull;
     event_hash = (event_hash ^ node) * 0x100000001b3ull;
@@ -332,11 +341,13 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
       both(
           [this, t] {
             tee.instant(t, "fault", "killed", control().now());
+            ps_nodes[static_cast<std::size_t>(t.index)] = nullptr;
             cluster->kill(t);
           },
           [this, t] {
             if (cluster->is_up(t)) return;
             cluster->restart(t);
+            ps_nodes[static_cast<std::size_t>(t.index)] = cluster->ps(t.index);
             tee.instant(t, "fault", "restarted", control().now());
           });
       break;
@@ -388,7 +399,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
     case scenario::Fault::kStraggler: {
       const int w = f.straggler().worker();
       const double factor = f.straggler().factor();
-      fault_log(at, "worker:" + std::to_string(w) + " computes " + std::to_string(factor) + "x slower" + until);
+      fault_log(at, "worker:" + std::to_string(w) + " computes " + factor_string(factor) + " slower" + until);
       both(
           [this, w, factor] {
             cost->push_factor(w, factor);
@@ -403,7 +414,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
     case scenario::Fault::kSlowLink: {
       const TaskId t = *parse_task_name(f.slow_link().task());
       const double factor = f.slow_link().factor();
-      fault_log(at, "host link of " + t.short_name() + " " + std::to_string(factor) + "x slower" + until);
+      fault_log(at, "host link of " + t.short_name() + " " + factor_string(factor) + " slower" + until);
       both(
           [this, t, factor] {
             network->slow_host_link(t, factor);
@@ -513,7 +524,7 @@ Task<void> Simulation::Impl::program(ClusterCoordinator& c, int start) {
     co_return;
   }
   PerWorkerValues iterator;
-  if (workload) {
+  if (workload && !workload->timing_only()) {
     PerWorkerDataset dataset = c.create_per_worker_dataset(kDatasetFn, {Value(std::int64_t{workload->batch_size()})});
     iterator = c.create_per_worker_resource(kIteratorFn, {}, &dataset.datasets);
   }
@@ -538,7 +549,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
       for (int k = 0; k < s.count(); ++k) {
         std::vector<Arg> args;
         if (s.function() == kTrainFn) {
-          args.emplace_back(iterator);
+          if (!iterator.values.empty()) args.emplace_back(iterator);
           for (auto& v : SyntheticWorkload::train_args(s.extra_s(), s.infinite())) args.emplace_back(std::move(v));
         }
         auto rv = co_await c.schedule(s.function(), std::move(args));

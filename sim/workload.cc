@@ -13,11 +13,6 @@ namespace {
 
 // Draws with rows near 0 more likely: a bounded power law with exponent s
 // over [1, n + 1), by inverting its CDF (s = 0 is uniform).
-double power_law_cdf(double x, double n, double s) {
-  if (s == 0) return (x - 1) / n;
-  if (s == 1) return std::log(x) / std::log(n + 1);
-  return (std::pow(x, 1 - s) - 1) / (std::pow(n + 1, 1 - s) - 1);
-}
 std::int64_t draw_power_law(RandomStream& r, std::int64_t n, double s) {
   const double u = r.uniform();
   double x;
@@ -110,31 +105,6 @@ StatusOr<std::unique_ptr<SyntheticWorkload>> SyntheticWorkload::create(const sce
                            layout->shards[i].rows, layout->cols(), true};
         w->initial_.push_back(std::move(s));
       }
-      if (var.rows_per_step > 0) {
-        // Expected rows of each shard among rows_per_step draws (largest
-        // remainders keep the total), at most the shard's size.
-        const double n = static_cast<double>(layout->rows());
-        std::vector<double> share;
-        for (const auto& sh : layout->shards) {
-          const double lo = power_law_cdf(static_cast<double>(sh.row_offset + 1), n, var.zipf);
-          const double hi = power_law_cdf(static_cast<double>(sh.row_offset + sh.rows + 1), n, var.zipf);
-          share.push_back((hi - lo) * static_cast<double>(var.rows_per_step));
-        }
-        std::vector<std::size_t> order(share.size());
-        std::int64_t assigned = 0;
-        for (std::size_t i = 0; i < share.size(); ++i) {
-          order[i] = i;
-          var.rows_per_shard.push_back(static_cast<std::int64_t>(std::floor(share[i])));
-          assigned += var.rows_per_shard.back();
-        }
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-          return share[a] - std::floor(share[a]) > share[b] - std::floor(share[b]);
-        });
-        for (std::size_t k = 0; assigned < var.rows_per_step && k < order.size(); ++k, ++assigned)
-          ++var.rows_per_shard[order[k]];
-        for (std::size_t i = 0; i < share.size(); ++i)
-          var.rows_per_shard[i] = std::min(var.rows_per_shard[i], layout->shards[i].rows);
-      }
     } else {
       RandomStream r = init.fork(v.name());
       for (auto& s : shard_states(*layout, initial_value(Initializer::uniform(-0.05, 0.05), shape, r)))
@@ -177,6 +147,22 @@ RowIds SyntheticWorkload::draw_rows(const Var& v, RandomStream& r) const {
   return ids;
 }
 
+std::vector<std::int64_t> SyntheticWorkload::draw_rows_per_shard(const Var& v, const VariableLayout& layout,
+                                                                RandomStream& r) {
+  const std::int64_t n = layout.rows();
+  scratch_.resize(static_cast<std::size_t>(v.rows_per_step));
+  for (auto& id : scratch_) id = draw_power_law(r, n, v.zipf);
+  std::sort(scratch_.begin(), scratch_.end());
+  scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+  std::vector<std::int64_t> counts(layout.shards.size(), 0);
+  std::size_t shard = 0;
+  for (std::int64_t id : scratch_) {
+    while (id >= layout.shards[shard].row_offset + layout.shards[shard].rows) ++shard;
+    ++counts[shard];
+  }
+  return counts;
+}
+
 void SyntheticWorkload::register_functions(FunctionRegistry& registry) {
   registry.add_step(kTrainFn, [this](StepContext& ctx) { return train(ctx); });
   registry.add_step(kFailFn, [](StepContext& ctx) -> Task<StatusOr<Value>> {
@@ -194,15 +180,19 @@ void SyntheticWorkload::register_functions(FunctionRegistry& registry) {
   });
 }
 
-// args: [iterator, extra seconds, infinite (0/1)]
+// args: [iterator (numeric only), extra seconds, infinite (0/1)]
 Task<StatusOr<Value>> SyntheticWorkload::train(StepContext& ctx) {
   const auto& args = ctx.args();
-  auto iterator = ctx.resource<SyntheticIterator>(0);
-  if (!iterator.ok()) co_return iterator.status();
-  ++(*iterator)->position;
-  const double extra_s = args.size() > 1 && std::holds_alternative<double>(args[1]) ? std::get<double>(args[1]) : 0;
-  const bool infinite =
-      args.size() > 2 && std::holds_alternative<std::int64_t>(args[2]) && std::get<std::int64_t>(args[2]) != 0;
+  const std::size_t first = args.size() == 3 ? 1 : 0;
+  if (first == 1) {
+    auto iterator = ctx.resource<SyntheticIterator>(0);
+    if (!iterator.ok()) co_return iterator.status();
+    ++(*iterator)->position;
+  }
+  const double extra_s =
+      args.size() > first && std::holds_alternative<double>(args[first]) ? std::get<double>(args[first]) : 0;
+  const bool infinite = args.size() > first + 1 && std::holds_alternative<std::int64_t>(args[first + 1]) &&
+                        std::get<std::int64_t>(args[first + 1]) != 0;
   auto cancelled = [] { return absl::CancelledError("the step was cancelled"); };
 
   if (extra_s > 0 && !co_await wait_unless_cancelled(ctx.executor(), from_seconds(extra_s), ctx.cancelled()))
@@ -226,7 +216,8 @@ Task<StatusOr<Value>> SyntheticWorkload::train(StepContext& ctx) {
     const Var* var;
     const VariableLayout* layout;
     int handle = -1;
-    RowIds ids;  // numeric lookups
+    RowIds ids;                                // numeric lookups
+    std::vector<std::int64_t> rows_per_shard;  // timing-only lookups
   };
   std::vector<Use> uses;
   uses.reserve(vars_.size());
@@ -234,12 +225,13 @@ Task<StatusOr<Value>> SyntheticWorkload::train(StepContext& ctx) {
     if (!v.per_step && v.hot <= 0) continue;
     auto layout = ctx.variable(v.name);
     if (!layout.ok()) co_return layout.status();
-    uses.push_back(Use{&v, *layout, -1, {}});
+    uses.push_back(Use{&v, *layout, -1, {}, {}});
   }
   ParameterClient::PullBatch pull;
   for (Use& u : uses) {
     if (timing_only_) {
-      u.handle = pull.shape_only(*u.layout, u.var->rows_per_shard);
+      if (u.var->rows_per_step > 0) u.rows_per_shard = draw_rows_per_shard(*u.var, *u.layout, ctx.random());
+      u.handle = pull.shape_only(*u.layout, u.rows_per_shard);
     } else if (u.var->rows_per_step > 0) {
       u.ids = draw_rows(*u.var, ctx.random());
       u.handle = pull.rows(*u.layout, u.ids);
@@ -256,7 +248,7 @@ Task<StatusOr<Value>> SyntheticWorkload::train(StepContext& ctx) {
   for (Use& u : uses) {
     if (u.var->read_only) continue;
     if (timing_only_) {
-      push.shape_only_gradient(*u.layout, u.var->rows_per_shard);
+      push.shape_only_gradient(*u.layout, u.rows_per_shard);
     } else if (u.var->rows_per_step > 0) {
       push.gradient_rows(*u.layout, std::move(u.ids), pulled->value(u.handle) * 0.1f);
     } else {

@@ -8,13 +8,15 @@
 // `rows_per_step` rows drawn from the access distribution for an embedding),
 // computes the gradient of 0.05 * ||w||^2 on what it pulled (so a stale read
 // gives a different update) and pushes it.
-// TIMING_ONLY: variables are shape-only shards; a step reads and writes the
-// expected number of rows of each shard as sizes only, so a step allocates
-// no tensor and a thousand workers fit in memory.
+// TIMING_ONLY: variables are shape-only shards; a step draws its rows the same
+// way but reads and writes only how many distinct rows each shard holds, as
+// sizes, so a step allocates no tensor and a thousand workers fit in memory.
 //
 // Also registered: "fail" (an application error), and the per-worker dataset
-// and iterator every train step consumes (rebuilt when a worker recovers, so
-// the rebuild is observable).
+// and iterator every NUMERIC train step consumes (rebuilt when a worker
+// recovers, so the rebuild is observable). TIMING_ONLY steps take none: a
+// per-worker argument is one RemoteValue per worker, and copying a thousand
+// of them into every closure would cost more than the step.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +50,7 @@ class SyntheticWorkload {
   const std::vector<ShardState>& initial() const { return initial_; }
   const OptimizerConfig& optimizer() const { return optimizer_; }
   int batch_size() const { return batch_size_; }
+  bool timing_only() const { return timing_only_; }
   // Index of a declared variable, or -1.
   int find(const std::string& name) const;
 
@@ -68,11 +71,12 @@ class SyntheticWorkload {
     int hot = 0;
     std::int64_t rows_per_step = 0;
     double zipf = 0;
-    std::vector<std::int64_t> rows_per_shard;  // timing-only: expected distinct rows of each shard a step touches
   };
   SyntheticWorkload() = default;
   Task<StatusOr<Value>> train(StepContext& ctx);
   RowIds draw_rows(const Var& v, RandomStream& r) const;
+  // Timing-only: the distinct rows of each shard among a step's draws.
+  std::vector<std::int64_t> draw_rows_per_shard(const Var& v, const VariableLayout& layout, RandomStream& r);
 
   bool timing_only_ = false;
   int batch_size_ = 32;
@@ -81,6 +85,7 @@ class SyntheticWorkload {
   OptimizerConfig optimizer_;
   std::vector<Var> vars_;
   std::size_t iterations_ = 0, flag_ = 0;  // layout indices
+  RowIds scratch_;  // reused by draw_rows_per_shard (one thread, no await in between)
 };
 
 }  // namespace twinps::sim

@@ -14,23 +14,29 @@
 namespace twinps::cli {
 
 int run_bench_sim(int argc, char** argv) {
-  int workers = 1000, ps = 100;
-  double seconds = 60;
+  sim::BenchOptions b;
   std::uint64_t seed = 1;
   po::options_description opts("twinps bench sim options");
   opts.add_options()("help,h", "show this help")
-      ("workers", po::value(&workers)->default_value(1000), "worker tasks")
-      ("ps", po::value(&ps)->default_value(100), "parameter-server tasks")
-      ("seconds", po::value(&seconds)->default_value(60), "simulated seconds to run")
+      ("workers", po::value(&b.workers)->default_value(b.workers), "worker tasks")
+      ("ps", po::value(&b.ps)->default_value(b.ps), "parameter-server tasks")
+      ("seconds", po::value(&b.sim_seconds)->default_value(b.sim_seconds), "simulated seconds to run")
+      ("rows-per-step", po::value(&b.rows_per_step)->default_value(b.rows_per_step),
+       "embedding rows each step looks up (about the number of ps a step visits)")
+      ("tower-kib", po::value(&b.tower_kib)->default_value(b.tower_kib), "dense variable every step reads and updates, KiB")
+      ("step-time", po::value(&b.step_s)->default_value(b.step_s), "median compute time of a step, seconds")
       ("seed", po::value(&seed)->default_value(1), "seed of the run");
   po::variables_map vm;
-  if (int rc = parse(argc, argv, "usage: twinps bench sim [--workers N] [--ps N] [--seconds S]", opts, vm); rc >= 0)
+  if (int rc = parse(argc, argv, "usage: twinps bench sim [--workers N] [--ps N] [--seconds S] [--rows-per-step R]",
+                     opts, vm);
+      rc >= 0)
     return rc;
-  if (workers < 1 || ps < 1 || !(seconds > 0)) {
-    std::fprintf(stderr, "twinps bench sim: --workers and --ps must be at least 1, --seconds positive\n");
+  if (b.workers < 1 || b.ps < 1 || !(b.sim_seconds > 0) || b.rows_per_step < 0 || b.tower_kib < 0 || !(b.step_s > 0)) {
+    std::fprintf(stderr, "twinps bench sim: --workers and --ps must be at least 1; --seconds and --step-time positive\n");
     return kExitBadInput;
   }
-  const scenario::Scenario s = sim::bench_scenario(workers, ps, seconds);
+  const int workers = b.workers, ps = b.ps;
+  const scenario::Scenario s = sim::bench_scenario(b);
   if (auto errors = sim::validate_scenario(s, "bench"); !errors.empty()) {
     std::fprintf(stderr, "twinps bench sim: %s\n", errors.front().to_string().c_str());
     return kExitBadInput;
@@ -51,6 +57,8 @@ int run_bench_sim(int argc, char** argv) {
   const auto steps = sim::summarize_steps(r);
   Table t;
   t.row("cluster", format("%d workers x %d ps, timing-only", workers, ps));
+  t.row("workload", format("%d embedding rows per step, %d KiB tower, steps of %.2f s", b.rows_per_step, b.tower_kib,
+                           b.step_s));
   t.row("simulated time", format("%.3f s", to_seconds(r.end_time)));
   t.row("training steps", format("%llu (%.1f steps/s simulated)", static_cast<unsigned long long>(steps.steps),
                                  steps.steps_per_second));

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include <google/protobuf/text_format.h>
+
 #include "core/runtime/trace.h"
 #include "sim/expectations.h"
 #include "sim/generated_scenarios.h"
@@ -84,14 +86,19 @@ void print_summary(const Measured& m) {
 }
 
 int run_swarm(std::uint64_t first, std::uint64_t count) {
-  std::uint64_t failed = 0;
+  std::uint64_t failed = 0, raised = 0, retried = 0, worker_failures = 0, restarts = 0, cancelled = 0;
   const auto t0 = Clock::now();
   for (std::uint64_t seed = first; seed < first + count; ++seed) {
-    auto violations = sim::run_swarm_seed(seed);
-    if (!violations.empty()) {
+    auto outcome = sim::run_swarm_seed(seed);
+    raised += outcome.errors_raised > 0;
+    retried += outcome.retried > 0;
+    worker_failures += outcome.worker_failures > 0;
+    restarts += outcome.coordinator_restarts > 0;
+    cancelled += outcome.cancelled > 0;
+    if (!outcome.violations.empty()) {
       ++failed;
-      std::printf("seed %llu: %zu violation(s)\n", static_cast<unsigned long long>(seed), violations.size());
-      for (const auto& v : violations) std::printf("  - %s\n", v.c_str());
+      std::printf("seed %llu: %zu violation(s)\n", static_cast<unsigned long long>(seed), outcome.violations.size());
+      for (const auto& v : outcome.violations) std::printf("  - %s\n", v.c_str());
     }
     if (::isatty(STDERR_FILENO) && (seed - first) % 50 == 0)
       std::fprintf(stderr, "\rswarm: %llu/%llu seeds", static_cast<unsigned long long>(seed - first + 1),
@@ -100,6 +107,11 @@ int run_swarm(std::uint64_t first, std::uint64_t count) {
   if (::isatty(STDERR_FILENO)) std::fputs("\r\033[K", stderr);
   std::printf("swarm: %llu seeds from %llu, %llu with violations, %.1f s\n", static_cast<unsigned long long>(count),
               static_cast<unsigned long long>(first), static_cast<unsigned long long>(failed), seconds_since(t0));
+  std::printf("runs with: an error raised %llu, closures retried %llu, closures cancelled %llu, worker failures %llu, "
+              "coordinator restarts %llu\n",
+              static_cast<unsigned long long>(raised), static_cast<unsigned long long>(retried),
+              static_cast<unsigned long long>(cancelled), static_cast<unsigned long long>(worker_failures),
+              static_cast<unsigned long long>(restarts));
   return failed == 0 ? kExitOk : kExitFailed;
 }
 
@@ -116,7 +128,9 @@ int run_sim(int argc, char** argv) {
       ("csv", po::value(&csv_path), "write per-step metrics as CSV")
       ("no-progress", "no progress bar on stderr")
       ("swarm", po::value(&swarm), "instead of a scenario: run this many random fault schedules and check the invariants")
-      ("swarm-first-seed", po::value(&swarm_first)->default_value(1), "first seed of --swarm");
+      ("swarm-first-seed", po::value(&swarm_first)->default_value(1), "first seed of --swarm")
+      ("print-swarm-scenario", po::value<std::uint64_t>(),
+       "print the scenario --swarm runs for this seed (save it, then run it with --trace to see what happened)");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map vm;
@@ -125,6 +139,12 @@ int run_sim(int argc, char** argv) {
       "       twinps sim --swarm N [--swarm-first-seed S]";
   if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
 
+  if (vm.count("print-swarm-scenario")) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(sim::swarm_scenario(vm["print-swarm-scenario"].as<std::uint64_t>()), &text);
+    std::fputs(text.c_str(), stdout);
+    return kExitOk;
+  }
   if (vm.count("swarm")) {
     if (vm.count("scenario")) {
       std::fprintf(stderr, "twinps sim: give a scenario or --swarm, not both\n");
