@@ -10,14 +10,21 @@ namespace twinps::sim {
 
 // ---------------------------------------------------------------- Topology
 
+// Vertices are added bare and their properties set after: adding them with
+// a property goes through Boost's named-graph lookup, which GCC 12 with
+// sanitizers flags as reading an uninitialized optional (a false positive).
 int Topology::add_host(std::string name) {
   via_.clear();
-  return static_cast<int>(boost::add_vertex(Vertex{std::move(name), false}, graph_));
+  const auto v = boost::add_vertex(graph_);
+  graph_[v] = Vertex{std::move(name), false};
+  return static_cast<int>(v);
 }
 
 int Topology::add_switch(std::string name) {
   via_.clear();
-  return static_cast<int>(boost::add_vertex(Vertex{std::move(name), true}, graph_));
+  const auto v = boost::add_vertex(graph_);
+  graph_[v] = Vertex{std::move(name), true};
+  return static_cast<int>(v);
 }
 
 int Topology::add_link(int a, int b, LinkParams params) {

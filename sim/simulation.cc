@@ -547,6 +547,11 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
     case scenario::Action::kSchedule: {
       const auto& s = a.schedule();
       for (int k = 0; k < s.count(); ++k) {
+        // schedule() usually completes without suspending, and resuming this
+        // frame from it is a tail call only when the compiler makes it one
+        // (not in sanitizer or -O0 builds): a long loop would grow the stack
+        // without bound. Return to the event loop now and then.
+        if (k > 0 && k % 256 == 0) co_await sleep_for(ex, 0);
         std::vector<Arg> args;
         if (s.function() == kTrainFn) {
           if (!iterator.values.empty()) args.emplace_back(iterator);

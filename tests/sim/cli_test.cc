@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -20,8 +21,18 @@ struct CliRun {
   std::string out, err;
 };
 
+// ctest runs each test as its own process, in parallel: every file a test
+// writes lives in a directory of its own.
+std::filesystem::path test_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const auto dir = std::filesystem::path(::testing::TempDir()) /
+                   ("twinps_cli_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 CliRun run_twinps(const std::string& args) {
-  const auto dir = std::filesystem::path(::testing::TempDir());
+  const auto dir = test_dir();
   const auto out = dir / "cli_out.txt", err = dir / "cli_err.txt";
   const std::string cmd = testing::twinps_binary().string() + " " + args + " >" + out.string() + " 2>" + err.string() +
                           " </dev/null";
@@ -38,20 +49,25 @@ CliRun run_twinps(const std::string& args) {
 }
 
 std::string write(const std::string& name, const std::string& content) {
-  const auto p = std::filesystem::path(::testing::TempDir()) / name;
+  const auto p = test_dir() / name;
   std::ofstream f(p, std::ios::binary);
   f << content;
   return p.string();
 }
 
+class SimCliTest : public ::testing::Test {
+ protected:
+  void TearDown() override { std::filesystem::remove_all(test_dir()); }
+};
+
 const char kValid[] = "cluster { workers: 2 ps: 1 }\nmodel { variable { name: \"w\" shape: [4, 4] } }\n"
                       "program { schedule { count: 2 } }\nprogram { join {} label: \"j\" }\n";
 
-TEST(SimCliTest, MalformedInputsExitTwoNamingTheFile) {
+TEST_F(SimCliTest, MalformedInputsExitTwoNamingTheFile) {
   struct Case {
     std::string what, path, expect_in_stderr;
   };
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = test_dir().string();
   const Case cases[] = {
       {"unknown field", write("unknown_field.textproto", "cluster { workers: 2 ps: 1 nodes: 3 }\n"),
        "unknown_field.textproto:1:33: Message type \"twinps.scenario.Cluster\" has no field named \"nodes\"."},
@@ -74,7 +90,7 @@ TEST(SimCliTest, MalformedInputsExitTwoNamingTheFile) {
   }
 }
 
-TEST(SimCliTest, BadFlagsAndOutputPathsExitTwo) {
+TEST_F(SimCliTest, BadFlagsAndOutputPathsExitTwo) {
   const std::string ok = write("ok.textproto", kValid);
   EXPECT_EQ(run_twinps("sim").exit_code, 2);
   EXPECT_EQ(run_twinps("sim '" + ok + "' --seed banana").exit_code, 2);
@@ -84,9 +100,9 @@ TEST(SimCliTest, BadFlagsAndOutputPathsExitTwo) {
   EXPECT_EQ(run_twinps("sim '" + ok + "' --csv /no/such/dir/s.csv").exit_code, 2);
 }
 
-TEST(SimCliTest, ARunPrintsItsSummaryAndWritesTraceAndCsv) {
+TEST_F(SimCliTest, ARunPrintsItsSummaryAndWritesTraceAndCsv) {
   const std::string ok = write("ok.textproto", kValid);
-  const std::string trace = ::testing::TempDir() + "/cli_trace.json", csv = ::testing::TempDir() + "/cli_steps.csv";
+  const std::string trace = (test_dir() / "trace.json").string(), csv = (test_dir() / "steps.csv").string();
   CliRun r = run_twinps("sim '" + ok + "' --trace " + trace + " --csv " + csv);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* row : {"simulated time", "step time p50 / p99", "closures", "ps:0", "events processed",
@@ -102,7 +118,7 @@ TEST(SimCliTest, ARunPrintsItsSummaryAndWritesTraceAndCsv) {
   EXPECT_EQ(header, "worker,closure,function,start_s,duration_s,ok,program_start");
 }
 
-TEST(SimCliTest, AnExpectationThatDoesNotHoldExitsOneNamingIt) {
+TEST_F(SimCliTest, AnExpectationThatDoesNotHoldExitsOneNamingIt) {
   const std::string bad =
       write("bad_expectation.textproto", std::string(kValid) + "expect { iterations { after: \"j\" equals: 5 } }\n");
   CliRun r = run_twinps("sim '" + bad + "'");
@@ -110,7 +126,7 @@ TEST(SimCliTest, AnExpectationThatDoesNotHoldExitsOneNamingIt) {
   EXPECT_NE(r.err.find("iterations after \"j\" == 5 (observed: 2)"), std::string::npos) << r.err;
 }
 
-TEST(SimCliTest, SameSeedSameHash) {
+TEST_F(SimCliTest, SameSeedSameHash) {
   const std::string scenario = (testing::scenarios_dir() / "partition.textproto").string();
   auto hash = [](const std::string& out) {
     auto at = out.find("trace hash");

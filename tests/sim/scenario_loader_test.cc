@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -80,7 +82,7 @@ TEST(ScenarioLoaderTest, ChecksBoundsOfExpectations) {
 }
 
 TEST(ScenarioLoaderTest, FilesThatAreNotScenarios) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "loader_test";
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("loader_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   EXPECT_EQ(load_scenario_file((dir / "missing.textproto").string()).errors.front().to_string(),
             (dir / "missing.textproto").string() + ": cannot read the scenario: No such file or directory");
@@ -103,6 +105,7 @@ TEST(ScenarioLoaderTest, FilesThatAreNotScenarios) {
   for (const auto& e : r.errors)
     for (unsigned char c : e.message) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "raw bytes in: " << e.message;
   EXPECT_EQ(load_scenario_file("/dev/null").errors.front().message, "is not a regular file");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ScenarioLoaderTest, TimingOnlyNeedsASyntheticModel) {

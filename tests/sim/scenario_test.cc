@@ -3,6 +3,8 @@
 // another seed gives another run.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -81,7 +83,7 @@ TEST(ScenarioSetTest, CoversTheIssuesList) {
 TEST(ScenarioTraceTest, WritingATraceDoesNotChangeTheRun) {
   LoadedScenario loaded = load_scenario_file((testing::scenarios_dir() / "cancellation_with_worker_failure.textproto").string());
   ASSERT_TRUE(loaded.ok());
-  const std::string path = ::testing::TempDir() + "/trace.json";
+  const std::string path = ::testing::TempDir() + "/scenario_trace_" + std::to_string(::getpid()) + ".json";
   SimResult plain = Simulation(loaded.scenario).run();
   ChromeTraceWriter writer(path);
   SimOptions o;
@@ -90,6 +92,7 @@ TEST(ScenarioTraceTest, WritingATraceDoesNotChangeTheRun) {
   writer.close();
   EXPECT_EQ(plain.trace_hash, traced.trace_hash);
   EXPECT_GT(std::filesystem::file_size(path), 1000u);
+  std::filesystem::remove(path);
 }
 
 }  // namespace
