@@ -6,6 +6,7 @@
 // caller's executor, deadlines, cancellation, and failing calls to a task
 // that is down — at once for new calls, and for calls in flight when it dies.
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,7 +40,7 @@ class InMemoryNetwork {
   // reachable; destroying it takes the task down and fails the calls in flight to it.
   std::unique_ptr<Transport> attach(const TaskId& task, NodeExecutor& executor);
 
-  bool is_up(const TaskId& task) const { return endpoints_.count(task) > 0; }
+  bool is_up(const TaskId& task) const { return find_endpoint(task) != nullptr; }
 
   // Test hook: the next `count` calls to `to` (any caller) fail with `status`
   // instead of being delivered. The status is attributed to `to`.
@@ -61,7 +62,12 @@ class InMemoryNetwork {
 
   LocalEngine& engine_;
   LinkModel* links_;
-  std::map<TaskId, Endpoint*> endpoints_;
+  Endpoint* find_endpoint(const TaskId& task) const;
+  Endpoint*& endpoint_slot(const TaskId& task);
+
+  // Attached endpoints by job, then task index (null: none). Every call looks
+  // up its callee, so this is an array rather than a tree.
+  std::vector<Endpoint*> endpoints_[std::size(kAllJobs)];
   std::map<TaskId, std::pair<Status, int>> injected_failures_;
   std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending_;  // by call id, for failing them on detach
   std::uint64_t next_call_id_ = 1;

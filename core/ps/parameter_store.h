@@ -38,6 +38,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -141,7 +142,16 @@ class ParameterStore {
   std::map<ShardId, Shard> shards_;
   std::optional<Optimizer> optimizer_;
   Fence fence_;
-  std::set<DedupKey> seen_;
+  struct DedupHash {
+    std::size_t operator()(const DedupKey& k) const {
+      return std::hash<std::uint64_t>()(k.second ^ (static_cast<std::uint64_t>(k.first.job) << 56) ^
+                                        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.first.index)) << 24));
+    }
+  };
+  // Only ever looked up, never iterated, so its order reaches no output. A
+  // hash set: every push looks it up, and a tree of 65536 ids costs a chain of
+  // cache misses per push on a busy ps.
+  std::unordered_set<DedupKey, DedupHash> seen_;
   std::deque<DedupKey> seen_order_;  // oldest first, for evicting from seen_
   ParameterStoreStats stats_;
 };
