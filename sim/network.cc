@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 
@@ -37,12 +38,18 @@ int Topology::add_link(int a, int b, LinkParams params) {
 }
 
 namespace {
-// Records, for every vertex Dijkstra reaches, the link it was reached by.
+// Records, for every vertex Dijkstra reaches, the vertex it was reached from
+// and the directed link it came by, packed in one word so that walking a
+// route back costs one lookup per hop.
 struct ViaRecorder : boost::default_dijkstra_visitor {
-  std::vector<std::int32_t>* via;
-  explicit ViaRecorder(std::vector<std::int32_t>* v) : via(v) {}
+  std::vector<std::int64_t>* via;
+  const std::vector<std::pair<int, int>>* ends;
+  ViaRecorder(std::vector<std::int64_t>* v, const std::vector<std::pair<int, int>>* e) : via(v), ends(e) {}
   void edge_relaxed(Topology::Graph::edge_descriptor e, const Topology::Graph& g) const {
-    (*via)[boost::target(e, g)] = g[e].id;
+    const auto from = static_cast<std::int64_t>(boost::source(e, g));
+    const int link = g[e].id;
+    const std::int64_t directed = 2 * link + ((*ends)[static_cast<std::size_t>(link)].first == from ? 0 : 1);
+    (*via)[boost::target(e, g)] = (from << 32) | directed;
   }
 };
 }  // namespace
@@ -63,19 +70,17 @@ int Topology::route(int from, int to, int* out, int max) {
         boost::weight_map(boost::get(&Edge::weight, graph_))
             .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, graph_)))
             .predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, graph_)))
-            .visitor(ViaRecorder(&via)));
+            .visitor(ViaRecorder(&via, &ends_)));
   }
   // Walk back from `to`, then reverse.
   int hops = 0;
   int v = to;
   while (v != from) {
-    const int link = via[static_cast<std::size_t>(v)];
-    if (link < 0) return 0;  // unreachable
-    const auto [a, b] = ends_[static_cast<std::size_t>(link)];
-    const int prev = v == b ? a : b;
-    if (hops < max) out[hops] = 2 * link + (prev == a ? 0 : 1);
+    const std::int64_t entry = via[static_cast<std::size_t>(v)];
+    if (entry < 0) return 0;  // unreachable
+    if (hops < max) out[hops] = static_cast<int>(entry & 0xffffffff);
     ++hops;
-    v = prev;
+    v = static_cast<int>(entry >> 32);
   }
   std::reverse(out, out + std::min(hops, max));
   return hops;
@@ -118,6 +123,7 @@ NetworkModel::NetworkModel(ClusterShape shape, NetworkOptions options) : shape_(
     params_[static_cast<std::size_t>(topology_.graph()[e].id)] = topology_.graph()[e].params;
   slowdowns_.resize(params_.size());
   directed_.resize(2 * params_.size());
+  departure_delay_.assign(static_cast<std::size_t>(tasks), 0);
 }
 
 int NetworkModel::slot(const TaskId& t) const {
@@ -140,6 +146,7 @@ bool NetworkModel::partitioned(int a, int b) const {
 
 std::optional<Time> NetworkModel::deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) {
   const int a = slot(from), b = slot(to);
+  now = add_saturating(now, std::exchange(departure_delay_[static_cast<std::size_t>(a)], 0));
   if (!partitions_.empty() && partitioned(a, b)) {
     ++lost_;
     return std::nullopt;

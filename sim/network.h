@@ -69,7 +69,9 @@ class Topology {
  private:
   Graph graph_;
   std::vector<std::pair<int, int>> ends_;           // by link id
-  std::vector<std::vector<std::int32_t>> via_;      // per source: the link each vertex is reached by (-1: none)
+  // Per source vertex, computed on first use: for each vertex, the vertex it
+  // is reached from (high 32 bits) and the directed link (low 32), -1: none.
+  std::vector<std::vector<std::int64_t>> via_;
 };
 
 class NetworkModel final : public LinkModel {
@@ -78,6 +80,11 @@ class NetworkModel final : public LinkModel {
 
   std::optional<Time> deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) override;
   std::optional<Duration> loss_detection_delay() const override { return options_.connection_timeout; }
+
+  // The next message `from` sends leaves `delay` after it is handed over (a
+  // ps reply that leaves when its service ends), so no event is needed to
+  // hold it back.
+  void depart_later(const TaskId& from, Duration delay) { departure_delay_[static_cast<std::size_t>(slot(from))] = delay; }
 
   // Messages between a task in `a` and one in `b` (every task not in `a` when
   // `b` is empty) are lost until remove_partition(id).
@@ -122,6 +129,7 @@ class NetworkModel final : public LinkModel {
   std::vector<std::vector<double>> slowdowns_;  // by link id: active factors
   std::vector<Directed> directed_;            // by directed link id
   std::vector<Partition> partitions_;
+  std::vector<Duration> departure_delay_;     // by task slot, for the next message only
   int next_partition_ = 1;
   std::uint64_t lost_ = 0;
 };

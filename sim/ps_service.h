@@ -11,6 +11,12 @@
 // where rows updated is what the ParameterStore counted for the request. A
 // parameter server that every step visits therefore shows up as a queue and
 // as utilisation. Core never sees any of this.
+//
+// With the simulator's network, a reply is handed over when service starts
+// and told to leave when it ends (NetworkModel::depart_later), and a server
+// needs an event of its own only to take the next request from a queue: an
+// idle ps costs no event per request. With several threads, replies leave
+// their host link in the order their service began.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -22,6 +28,8 @@
 #include "core/runtime/transport.h"
 
 namespace twinps::sim {
+
+class NetworkModel;
 
 struct PsServiceModel {
   Duration per_request = 20 * kMicrosecond;
@@ -54,9 +62,10 @@ class PsServiceTransport final : public Transport {
  public:
   // `rows_updated` reads the store's running count (0 while the node is
   // being built). `pushes`, when not null, receives a PushRecord per push.
+  // `network` may be null: replies are then held back by an event each.
   PsServiceTransport(TaskId self, Executor& executor, std::unique_ptr<Transport> inner, const PsServiceModel& model,
                      PsServiceStats& stats, TraceSink& trace, std::function<std::uint64_t()> rows_updated,
-                     std::vector<PushRecord>* pushes);
+                     std::vector<PushRecord>* pushes, NetworkModel* network = nullptr);
 
   void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) override {
     inner_->call(to, std::move(request), std::move(options), std::move(done));
@@ -73,7 +82,7 @@ class PsServiceTransport final : public Transport {
   };
   void arrive(IncomingCall call, Responder respond);
   void start_next();
-  void serve_one(Waiting w);
+  void serve_one(Waiting w, std::size_t thread);
 
   TaskId self_;
   Executor& executor_;
@@ -83,10 +92,13 @@ class PsServiceTransport final : public Transport {
   TraceSink& trace_;
   std::function<std::uint64_t()> rows_updated_;
   std::vector<PushRecord>* pushes_;
+  NetworkModel* network_;
   CallHandler handler_;
   std::deque<Waiting> queue_;
-  int busy_ = 0;  // servers working; their reply events run on this node's
-                  // executor, so a killed incarnation's never run
+  std::vector<Time> free_at_;  // per thread: when it finishes its current request
+  // Wakes the queue when a thread frees up. Events run on this node's
+  // executor, so a killed incarnation's never run.
+  TimerId wake_ = kNoTimer;
 };
 
 }  // namespace twinps::sim

@@ -252,7 +252,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
           const ParameterServerNode* node = ps_nodes[static_cast<std::size_t>(i)];
           return node ? node->store().stats().rows_updated : 0;
         },
-        record_invariants ? &result.pushes : nullptr);
+        record_invariants ? &result.pushes : nullptr, network.get());
   };
   ps_nodes.assign(static_cast<std::size_t>(shape.ps), nullptr);
   cluster = std::make_unique<LocalCluster>(registry, lo);

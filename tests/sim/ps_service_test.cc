@@ -9,12 +9,13 @@
 #include "core/local/local_engine.h"
 #include "core/ps/ps_node.h"
 #include "core/runtime/runtime.h"
+#include "sim/network.h"
 
 namespace twinps::sim {
 namespace {
 
 struct PsFixture {
-  explicit PsFixture(int threads = 1) {
+  explicit PsFixture(int threads = 1, NetworkModel* links = nullptr) : net(engine, links) {
     model.per_request = 100 * kMicrosecond;
     model.per_byte_ns = 0;
     model.per_row_ns = 1000;
@@ -22,7 +23,7 @@ struct PsFixture {
     auto inner = net.attach(TaskId::ps(0), ps_ex);
     transport = std::make_unique<PsServiceTransport>(
         TaskId::ps(0), ps_ex, std::move(inner), model, stats, trace,
-        [this] { return node ? node->store().stats().rows_updated : 0; }, &pushes);
+        [this] { return node ? node->store().stats().rows_updated : 0; }, &pushes, links);
     runtime = std::make_unique<Runtime>(Runtime{TaskId::ps(0), 7, ps_ex, *transport, trace, RandomStream(1), nullptr});
     node = std::make_unique<ParameterServerNode>(*runtime);
     CreateShardsRequest create;
@@ -40,7 +41,7 @@ struct PsFixture {
   }
 
   LocalEngine engine;
-  InMemoryNetwork net{engine};
+  InMemoryNetwork net;
   NodeExecutor ps_ex{engine, engine.add_node()};
   NodeExecutor worker_ex{engine, engine.add_node()};
   std::unique_ptr<Transport> worker = net.attach(TaskId::worker(0), worker_ex);
@@ -95,6 +96,25 @@ TEST(PsServiceTest, ARefusedPushIsServedAndRecordedAsNotApplied) {
   EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << "1000 rows do not fit a 100-row shard";
   ASSERT_EQ(f.pushes.size(), 1u);
   EXPECT_FALSE(f.pushes[0].applied);
+}
+
+TEST(PsServiceTest, WithTheNetworkModelTheReplyLeavesWhenServiceEnds) {
+  NetworkOptions o;
+  o.host = LinkParams{1, 1000};  // 1 Gbit/s (a byte per 8 ns), 1 us per hop
+  NetworkModel links(ClusterShape{1, 1}, o);
+  PsFixture f(1, &links);
+  const PushRequest request = f.push_rows(10);
+  const auto request_ns = static_cast<Time>(wire_size(Request(request)) * 8);
+  const auto reply_ns = static_cast<Time>(wire_size(Response(PushResponse{})) * 8);
+  Time at = -1;
+  f.worker->call(TaskId::ps(0), request, {}, [&](StatusOr<Response> r) {
+    EXPECT_TRUE(r.ok());
+    at = f.engine.now();
+  });
+  f.engine.run();
+  // Two hops each way; 100 us + 10 rows x 1 us of service in between.
+  EXPECT_EQ(at, (request_ns + 2000) + 110 * kMicrosecond + (reply_ns + 2000));
+  EXPECT_EQ(f.stats.busy, 110 * kMicrosecond);
 }
 
 }  // namespace
