@@ -314,14 +314,20 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
   const std::optional<Time> end =
       f.has_duration_s() ? std::optional<Time>(add_saturating(at, from_seconds(f.duration_s()))) : std::nullopt;
   const std::string until = end ? " until " + seconds_string(*end) : " for good";
+  // The fault's description is logged when it fires: one scheduled after the
+  // program ended never happened.
+  std::string what;
   auto both = [&](std::function<void()> start, std::function<void()> stop) {
-    control().post_at(at, std::move(start));
+    control().post_at(at, [this, at, what, start = std::move(start)] {
+      fault_log(at, what);
+      start();
+    });
     if (end && stop) control().post_at(*end, std::move(stop));
   };
   switch (f.kind_case()) {
     case scenario::Fault::kKillWorker: {
       const TaskId t = TaskId::worker(f.kill_worker());
-      fault_log(at, "kill " + t.short_name() + until);
+      what = "kill " + t.short_name() + until;
       both(
           [this, t] {
             tee.instant(t, "fault", "killed", control().now());
@@ -337,7 +343,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
     }
     case scenario::Fault::kKillPs: {
       const TaskId t = TaskId::ps(f.kill_ps());
-      fault_log(at, "kill " + t.short_name() + until);
+      what = "kill " + t.short_name() + until;
       both(
           [this, t] {
             tee.instant(t, "fault", "killed", control().now());
@@ -353,7 +359,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
       break;
     }
     case scenario::Fault::kKillCoordinator:
-      fault_log(at, "kill the coordinator" + until);
+      what = "kill the coordinator" + until;
       both(
           [this] {
             if (!cluster->is_up(TaskId::chief())) return;
@@ -383,7 +389,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
         for (const auto& n : f.partition().b()) s += (s.empty() ? "" : ",") + n;
         return s;
       }();
-      fault_log(at, "partition " + names + until);
+      what = "partition " + names + until;
       auto id = std::make_shared<int>(0);
       both(
           [this, a, b, id] {
@@ -399,7 +405,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
     case scenario::Fault::kStraggler: {
       const int w = f.straggler().worker();
       const double factor = f.straggler().factor();
-      fault_log(at, "worker:" + std::to_string(w) + " computes " + factor_string(factor) + " slower" + until);
+      what = "worker:" + std::to_string(w) + " computes " + factor_string(factor) + " slower" + until;
       both(
           [this, w, factor] {
             cost->push_factor(w, factor);
@@ -414,7 +420,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
     case scenario::Fault::kSlowLink: {
       const TaskId t = *parse_task_name(f.slow_link().task());
       const double factor = f.slow_link().factor();
-      fault_log(at, "host link of " + t.short_name() + " " + factor_string(factor) + " slower" + until);
+      what = "host link of " + t.short_name() + " " + factor_string(factor) + " slower" + until;
       both(
           [this, t, factor] {
             network->slow_host_link(t, factor);
@@ -428,7 +434,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
     }
     case scenario::Fault::kHotspot: {
       const int v = workload->find(f.hotspot().variable());
-      fault_log(at, "every step reads \"" + f.hotspot().variable() + "\"" + until);
+      what = "every step reads \"" + f.hotspot().variable() + "\"" + until;
       both([this, v] { workload->add_hot(v, 1); }, [this, v] { workload->add_hot(v, -1); });
       break;
     }

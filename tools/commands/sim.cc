@@ -38,7 +38,11 @@ class ProgressBar {
     if (!enabled_) return;
     const double wall = seconds_since(start_);
     if (wall < 1.0) return;  // short runs stay quiet
-    const double fraction = p.limit > 0 ? std::min(1.0, static_cast<double>(p.now) / static_cast<double>(p.limit)) : 0;
+    // Closures done of those scheduled so far; before any, simulated time of the limit.
+    const double fraction =
+        p.scheduled > 0 ? static_cast<double>(p.completed) / static_cast<double>(p.scheduled)
+        : p.limit > 0   ? std::min(1.0, static_cast<double>(p.now) / static_cast<double>(p.limit))
+                        : 0;
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(fraction * kWidth);
     std::string bar(static_cast<std::size_t>(filled), '#');
