@@ -88,10 +88,17 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
     });
   for (std::size_t k = 0; k < shown; ++k) {
     const auto& p = r.ps[order[k]];
+    const double mean_wait =
+        p.service.requests ? to_seconds(p.service.total_wait) / static_cast<double>(p.service.requests) : 0;
+    auto link_busy = [&](const NetworkModel::LinkStats& l) {
+      return r.end_time > 0 ? 100.0 * static_cast<double>(l.busy) / static_cast<double>(r.end_time) : 0.0;
+    };
     row("ps:" + std::to_string(order[k]),
         bytes(static_cast<double>(p.service.bytes_in)) + " in, " + bytes(static_cast<double>(p.service.bytes_out)) +
             " out, " + std::to_string(p.service.requests) + " requests, utilisation " +
-            fmt("%.1f%%", 100 * p.utilisation) + ", max queue " + std::to_string(p.service.max_queue));
+            fmt("%.1f%%", 100 * p.utilisation) + ", queue max " + std::to_string(p.service.max_queue) + " mean wait " +
+            duration(mean_wait) + ", link in/out busy " + fmt("%.1f%%", link_busy(p.downlink)) + "/" +
+            fmt("%.1f%%", link_busy(p.uplink)));
   }
   if (shown < r.ps.size()) {
     double total = 0, lo = 1, hi = 0;

@@ -110,6 +110,7 @@ struct Simulation::Impl {
   std::vector<RemoteValue> remote_values;  // parallel to result.values
   int current_start = 0;
   bool program_done = false;
+  std::optional<std::pair<int, ShardId>> iterations_shard;  // (ps, shard) of the `iterations` counter
   std::uint64_t event_hash = 0xcbf29ce484222325ull;
 
   FunctionRegistry registry;
@@ -524,6 +525,8 @@ Task<void> Simulation::Impl::program(ClusterCoordinator& c, int start) {
     optimizer = workload->optimizer();
   }
   result.starts[static_cast<std::size_t>(start)].start_epoch = start_epoch;
+  for (const auto& v : layouts)
+    if (v.name == kIterationsVar && !v.shards.empty()) iterations_shard = {v.shards.front().ps, v.shards.front().id};
   Status started = co_await c.start(std::move(layouts), optimizer, std::move(initial));
   if (!started.ok()) {
     give_up(started);
@@ -668,18 +671,10 @@ SimResult Simulation::Impl::run() {
   }
 
   // The iterations counter, read from whichever store holds it now.
-  const std::vector<VariableLayout>* layouts = nullptr;
-  std::vector<VariableLayout> tutorial_layouts;
-  if (workload) {
-    layouts = &workload->layouts();
-  } else if (auto model = tutorial::build_model(sc.cluster().ps(), tutorial_config); model.ok()) {
-    tutorial_layouts = model->variables;
-    layouts = &tutorial_layouts;
-  }
-  for (const auto& v : layouts ? *layouts : std::vector<VariableLayout>{}) {
-    if (v.name != kIterationsVar || v.shards.empty()) continue;
-    if (auto* node = cluster->ps(v.shards.front().ps); node && node->store().has_shard(v.shards.front().id)) {
-      auto e = node->store().export_shards(ExportShardsRequest{{v.shards.front().id}});
+  if (iterations_shard) {
+    const auto [ps, id] = *iterations_shard;
+    if (auto* node = cluster->ps(ps); node && node->store().has_shard(id)) {
+      auto e = node->store().export_shards(ExportShardsRequest{{id}});
       if (e.ok()) result.final_iterations = e->shards.front().counter;
     }
   }

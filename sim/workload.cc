@@ -120,8 +120,6 @@ StatusOr<std::unique_ptr<SyntheticWorkload>> SyntheticWorkload::create(const sce
   if (!flag.ok()) return flag.status();
   for (auto& s : shard_states(*flag, Matrix::Zero(1, 1))) w->initial_.push_back(std::move(s));
   w->layouts_ = placer.variables();
-  w->iterations_ = w->layouts_.size() - 2;
-  w->flag_ = w->layouts_.size() - 1;
 
   const auto& o = model.optimizer();
   switch (o.kind()) {

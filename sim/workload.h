@@ -84,7 +84,6 @@ class SyntheticWorkload {
   std::vector<ShardState> initial_;
   OptimizerConfig optimizer_;
   std::vector<Var> vars_;
-  std::size_t iterations_ = 0, flag_ = 0;  // layout indices
   RowIds scratch_;  // reused by draw_rows_per_shard (one thread, no await in between)
 };
 
