@@ -37,9 +37,21 @@ class InMemoryNetwork::Endpoint final : public Transport {
   CallHandler handler_;
 };
 
+InMemoryNetwork::Endpoint* InMemoryNetwork::find_endpoint(const TaskId& task) const {
+  const auto& by_index = endpoints_[static_cast<std::size_t>(task.job)];
+  if (task.index < 0 || static_cast<std::size_t>(task.index) >= by_index.size()) return nullptr;
+  return by_index[static_cast<std::size_t>(task.index)];
+}
+
+InMemoryNetwork::Endpoint*& InMemoryNetwork::endpoint_slot(const TaskId& task) {
+  auto& by_index = endpoints_[static_cast<std::size_t>(task.job)];
+  if (static_cast<std::size_t>(task.index) >= by_index.size()) by_index.resize(static_cast<std::size_t>(task.index) + 1);
+  return by_index[static_cast<std::size_t>(task.index)];
+}
+
 std::unique_ptr<Transport> InMemoryNetwork::attach(const TaskId& task, NodeExecutor& executor) {
   auto ep = std::make_unique<Endpoint>(*this, task, executor);
-  endpoints_[task] = ep.get();
+  endpoint_slot(task) = ep.get();
   return ep;
 }
 
@@ -79,8 +91,8 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
                            [this, c, r = std::move(result)]() mutable { finish(c, std::move(r)); });
   };
 
-  auto ep = endpoints_.find(to);
-  if (ep == endpoints_.end()) {
+  Endpoint* callee = find_endpoint(to);
+  if (callee == nullptr) {
     complete_at(call, engine_.now(),
                 with_failed_task(absl::UnavailableError(to.short_name() + " is not reachable (connection refused)"), to));
     return;
@@ -97,9 +109,11 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
     return;
   }
   if (options.deadline != kTimeNever) {
-    call->deadline_timer = complete_at(
-        call, options.deadline,
-        with_failed_task(absl::DeadlineExceededError("call to " + to.short_name() + " passed its deadline"), to));
+    // Most deadlines are met: the error is built only if this one fires.
+    call->deadline_timer = engine_.post_at(call->caller_slot, call->caller_incarnation, options.deadline, [this, call] {
+      finish(call, with_failed_task(
+                       absl::DeadlineExceededError("call to " + call->to.short_name() + " passed its deadline"), call->to));
+    });
   }
   if (options.cancel.can_be_cancelled()) {
     std::weak_ptr<PendingCall> weak = call;
@@ -114,15 +128,17 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
 
   const std::size_t bytes = links_ ? wire_size(request) : 0;
   auto arrival = delivery_time(call->from, to, bytes);
-  if (!arrival) return;  // lost in a partition: only the deadline will end the call
-  Endpoint* callee = ep->second;
+  if (!arrival) {  // lost in a partition
+    on_lost(call);
+    return;
+  }
   const auto callee_slot = callee->executor().node();
   engine_.post_at(
       callee_slot, engine_.incarnation(callee_slot), *arrival,
       [this, call, to, req = std::move(request), rid = options.request_id, deadline = options.deadline, bytes]() mutable {
-        auto target = endpoints_.find(to);
-        if (call->finished || target == endpoints_.end() || !target->second->handler()) {
-          if (!call->finished && (target == endpoints_.end() || !target->second->handler())) {
+        Endpoint* target = find_endpoint(to);
+        if (call->finished || target == nullptr || !target->handler()) {
+          if (!call->finished) {
             engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call, to] {
               finish(call, with_failed_task(absl::UnavailableError(to.short_name() + " has no service running"), to));
             });
@@ -136,20 +152,33 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
           if (call->finished) return;
           std::size_t resp_bytes = (links_ && result.ok()) ? wire_size(*result) : 0;
           auto back = delivery_time(call->to, call->from, resp_bytes);
-          if (!back) return;  // reply lost
+          if (!back) {  // reply lost
+            on_lost(call);
+            return;
+          }
           ++delivered_;
           bytes_ += resp_bytes;
           engine_.post_at(call->caller_slot, call->caller_incarnation, *back,
                           [this, call, r = std::move(result)]() mutable { finish(call, std::move(r)); });
         };
-        target->second->handler()(std::move(incoming), std::move(respond));
+        target->handler()(std::move(incoming), std::move(respond));
       });
 }
 
+void InMemoryNetwork::on_lost(const std::shared_ptr<PendingCall>& call) {
+  const auto delay = links_ ? links_->loss_detection_delay() : std::nullopt;
+  if (!delay) return;
+  const Time when = add_saturating(engine_.now(), *delay);
+  engine_.post_at(call->caller_slot, call->caller_incarnation, when, [this, call] {
+    finish(call, with_failed_task(absl::UnavailableError("connection to " + call->to.short_name() +
+                                                         " timed out (no answer from the peer)"),
+                                  call->to));
+  });
+}
+
 void InMemoryNetwork::detach(const TaskId& task, Endpoint* endpoint) {
-  auto it = endpoints_.find(task);
-  if (it == endpoints_.end() || it->second != endpoint) return;
-  endpoints_.erase(it);
+  if (find_endpoint(task) != endpoint) return;
+  endpoint_slot(task) = nullptr;
   // Calls in flight to the dead task fail as a reset connection would; calls it
   // made can never be answered to it, so they are dropped.
   std::vector<std::shared_ptr<PendingCall>> affected;

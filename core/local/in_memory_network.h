@@ -6,6 +6,7 @@
 // caller's executor, deadlines, cancellation, and failing calls to a task
 // that is down — at once for new calls, and for calls in flight when it dies.
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,6 +23,11 @@ class LinkModel {
   // nullopt if the network loses it (a partition): the caller then sees only
   // its deadline pass.
   virtual std::optional<Time> deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) = 0;
+  // When a message is lost, how long until the caller's transport gives up on
+  // the connection and fails the call with UNAVAILABLE (gRPC's keepalive
+  // noticing that the peer stopped answering), unless its deadline comes
+  // first. nullopt: only the deadline ends the call.
+  virtual std::optional<Duration> loss_detection_delay() const { return std::nullopt; }
 };
 
 class InMemoryNetwork {
@@ -34,7 +40,7 @@ class InMemoryNetwork {
   // reachable; destroying it takes the task down and fails the calls in flight to it.
   std::unique_ptr<Transport> attach(const TaskId& task, NodeExecutor& executor);
 
-  bool is_up(const TaskId& task) const { return endpoints_.count(task) > 0; }
+  bool is_up(const TaskId& task) const { return find_endpoint(task) != nullptr; }
 
   // Test hook: the next `count` calls to `to` (any caller) fail with `status`
   // instead of being delivered. The status is attributed to `to`.
@@ -51,10 +57,17 @@ class InMemoryNetwork {
   void finish(const std::shared_ptr<PendingCall>& call, StatusOr<Response> result);
   void detach(const TaskId& task, Endpoint* endpoint);
   std::optional<Time> delivery_time(const TaskId& from, const TaskId& to, std::size_t bytes);
+  // A message of `call` was lost: fail it once the link model notices, if it does.
+  void on_lost(const std::shared_ptr<PendingCall>& call);
 
   LocalEngine& engine_;
   LinkModel* links_;
-  std::map<TaskId, Endpoint*> endpoints_;
+  Endpoint* find_endpoint(const TaskId& task) const;
+  Endpoint*& endpoint_slot(const TaskId& task);
+
+  // Attached endpoints by job, then task index (null: none). Every call looks
+  // up its callee, so this is an array rather than a tree.
+  std::vector<Endpoint*> endpoints_[std::size(kAllJobs)];
   std::map<TaskId, std::pair<Status, int>> injected_failures_;
   std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending_;  // by call id, for failing them on detach
   std::uint64_t next_call_id_ = 1;

@@ -28,6 +28,7 @@ void LocalCluster::start_node(const TaskId& task) {
   ++n.starts;
   n.executor = std::make_unique<NodeExecutor>(engine_, n.slot);
   n.transport = network_.attach(task, *n.executor);
+  if (options_.wrap_transport) n.transport = options_.wrap_transport(task, *n.executor, std::move(n.transport));
   // Each start is a new incarnation with its own random stream, as a new process would be.
   RandomStream node_random = random_.fork("task", static_cast<std::uint64_t>(task.job) * 1000003u + task.index)
                                  .fork("start", static_cast<std::uint64_t>(n.starts));

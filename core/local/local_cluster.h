@@ -6,6 +6,7 @@
 // queued for it runs. Core's tests and the in-memory demo use it; the
 // simulator adds a network model, cost models and scheduled faults around it.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +30,10 @@ struct LocalClusterOptions {
   LinkModel* links = nullptr;   // nullptr: zero-latency delivery
   TraceSink* trace = nullptr;   // nullptr: no tracing
   CostModel* cost = nullptr;    // nullptr: computation takes no clock time
+  // Wraps each task's transport at every start (nullptr: none). The simulator
+  // puts a parameter server's service time and queueing here, as a decorator
+  // core never sees. The wrapper lives and dies with that incarnation.
+  std::function<std::unique_ptr<Transport>(const TaskId&, Executor&, std::unique_ptr<Transport>)> wrap_transport;
 };
 
 class LocalCluster {

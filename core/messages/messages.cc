@@ -26,12 +26,13 @@ struct RequestSize {
   }
   std::size_t operator()(const PullRequest& r) const {
     std::size_t n = 0;
-    for (const auto& i : r.items) n += 8 + size_of(i.rows);
+    for (const auto& i : r.items) n += 8 + size_of(i.rows) + 8 * static_cast<std::size_t>(i.shape_only_rows);
     return n;
   }
   std::size_t operator()(const PushRequest& r) const {
     std::size_t n = 16 + (*this)(r.then_pull);
-    for (const auto& u : r.updates) n += 16 + size_of(u.rows) + byte_size(u.values);
+    for (const auto& u : r.updates)
+      n += 16 + size_of(u.rows) + byte_size(u.values) + static_cast<std::size_t>(u.shape_only_bytes);
     return n;
   }
   std::size_t operator()(const ExportShardsRequest& r) const { return 4 * r.shards.size(); }
@@ -50,7 +51,7 @@ struct ResponseSize {
   std::size_t operator()(const HealthResponse&) const { return 16; }
   std::size_t operator()(const PullResponse& r) const {
     std::size_t n = 0;
-    for (const auto& i : r.items) n += 8 + byte_size(i.values);
+    for (const auto& i : r.items) n += 8 + byte_size(i.values) + static_cast<std::size_t>(i.shape_only_bytes);
     return n;
   }
   std::size_t operator()(const PushResponse& r) const { return 1 + (*this)(r.pulled); }

@@ -50,6 +50,10 @@ struct ShardSpec {
   VariableKind kind = VariableKind::kTrainable;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+  // Timing-only simulation: the store keeps the shape and counts updates but
+  // holds no values, and requests describe payloads by size (the
+  // shape_only_* fields below) instead of carrying them. Real runs never set it.
+  bool shape_only = false;
 };
 
 // A shard with everything needed to resume it: created fresh (no slots, step 0)
@@ -73,6 +77,7 @@ struct PullItem {
   ShardId shard = 0;
   bool all_rows = true;
   RowIds rows;  // local row ids when !all_rows
+  std::int64_t shape_only_rows = 0;  // shape-only shards: how many rows to read when !all_rows (no ids sent)
 };
 struct PullRequest {
   std::vector<PullItem> items;
@@ -80,6 +85,7 @@ struct PullRequest {
 struct PulledValue {
   Matrix values;             // all rows, or the requested rows in request order
   std::int64_t counter = 0;  // for kCounter shards
+  std::int64_t shape_only_bytes = 0;  // shape-only shards: bytes the values would take
 };
 struct PullResponse {
   std::vector<PulledValue> items;  // one per request item
@@ -97,6 +103,10 @@ struct Update {
   RowIds rows;
   Matrix values;
   std::int64_t counter_delta = 0;  // for kCounter shards
+  // Shape-only shards: rows the update stands for (values and rows stay
+  // empty; a dense update stands for every row) and its bytes on the wire.
+  std::int64_t shape_only_rows = 0;
+  std::int64_t shape_only_bytes = 0;
 };
 struct PushRequest {
   Fence fence;

@@ -27,7 +27,8 @@ const char* op_name(Update::Op op) {
 }
 
 bool same_spec(const ShardSpec& a, const ShardSpec& b) {
-  return a.id == b.id && a.name == b.name && a.kind == b.kind && a.rows == b.rows && a.cols == b.cols;
+  return a.id == b.id && a.name == b.name && a.kind == b.kind && a.rows == b.rows && a.cols == b.cols &&
+         a.shape_only == b.shape_only;
 }
 
 std::string fence_string(const Fence& f) {
@@ -131,6 +132,10 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
     if (s.step < 0) return invalid(where + "step " + std::to_string(s.step) + " is negative");
     if (spec.kind == VariableKind::kCounter) {
       if (s.value.size() != 0 || !s.slots.empty()) return invalid(where + "a counter shard has no value or slots");
+      if (spec.shape_only) return invalid(where + "a counter shard cannot be shape-only");
+    } else if (spec.shape_only) {
+      if (spec.rows < 1 || spec.cols < 1) return invalid(where + "shape " + dims(spec.rows, spec.cols) + " is empty");
+      if (s.value.size() != 0 || !s.slots.empty()) return invalid(where + "a shape-only shard carries no value or slots");
     } else {
       if (spec.rows < 1 || spec.cols < 1) return invalid(where + "shape " + dims(spec.rows, spec.cols) + " is empty");
       if (s.value.rows() != spec.rows || s.value.cols() != spec.cols)
@@ -162,7 +167,7 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
     shard.spec = s.spec;
     shard.step = s.step;
     shard.counter = s.counter;
-    if (s.spec.kind != VariableKind::kCounter) {
+    if (s.spec.kind != VariableKind::kCounter && !s.spec.shape_only) {
       shard.value = s.value;
       if (s.spec.kind == VariableKind::kTrainable)
         shard.slots = s.slots.empty() ? optimizer->make_slots(s.spec.rows, s.spec.cols) : s.slots;
@@ -187,6 +192,13 @@ Status ParameterStore::validate_pull(const PullRequest& request) {
       if (!item.all_rows) return invalid(where + "a counter has no rows to select");
       continue;
     }
+    if (it->second.spec.shape_only) {
+      if (!item.rows.empty()) return invalid(where + "a shape-only shard is read by a row count, not by row ids");
+      if (item.shape_only_rows < 0)
+        return invalid(where + "row count " + std::to_string(item.shape_only_rows) + " is negative");
+      continue;
+    }
+    if (item.shape_only_rows != 0) return invalid(where + "a row count is only for shape-only shards");
     if (!item.all_rows)
       if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where + std::string(s.message()));
   }
@@ -207,6 +219,10 @@ PullResponse ParameterStore::read(const PullRequest& request) {
     if (shard.spec.kind == VariableKind::kCounter) {
       out.counter = shard.counter;
       stats_.bytes_pulled += sizeof(std::int64_t);
+    } else if (shard.spec.shape_only) {
+      out.shape_only_bytes = (item.all_rows ? shard.spec.rows : item.shape_only_rows) * shard.spec.cols *
+                             static_cast<std::int64_t>(sizeof(float));
+      stats_.bytes_pulled += static_cast<std::uint64_t>(out.shape_only_bytes);
     } else if (item.all_rows) {
       out.values = shard.value;
     } else {
@@ -244,6 +260,17 @@ Status ParameterStore::validate_update(std::size_t index, const Update& u) const
     return absl::OkStatus();
   }
 
+  if (spec.shape_only) {
+    if (!u.rows.empty() || u.values.size() != 0)
+      return fail("a shape-only shard takes a row count and a byte size, not rows or values");
+    if (u.shape_only_bytes < 0) return fail("byte size " + std::to_string(u.shape_only_bytes) + " is negative");
+    if (u.sparse ? (u.shape_only_rows < 0 || u.shape_only_rows > spec.rows) : u.shape_only_rows != spec.rows)
+      return fail("row count " + std::to_string(u.shape_only_rows) + " does not fit the shard (" +
+                  dims(spec.rows, spec.cols) + (u.sparse ? ")" : "; a dense update covers every row)"));
+    return absl::OkStatus();
+  }
+  if (u.shape_only_rows != 0 || u.shape_only_bytes != 0) return fail("a row count is only for shape-only shards");
+
   const char* what = u.op == Update::Op::kApplyGradient ? "gradient" : "values";
   if (u.values.cols() != spec.cols)
     return fail(std::string(what) + " has " + std::to_string(u.values.cols()) + " columns, the shard " +
@@ -270,6 +297,16 @@ void ParameterStore::apply_update(const Update& u) {
     shard.counter += u.counter_delta;
     stats_.bytes_pushed += sizeof(std::int64_t);
     stats_.rows_updated += 1;
+    return;
+  }
+  if (shard.spec.shape_only) {
+    // Nothing to compute: only the counts a real update would change.
+    stats_.bytes_pushed += static_cast<std::uint64_t>(u.shape_only_bytes);
+    stats_.rows_updated += static_cast<std::uint64_t>(u.shape_only_rows);
+    if (u.op == Update::Op::kApplyGradient) {
+      ++shard.step;
+      ++stats_.optimizer_steps;
+    }
     return;
   }
   stats_.rows_updated += u.sparse ? distinct(u.rows) : static_cast<std::size_t>(shard.spec.rows);

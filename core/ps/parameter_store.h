@@ -26,12 +26,19 @@
 // retry of a push older than that would be applied again. Retries come within one
 // call deadline, far fewer pushes than the window on any realistic ps. Refused
 // pushes are not remembered, so their retries are judged afresh.
+//
+// Shape-only shards (ShardSpec::shape_only, for timing-only simulation of big
+// clusters) hold no values: pulls answer the byte size the values would take,
+// pushes carry a row count and byte size, and applying one only counts it
+// (stats, the shard's step). Fences, deduplication and validation work as for
+// any shard, so the simulator runs the real store with no tensors behind it.
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -137,7 +144,16 @@ class ParameterStore {
   std::map<ShardId, Shard> shards_;
   std::optional<Optimizer> optimizer_;
   Fence fence_;
-  std::set<DedupKey> seen_;
+  struct DedupHash {
+    std::size_t operator()(const DedupKey& k) const {
+      return std::hash<std::uint64_t>()(k.second ^ (static_cast<std::uint64_t>(k.first.job) << 56) ^
+                                        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.first.index)) << 24));
+    }
+  };
+  // Only ever looked up, never iterated, so its order reaches no output. A
+  // hash set: every push looks it up, and a tree of 65536 ids costs a chain of
+  // cache misses per push on a busy ps.
+  std::unordered_set<DedupKey, DedupHash> seen_;
   std::deque<DedupKey> seen_order_;  // oldest first, for evicting from seen_
   ParameterStoreStats stats_;
 };

@@ -1,9 +1,18 @@
 #pragma once
 // A deterministic event queue: events pop in (time, insertion sequence) order,
 // so equal-time events run in the order they were posted, on every machine.
-// Cancellation is lazy: a cancelled event's slot is freed at once and its heap
+// Cancellation is lazy: a cancelled event's slot is freed at once and its
 // entry is skipped when it surfaces. Used by the test executor in core/local
 // and by the simulator's engine.
+//
+// Two structures hold the entries, and pop() takes the smaller head of the two:
+//  * a FIFO for events pushed for the current instant (the time of the last
+//    pop) — coroutine resumptions and task starts, most of a simulation's
+//    events. They are already in (time, sequence) order, so they skip the heap.
+//  * a 4-ary min-heap for everything later.
+// Lazily cancelled entries (a met deadline leaves one behind per call) are
+// purged in one O(n) pass once they outnumber the live ones, so a long run
+// does not drag a heap full of dead timers around.
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -28,8 +37,12 @@ class EventQueue {
       slots_.push_back(Slot{std::move(payload), 1});
     }
     Entry e{when, next_seq_++, slot, slots_[slot].generation};
-    heap_.push_back(e);
-    sift_up(heap_.size() - 1);
+    if (when == now_) {
+      fifo_push(e);
+    } else {
+      heap_.push_back(e);
+      sift_up(heap_.size() - 1);
+    }
     ++live_;
     return (static_cast<EventId>(e.generation) << 32) | (slot + 1ull);
   }
@@ -42,6 +55,7 @@ class EventQueue {
     if (slot >= slots_.size() || slots_[slot].generation != gen) return false;
     release(slot);
     --live_;
+    if (++dead_ > kPurgeMin && dead_ > live_) purge();
     return true;
   }
 
@@ -52,7 +66,7 @@ class EventQueue {
   // Time of the earliest live event; call only when !empty().
   Time next_time() {
     drop_cancelled();
-    return heap_.front().time;
+    return head_is_fifo() ? fifo_[fifo_head_].time : heap_.front().time;
   }
 
   // Removes the earliest live event; call only when !empty().
@@ -63,8 +77,15 @@ class EventQueue {
   };
   Popped pop() {
     drop_cancelled();
-    Entry top = heap_.front();
-    remove_top();
+    Entry top;
+    if (head_is_fifo()) {
+      top = fifo_[fifo_head_];
+      fifo_pop();
+    } else {
+      top = heap_.front();
+      remove_top();
+    }
+    now_ = top.time;
     Popped out{top.time, top.seq, std::move(slots_[top.slot].payload)};
     release(top.slot);
     --live_;
@@ -84,15 +105,68 @@ class EventQueue {
     std::uint32_t generation;
   };
   static constexpr std::size_t kArity = 4;  // shallower than binary, friendlier to the cache
+  static constexpr std::size_t kPurgeMin = 4096;
+
+  bool is_dead(const Entry& e) const { return slots_[e.slot].generation != e.generation; }
+  bool head_is_fifo() const {
+    if (fifo_size_ == 0) return false;
+    return heap_.empty() || fifo_[fifo_head_].before(heap_.front());
+  }
 
   void release(std::uint32_t slot) {
     slots_[slot].payload = Payload{};
     if (++slots_[slot].generation == 0) slots_[slot].generation = 1;
     free_.push_back(slot);
   }
+  // Removes dead entries from both heads until a live one is on top.
   void drop_cancelled() {
-    while (slots_[heap_.front().slot].generation != heap_.front().generation) remove_top();
+    for (;;) {
+      if (fifo_size_ > 0 && is_dead(fifo_[fifo_head_])) {
+        fifo_pop();
+        --dead_;
+      } else if (!heap_.empty() && is_dead(heap_.front())) {
+        remove_top();
+        --dead_;
+      } else {
+        return;
+      }
+    }
   }
+  void purge() {
+    std::size_t kept = 0;
+    for (const Entry& e : heap_)
+      if (!is_dead(e)) heap_[kept++] = e;
+    heap_.resize(kept);
+    for (std::size_t i = heap_.size() / kArity + 1; i-- > 0;)
+      if (i < heap_.size()) sift_down(i);
+    std::vector<Entry> fifo;
+    fifo.reserve(fifo_.size());
+    for (std::size_t i = 0; i < fifo_size_; ++i) {
+      const Entry& e = fifo_[(fifo_head_ + i) & (fifo_.size() - 1)];
+      if (!is_dead(e)) fifo.push_back(e);
+    }
+    fifo_size_ = fifo.size();
+    fifo_head_ = 0;
+    for (std::size_t i = 0; i < fifo_size_; ++i) fifo_[i] = fifo[i];
+    dead_ = 0;
+  }
+
+  // FIFO: a power-of-two ring buffer.
+  void fifo_push(const Entry& e) {
+    if (fifo_size_ == fifo_.size()) {
+      std::vector<Entry> bigger(fifo_.empty() ? 64 : fifo_.size() * 2);
+      for (std::size_t i = 0; i < fifo_size_; ++i) bigger[i] = fifo_[(fifo_head_ + i) & (fifo_.size() - 1)];
+      fifo_ = std::move(bigger);
+      fifo_head_ = 0;
+    }
+    fifo_[(fifo_head_ + fifo_size_) & (fifo_.size() - 1)] = e;
+    ++fifo_size_;
+  }
+  void fifo_pop() {
+    fifo_head_ = (fifo_head_ + 1) & (fifo_.size() - 1);
+    --fifo_size_;
+  }
+
   void remove_top() {
     heap_.front() = heap_.back();
     heap_.pop_back();
@@ -126,10 +200,15 @@ class EventQueue {
   }
 
   std::vector<Entry> heap_;
+  std::vector<Entry> fifo_;
+  std::size_t fifo_head_ = 0;
+  std::size_t fifo_size_ = 0;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;
   std::uint64_t next_seq_ = 0;
   std::size_t live_ = 0;
+  std::size_t dead_ = 0;  // cancelled entries still in the heap or the FIFO
+  Time now_ = 0;          // time of the last pop: pushes for this instant go to the FIFO
 };
 
 }  // namespace twinps

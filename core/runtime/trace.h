@@ -48,8 +48,9 @@ class NullTraceSink final : public TraceSink {
               std::initializer_list<TraceArg>) override {}
 };
 
-// Folds records into a 64-bit FNV-1a hash. Two runs with equal hashes wrote the
-// same records in the same order at the same times.
+// Folds records into a 64-bit hash (FNV-style multiply and shift, a word at a
+// time). Two runs with equal hashes wrote the same records in the same order
+// at the same times.
 class TraceHasher final : public TraceSink {
  public:
   void record(TracePhase phase, const TaskId& track, std::string_view category, std::string_view name, Time start,

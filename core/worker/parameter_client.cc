@@ -24,6 +24,11 @@ int ParameterClient::PullBatch::counter(const VariableLayout& v) {
   return static_cast<int>(reads_.size() - 1);
 }
 
+int ParameterClient::PullBatch::shape_only(const VariableLayout& v, std::span<const std::int64_t> rows_per_shard) {
+  reads_.push_back(Read{&v, Read::Kind::kShapeOnly, {rows_per_shard.begin(), rows_per_shard.end()}});
+  return static_cast<int>(reads_.size() - 1);
+}
+
 void ParameterClient::PushBatch::gradient(const VariableLayout& v, Matrix grad) {
   writes_.push_back(Write{&v, Update::Op::kApplyGradient, false, {}, std::move(grad), 0});
 }
@@ -38,6 +43,11 @@ void ParameterClient::PushBatch::assign(const VariableLayout& v, Matrix new_valu
 }
 void ParameterClient::PushBatch::add_counter(const VariableLayout& v, std::int64_t delta) {
   writes_.push_back(Write{&v, Update::Op::kAdd, false, {}, Matrix(), delta});
+}
+void ParameterClient::PushBatch::shape_only_gradient(const VariableLayout& v,
+                                                     std::span<const std::int64_t> rows_per_shard) {
+  writes_.push_back(Write{&v, Update::Op::kApplyGradient, !rows_per_shard.empty(), {}, Matrix(), 0, true,
+                          {rows_per_shard.begin(), rows_per_shard.end()}});
 }
 
 CallOptions ParameterClient::call_options(RequestId id) const {
@@ -82,6 +92,18 @@ StatusOr<ParameterClient::ReadPlan> ParameterClient::plan_reads(const PullBatch&
       for (const auto& g : lookup->gathers)
         add_item(r, v.shards[g.shard].ps, PullItem{v.shards[g.shard].id, false, g.local_rows});
       plan.lookups[r] = std::move(*lookup);
+    } else if (read.kind == PullBatch::Read::Kind::kShapeOnly) {
+      if (!read.ids.empty() && read.ids.size() != v.shards.size())
+        return absl::InvalidArgumentError("shape-only read of \"" + v.name + "\": " +
+                                          std::to_string(read.ids.size()) + " row counts for " +
+                                          std::to_string(v.shards.size()) + " shards");
+      for (std::size_t i = 0; i < v.shards.size(); ++i) {
+        if (read.ids.empty()) {
+          add_item(r, v.shards[i].ps, PullItem{v.shards[i].id, true, {}});
+        } else if (read.ids[i] > 0) {
+          add_item(r, v.shards[i].ps, PullItem{v.shards[i].id, false, {}, read.ids[i]});
+        }
+      }
     } else {
       for (const auto& shard : v.shards) add_item(r, shard.ps, PullItem{shard.id, true, {}});
     }
@@ -94,7 +116,8 @@ StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const Pull
   for (auto& [ps, reply] : replies) {
     if (reply.items.size() != plan.per_ps[ps].items.size())
       return absl::InternalError("ps:" + std::to_string(ps) + " answered a different number of items");
-    for (const auto& item : reply.items) bytes_pulled_ += byte_size(item.values);
+    for (const auto& item : reply.items)
+      bytes_pulled_ += byte_size(item.values) + static_cast<std::uint64_t>(item.shape_only_bytes);
   }
   PullResult result;
   result.values_.resize(batch.reads_.size());
@@ -106,6 +129,8 @@ StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const Pull
     pieces.reserve(where.size());
     for (const auto& w : where) pieces.push_back(std::move(replies.at(w.ps).items[w.item].values));
     switch (read.kind) {
+      case PullBatch::Read::Kind::kShapeOnly:
+        break;  // nothing but the size came back
       case PullBatch::Read::Kind::kCounter:
         result.counters_[r] = replies.at(where.front().ps).items[where.front().item].counter;
         break;
@@ -139,6 +164,23 @@ StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatc
       u.op = Update::Op::kAdd;
       u.counter_delta = w.counter_delta;
       add(v.shards.front(), std::move(u));
+    } else if (w.shape_only) {
+      if (w.sparse && w.rows_per_shard.size() != v.shards.size())
+        co_return absl::InvalidArgumentError("shape-only gradient of \"" + v.name + "\": " +
+                                             std::to_string(w.rows_per_shard.size()) + " row counts for " +
+                                             std::to_string(v.shards.size()) + " shards");
+      for (std::size_t i = 0; i < v.shards.size(); ++i) {
+        const std::int64_t rows = w.sparse ? w.rows_per_shard[i] : v.shards[i].rows;
+        if (rows <= 0) continue;
+        Update u;
+        u.op = w.op;
+        u.sparse = w.sparse;
+        u.shape_only_rows = rows;
+        // What the values (and, when sparse, the row ids) would take on the wire.
+        u.shape_only_bytes = rows * (v.cols() * static_cast<std::int64_t>(sizeof(float)) +
+                                     (w.sparse ? static_cast<std::int64_t>(sizeof(std::int64_t)) : 0));
+        add(v.shards[i], std::move(u));
+      }
     } else if (w.sparse) {
       auto split = split_sparse(v, w.ids, w.values);
       if (!split.ok()) return split.status();
@@ -199,7 +241,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const Pus
   std::map<int, Future<StatusOr<Response>>> answers;
   for (auto& [ps, req] : *writes) {
     req.fence = fence_;
-    for (const auto& u : req.updates) bytes_pushed_ += byte_size(u.values);
+    for (const auto& u : req.updates) bytes_pushed_ += byte_size(u.values) + static_cast<std::uint64_t>(u.shape_only_bytes);
     answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), std::move(req),
                                    call_options(next_request_id())));
   }

@@ -40,13 +40,17 @@ class ParameterClient {
     int rows(const VariableLayout& v, std::span<const std::int64_t> ids);
     // An int64 counter variable (iterations).
     int counter(const VariableLayout& v);
+    // Timing-only simulation: a read of a variable created with shape-only
+    // shards. `rows_per_shard[i]` rows of shard i (shards with 0 are not
+    // asked), or every row when the span is empty. Its value() is empty.
+    int shape_only(const VariableLayout& v, std::span<const std::int64_t> rows_per_shard = {});
 
    private:
     friend class ParameterClient;
     struct Read {
       const VariableLayout* var;
-      enum class Kind { kDense, kRows, kCounter } kind;
-      std::vector<std::int64_t> ids;
+      enum class Kind { kDense, kRows, kCounter, kShapeOnly } kind;
+      std::vector<std::int64_t> ids;  // row ids (kRows), or rows per shard (kShapeOnly; empty: all)
     };
     std::vector<Read> reads_;
   };
@@ -74,6 +78,10 @@ class ParameterClient {
     void assign(const VariableLayout& v, Matrix new_value);
     // Counters (iterations): value += delta.
     void add_counter(const VariableLayout& v, std::int64_t delta);
+    // Timing-only simulation: a gradient for a shape-only variable touching
+    // `rows_per_shard[i]` rows of shard i (sparse), or every row when the span
+    // is empty (dense). Only its size travels.
+    void shape_only_gradient(const VariableLayout& v, std::span<const std::int64_t> rows_per_shard = {});
     bool empty() const { return writes_.empty(); }
 
    private:
@@ -85,6 +93,8 @@ class ParameterClient {
       RowIds ids;
       Matrix values;
       std::int64_t counter_delta = 0;
+      bool shape_only = false;
+      std::vector<std::int64_t> rows_per_shard = {};  // shape_only && sparse
     };
     std::vector<Write> writes_;
   };

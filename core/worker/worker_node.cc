@@ -58,7 +58,7 @@ Task<void> WorkerNode::setup(IncomingCall call, Responder respond) {
   // a different coordinator's resources are of no use to this one.
   if (req.fence.coordinator != fence_.coordinator) resources_.clear();
   fence_ = req.fence;
-  variables_ = VariableDirectory(req.variables);
+  variables_ = std::make_shared<const VariableDirectory>(req.variables);
   set_up_ = true;
   respond(Response(EmptyResponse{}));
 }
@@ -113,7 +113,8 @@ Task<void> WorkerNode::run_closure(IncomingCall call, Responder respond) {
   }
   ++closures_run_;
   ParameterClient ps(runtime_, req.fence, call.cancelled, options_.ps_call_timeout, push_counter_);
-  StepContext ctx(runtime_, variables_, std::move(req.args), std::move(resolved), ps, call.cancelled,
+  const std::shared_ptr<const VariableDirectory> variables = variables_;
+  StepContext ctx(runtime_, *variables, std::move(req.args), std::move(resolved), ps, call.cancelled,
                   runtime_.random.fork("closure", req.id));
   StatusOr<Value> result = co_await (*fn)(ctx);
   runtime_.trace.span(runtime_.self, "worker", req.fn, start, runtime_.executor.now() - start,

@@ -44,7 +44,10 @@ class WorkerNode {
   TaskScope scope_;
   bool set_up_ = false;
   Fence fence_;
-  VariableDirectory variables_;
+  // Shared with the steps running now: a SetupWorker that arrives while one
+  // runs (a recovery after a partition, a restarted coordinator) replaces the
+  // directory for later steps and leaves the running ones theirs.
+  std::shared_ptr<const VariableDirectory> variables_ = std::make_shared<const VariableDirectory>();
   std::map<ResourceId, std::unique_ptr<Resource>> resources_;
   std::uint64_t closures_run_ = 0;
   std::uint64_t push_counter_ = 0;  // numbers this task's pushes (request ids)

@@ -453,3 +453,78 @@ TEST(ParameterStoreTest, ExportOfAnUnknownShardIsInvalidArgument) {
 
 }  // namespace
 }  // namespace twinps
+
+namespace twinps {
+namespace {
+
+// Timing-only simulation: shards with a shape and no values.
+TEST(ParameterStoreShapeOnlyTest, CountsSizesAndStepsWithoutValues) {
+  ParameterStore store(ParameterStore::Options{"ps:3", 16});
+  CreateShardsRequest req;
+  req.optimizer = sgd(0.1);
+  ShardState emb;
+  emb.spec = ShardSpec{1, "emb/part_0", VariableKind::kTrainable, 1000, 16, true};
+  req.shards = {emb, counter_shard(2, "iterations")};
+  ASSERT_TRUE(store.create_shards(req).ok());
+
+  PullItem some{1, false, {}};
+  some.shape_only_rows = 10;
+  auto pulled = store.pull(PullRequest{{all_rows(1), some}});
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->items[0].shape_only_bytes, 1000 * 16 * 4);
+  EXPECT_EQ(pulled->items[1].shape_only_bytes, 10 * 16 * 4);
+  EXPECT_EQ(pulled->items[0].values.size(), 0);
+  EXPECT_GT(wire_size(Response(*pulled)), static_cast<std::size_t>(1010 * 16 * 4));
+
+  Update sparse;
+  sparse.shard = 1;
+  sparse.sparse = true;
+  sparse.shape_only_rows = 10;
+  sparse.shape_only_bytes = 10 * (16 * 4 + 8);
+  Update dense;
+  dense.shard = 1;
+  dense.shape_only_rows = 1000;
+  dense.shape_only_bytes = 1000 * 16 * 4;
+  ASSERT_TRUE(store.push(PushRequest{{}, {sparse, dense}}, 7, TaskId::worker(0)).ok());
+  EXPECT_EQ(store.stats().rows_updated, 1010u);
+  EXPECT_EQ(store.stats().optimizer_steps, 2u);
+  EXPECT_EQ(store.stats().bytes_pushed, static_cast<std::uint64_t>(10 * 72 + 64000));
+  EXPECT_TRUE(store.push(PushRequest{{}, {sparse}}, 7, TaskId::worker(0))->duplicate);
+  auto exported = store.export_shards(ExportShardsRequest{{1}});
+  ASSERT_TRUE(exported.ok());
+  EXPECT_EQ(exported->shards[0].step, 2);
+  EXPECT_TRUE(exported->shards[0].spec.shape_only);
+}
+
+TEST(ParameterStoreShapeOnlyTest, RefusesValuesForShapeOnlyShardsAndCountsForRealOnes) {
+  ParameterStore store = make_store();
+  CreateShardsRequest req;
+  req.optimizer = sgd(0.5);
+  ShardState bad;
+  bad.spec = ShardSpec{9, "x", VariableKind::kTrainable, 1, 2, true};
+  bad.value = mat({{1, 2}});
+  req.shards = {bad};
+  EXPECT_EQ(store.create_shards(req).code(), StatusCode::kInvalidArgument);
+  ShardState ok = bad;
+  ok.value = Matrix();
+  req.shards = {ok};
+  ASSERT_TRUE(store.create_shards(req).ok());
+
+  Update with_values = dense_grad(9, mat({{1, 2}}));
+  EXPECT_EQ(store.push(PushRequest{{}, {with_values}}).status().code(), StatusCode::kInvalidArgument);
+  Update too_many;
+  too_many.shard = 9;
+  too_many.sparse = true;
+  too_many.shape_only_rows = 2;
+  EXPECT_EQ(store.push(PushRequest{{}, {too_many}}).status().code(), StatusCode::kInvalidArgument);
+  Update count_for_real = dense_grad(kDense, mat({{1, 1}}));
+  count_for_real.shape_only_rows = 1;
+  EXPECT_EQ(store.push(PushRequest{{}, {count_for_real}}).status().code(), StatusCode::kInvalidArgument);
+  PullItem rows_by_count{kEmb, false, {}};
+  rows_by_count.shape_only_rows = 1;
+  EXPECT_EQ(store.pull(PullRequest{{rows_by_count}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pull_all(store, kDense), mat({{10, 20}})) << "refused requests change nothing";
+}
+
+}  // namespace
+}  // namespace twinps

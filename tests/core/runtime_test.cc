@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/local/in_memory_network.h"
 #include "core/local/local_engine.h"
+#include "core/runtime/random.h"
 #include "core/runtime/task.h"
 
 namespace twinps {
@@ -19,6 +22,69 @@ TEST(EventQueueTest, PopsInTimeThenInsertionOrder) {
   std::vector<int> order;
   while (!q.empty()) order.push_back(q.pop().payload);
   EXPECT_EQ(order, (std::vector<int>{2, 5, 1, 3}));
+}
+
+// Random pushes (many for the current instant, which take the FIFO path),
+// pops and cancels (enough to trigger purges) against a sorted reference.
+TEST(EventQueueTest, MatchesAReferenceUnderRandomPushPopCancel) {
+  EventQueue<std::uint64_t> q;
+  std::map<std::pair<Time, std::uint64_t>, std::uint64_t> ref;  // (time, seq) -> payload
+  std::map<std::uint64_t, std::pair<EventQueue<std::uint64_t>::EventId, std::pair<Time, std::uint64_t>>> ids;
+  RandomStream r(42);
+  Time now = 0;
+  std::uint64_t seq = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const auto op = r.below(10);
+    if (op < 5 || ref.empty()) {
+      const Time when = op < 2 ? now : now + static_cast<Time>(r.below(1000));
+      const auto id = q.push(when, seq);
+      ref.emplace(std::make_pair(when, seq), seq);
+      ids.emplace(seq, std::make_pair(id, std::make_pair(when, seq)));
+      ++seq;
+    } else if (op < 8) {
+      auto p = q.pop();
+      ASSERT_EQ(std::make_pair(p.time, p.payload), std::make_pair(ref.begin()->first.first, ref.begin()->second));
+      now = p.time;
+      ids.erase(p.payload);
+      ref.erase(ref.begin());
+    } else {
+      auto it = ids.lower_bound(r.below(seq + 1));
+      if (it == ids.end()) continue;
+      EXPECT_TRUE(q.cancel(it->second.first));
+      EXPECT_FALSE(q.cancel(it->second.first));
+      ref.erase(it->second.second);
+      ids.erase(it);
+    }
+    ASSERT_EQ(q.size(), ref.size());
+  }
+  while (!q.empty()) {
+    ASSERT_EQ(q.next_time(), ref.begin()->first.first);
+    ASSERT_EQ(q.pop().payload, ref.begin()->second);
+    ref.erase(ref.begin());
+  }
+}
+
+TEST(EventQueueTest, PurgingCancelledTimersKeepsTheOrderOfTheRest) {
+  EventQueue<int> q;
+  std::vector<EventQueue<int>::EventId> ids;
+  for (int i = 0; i < 20000; ++i) ids.push_back(q.push(1000 + (i * 7919) % 20000, i));
+  q.push(0, -1);  // now-events too
+  for (int i = 0; i < 20000; ++i) {
+    if (i % 10 == 0) continue;
+    ASSERT_TRUE(q.cancel(ids[static_cast<std::size_t>(i)]));
+  }
+  EXPECT_EQ(q.size(), 2001u);
+  EXPECT_EQ(q.pop().payload, -1);
+  Time last = -1;
+  int n = 0;
+  while (!q.empty()) {
+    auto p = q.pop();
+    EXPECT_EQ(p.payload % 10, 0);
+    EXPECT_GT(p.time, last);
+    last = p.time;
+    ++n;
+  }
+  EXPECT_EQ(n, 2000);
 }
 
 Task<int> add_after(Executor& ex, int a, int b) {
@@ -150,6 +216,56 @@ TEST(InMemoryNetworkTest, CancellingACallCompletesItAndTellsTheCallee) {
   p.engine.run();
   EXPECT_EQ(got.code(), StatusCode::kCancelled);
   EXPECT_TRUE(callee_saw_cancel);
+}
+
+}  // namespace
+}  // namespace twinps
+
+namespace twinps {
+namespace {
+
+// A link model that loses every message and notices after `delay`.
+class LosingLinks final : public LinkModel {
+ public:
+  explicit LosingLinks(std::optional<Duration> delay) : delay_(delay) {}
+  std::optional<Time> deliver(const TaskId&, const TaskId&, std::size_t, Time) override { return std::nullopt; }
+  std::optional<Duration> loss_detection_delay() const override { return delay_; }
+
+ private:
+  std::optional<Duration> delay_;
+};
+
+Status call_through(LinkModel& links, CallOptions opts, Time* finished_at) {
+  LocalEngine engine;
+  InMemoryNetwork net(engine, &links);
+  NodeExecutor a_ex(engine, engine.add_node()), b_ex(engine, engine.add_node());
+  auto a = net.attach(TaskId::chief(), a_ex);
+  auto b = net.attach(TaskId::ps(0), b_ex);
+  b->serve([](IncomingCall, Responder respond) { respond(Response(EmptyResponse{})); });
+  Status got = absl::UnknownError("not finished");
+  a->call(TaskId::ps(0), HealthRequest{}, opts, [&](StatusOr<Response> r) {
+    got = r.status();
+    *finished_at = engine.now();
+  });
+  engine.run();
+  return got;
+}
+
+TEST(InMemoryNetworkTest, LostMessagesFailWithUnavailableOnceTheLinkModelNotices) {
+  LosingLinks noticing(5 * kSecond);
+  Time at = 0;
+  Status s = call_through(noticing, {}, &at);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(failed_task(s), TaskId::ps(0));
+  EXPECT_EQ(at, 5 * kSecond);
+
+  CallOptions soon;
+  soon.deadline = kSecond;
+  EXPECT_EQ(call_through(noticing, soon, &at).code(), StatusCode::kDeadlineExceeded) << "the earlier of the two";
+  EXPECT_EQ(at, kSecond);
+
+  LosingLinks silent(std::nullopt);
+  EXPECT_EQ(call_through(silent, soon, &at).code(), StatusCode::kDeadlineExceeded);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@ const std::vector<Command>& commands() {
       {"train", "run the coordinator: the tutorial model on a cluster", run_train},
       {"serve", "run a parameter-server or worker task", run_serve},
       {"eval", "side-car evaluator: evaluate each new checkpoint", run_eval},
+      {"sim", "run a scenario on the deterministic simulator and check its expectations", run_sim},
+      {"bench", "performance measurements (targets: sim)", run_bench},
   };
   return all;
 }

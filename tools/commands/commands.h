@@ -15,5 +15,8 @@ const std::vector<Command>& commands();
 int run_train(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_eval(int argc, char** argv);
+int run_sim(int argc, char** argv);
+int run_bench(int argc, char** argv);
+int run_bench_sim(int argc, char** argv);
 
 }  // namespace twinps::cli

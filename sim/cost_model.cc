@@ -1,0 +1,55 @@
+#include "sim/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace twinps::sim {
+
+double Distribution::sample(RandomStream& r) const {
+  double s = 0;
+  switch (kind) {
+    case Kind::kConstant: s = a; break;
+    case Kind::kUniform: s = r.uniform(a, b); break;
+    case Kind::kLogNormal: s = r.lognormal(a, b); break;
+    case Kind::kNormal: s = r.normal(a, b); break;
+    case Kind::kExponential: s = r.exponential(a); break;
+  }
+  return std::max(s, 0.0);
+}
+
+SimCostModel::SimCostModel(Distribution step_time, double per_example_s, int workers, const RandomStream& root)
+    : step_time_(step_time),
+      per_example_s_(per_example_s),
+      base_(static_cast<std::size_t>(workers), 1.0),
+      active_(static_cast<std::size_t>(workers)),
+      root_(root.fork("compute")) {
+  for (int i = 0; i < workers; ++i) restart(i, 1);
+}
+
+void SimCostModel::restart(int worker, int start) {
+  RandomStream s = root_.fork("worker", static_cast<std::uint64_t>(worker)).fork("start", static_cast<std::uint64_t>(start));
+  if (streams_.size() <= static_cast<std::size_t>(worker)) streams_.resize(static_cast<std::size_t>(worker) + 1, s);
+  streams_[static_cast<std::size_t>(worker)] = s;
+}
+
+double SimCostModel::factor(int worker) const {
+  double f = base_[static_cast<std::size_t>(worker)];
+  for (double a : active_[static_cast<std::size_t>(worker)]) f *= a;
+  return f;
+}
+
+void SimCostModel::push_factor(int worker, double factor) { active_[static_cast<std::size_t>(worker)].push_back(factor); }
+
+void SimCostModel::pop_factor(int worker, double factor) {
+  auto& a = active_[static_cast<std::size_t>(worker)];
+  if (auto it = std::find(a.begin(), a.end(), factor); it != a.end()) a.erase(it);
+}
+
+Duration SimCostModel::compute(const TaskId& task, const ComputeCost& cost) {
+  if (task.job != Job::kWorker || task.index < 0 || static_cast<std::size_t>(task.index) >= streams_.size()) return 0;
+  const double seconds = step_time_.sample(streams_[static_cast<std::size_t>(task.index)]) +
+                         per_example_s_ * static_cast<double>(cost.examples);
+  return from_seconds(seconds * factor(task.index));
+}
+
+}  // namespace twinps::sim

@@ -1,0 +1,48 @@
+#pragma once
+// How long a worker's step computes on the simulated clock (core's CostModel
+// hook: steps call ctx.compute). A duration is drawn from the step-time
+// distribution with the worker's own random stream, plus a per-example term,
+// times the worker's straggler factor (permanent ones from the scenario,
+// times every straggler fault active now).
+#include <cstdint>
+#include <vector>
+
+#include "core/runtime/cost_model.h"
+#include "core/runtime/random.h"
+
+namespace twinps::sim {
+
+// A distribution of durations in seconds (negative draws count as 0).
+struct Distribution {
+  enum class Kind { kConstant, kUniform, kLogNormal, kNormal, kExponential };
+  Kind kind = Kind::kConstant;
+  double a = 0.01;  // constant; uniform min; lognormal median; normal mean; exponential mean
+  double b = 0;     // uniform max; lognormal sigma; normal stddev
+  double sample(RandomStream& r) const;
+};
+
+class SimCostModel final : public CostModel {
+ public:
+  SimCostModel(Distribution step_time, double per_example_s, int workers, const RandomStream& root);
+
+  Duration compute(const TaskId& task, const ComputeCost& cost) override;
+
+  // A worker restarted: its new incarnation draws from a stream of its own.
+  void restart(int worker, int start);
+  // Permanent factor (scenario stragglers).
+  void set_base_factor(int worker, double factor) { base_[static_cast<std::size_t>(worker)] = factor; }
+  // Straggler faults: multiply while active.
+  void push_factor(int worker, double factor);
+  void pop_factor(int worker, double factor);
+  double factor(int worker) const;
+
+ private:
+  Distribution step_time_;
+  double per_example_s_;
+  std::vector<RandomStream> streams_;             // per worker and incarnation, forked from the run's seed
+  std::vector<double> base_;
+  std::vector<std::vector<double>> active_;        // per worker: straggler faults now active
+  RandomStream root_;
+};
+
+}  // namespace twinps::sim

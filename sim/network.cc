@@ -1,0 +1,225 @@
+#include "sim/network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+
+namespace twinps::sim {
+
+// ---------------------------------------------------------------- Topology
+
+// Vertices are added bare and their properties set after: adding them with
+// a property goes through Boost's named-graph lookup, which GCC 12 with
+// sanitizers flags as reading an uninitialized optional (a false positive).
+int Topology::add_host(std::string name) {
+  via_.clear();
+  const auto v = boost::add_vertex(graph_);
+  graph_[v] = Vertex{std::move(name), false};
+  return static_cast<int>(v);
+}
+
+int Topology::add_switch(std::string name) {
+  via_.clear();
+  const auto v = boost::add_vertex(graph_);
+  graph_[v] = Vertex{std::move(name), true};
+  return static_cast<int>(v);
+}
+
+int Topology::add_link(int a, int b, LinkParams params) {
+  via_.clear();
+  const int id = static_cast<int>(ends_.size());
+  boost::add_edge(static_cast<std::size_t>(a), static_cast<std::size_t>(b),
+                  Edge{id, params, static_cast<double>(params.latency) + 1.0}, graph_);
+  ends_.emplace_back(a, b);
+  return id;
+}
+
+namespace {
+// Records, for every vertex Dijkstra reaches, the vertex it was reached from
+// and the directed link it came by, packed in one word so that walking a
+// route back costs one lookup per hop.
+struct ViaRecorder : boost::default_dijkstra_visitor {
+  std::vector<std::int64_t>* via;
+  const std::vector<std::pair<int, int>>* ends;
+  ViaRecorder(std::vector<std::int64_t>* v, const std::vector<std::pair<int, int>>* e) : via(v), ends(e) {}
+  void edge_relaxed(Topology::Graph::edge_descriptor e, const Topology::Graph& g) const {
+    const auto from = static_cast<std::int64_t>(boost::source(e, g));
+    const int link = g[e].id;
+    const std::int64_t directed = 2 * link + ((*ends)[static_cast<std::size_t>(link)].first == from ? 0 : 1);
+    (*via)[boost::target(e, g)] = (from << 32) | directed;
+  }
+};
+}  // namespace
+
+int Topology::route(int from, int to, int* out, int max) {
+  if (from == to) return 0;
+  const std::size_t n = boost::num_vertices(graph_);
+  if (via_.size() != n) via_.assign(n, {});
+  auto& via = via_[static_cast<std::size_t>(from)];
+  if (via.empty()) {
+    // Latency decides the path; ties are broken by Boost's visiting order,
+    // which is fixed for a given construction order.
+    via.assign(n, -1);
+    std::vector<double> dist(n);
+    std::vector<std::size_t> pred(n);
+    boost::dijkstra_shortest_paths(
+        graph_, static_cast<std::size_t>(from),
+        boost::weight_map(boost::get(&Edge::weight, graph_))
+            .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, graph_)))
+            .predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, graph_)))
+            .visitor(ViaRecorder(&via, &ends_)));
+  }
+  // Walk back from `to`, then reverse.
+  int hops = 0;
+  int v = to;
+  while (v != from) {
+    const std::int64_t entry = via[static_cast<std::size_t>(v)];
+    if (entry < 0) return 0;  // unreachable
+    if (hops < max) out[hops] = static_cast<int>(entry & 0xffffffff);
+    ++hops;
+    v = static_cast<int>(entry >> 32);
+  }
+  std::reverse(out, out + std::min(hops, max));
+  return hops;
+}
+
+// ---------------------------------------------------------------- NetworkModel
+
+NetworkModel::NetworkModel(ClusterShape shape, NetworkOptions options) : shape_(shape), options_(std::move(options)) {
+  const int tasks = 1 + shape_.workers + shape_.ps;
+  std::vector<TaskId> order;
+  order.push_back(TaskId::chief());
+  for (int i = 0; i < shape_.workers; ++i) order.push_back(TaskId::worker(i));
+  for (int i = 0; i < shape_.ps; ++i) order.push_back(TaskId::ps(i));
+  for (const auto& t : order) topology_.add_host(t.short_name());
+
+  auto host_params = [&](const TaskId& t) {
+    LinkParams p = options_.host;
+    for (const auto& [task, o] : options_.host_overrides)
+      if (task == t) p = o;
+    return p;
+  };
+  host_link_.resize(static_cast<std::size_t>(tasks));
+  if (options_.hosts_per_rack <= 0) {
+    const int sw = topology_.add_switch("switch");
+    for (int i = 0; i < tasks; ++i)
+      host_link_[static_cast<std::size_t>(i)] = topology_.add_link(i, sw, host_params(order[static_cast<std::size_t>(i)]));
+  } else {
+    const int core = topology_.add_switch("core");
+    int rack = -1;
+    for (int i = 0; i < tasks; ++i) {
+      if (i % options_.hosts_per_rack == 0) {
+        rack = topology_.add_switch("rack:" + std::to_string(i / options_.hosts_per_rack));
+        topology_.add_link(rack, core, options_.rack_uplink);
+      }
+      host_link_[static_cast<std::size_t>(i)] = topology_.add_link(i, rack, host_params(order[static_cast<std::size_t>(i)]));
+    }
+  }
+  params_.resize(static_cast<std::size_t>(topology_.num_links()));
+  for (auto e : boost::make_iterator_range(boost::edges(topology_.graph())))
+    params_[static_cast<std::size_t>(topology_.graph()[e].id)] = topology_.graph()[e].params;
+  slowdowns_.resize(params_.size());
+  directed_.resize(2 * params_.size());
+  departure_delay_.assign(static_cast<std::size_t>(tasks), 0);
+}
+
+int NetworkModel::slot(const TaskId& t) const {
+  switch (t.job) {
+    case Job::kChief: return 0;
+    case Job::kWorker: return 1 + t.index;
+    case Job::kPs: return 1 + shape_.workers + t.index;
+    case Job::kEvaluator: break;
+  }
+  return 0;
+}
+
+bool NetworkModel::partitioned(int a, int b) const {
+  for (const auto& p : partitions_) {
+    const auto sa = p.side[static_cast<std::size_t>(a)], sb = p.side[static_cast<std::size_t>(b)];
+    if (p.b_is_rest ? (sa == 1) != (sb == 1) : (sa == 1 && sb == 2) || (sa == 2 && sb == 1)) return true;
+  }
+  return false;
+}
+
+std::optional<Time> NetworkModel::deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) {
+  const int a = slot(from), b = slot(to);
+  now = add_saturating(now, std::exchange(departure_delay_[static_cast<std::size_t>(a)], 0));
+  if (!partitions_.empty() && partitioned(a, b)) {
+    ++lost_;
+    return std::nullopt;
+  }
+  constexpr int kMaxHops = 16;
+  int path[kMaxHops];
+  const int hops = std::min(topology_.route(a, b, path, kMaxHops), kMaxHops);
+  Time head = now, tail = now;
+  for (int i = 0; i < hops; ++i) {
+    Directed& d = directed_[static_cast<std::size_t>(path[i])];
+    const LinkParams& p = params_[static_cast<std::size_t>(path[i] / 2)];
+    // Gbit/s = bits per ns; ceil so that a byte never travels for free.
+    const auto transfer = static_cast<Duration>(std::ceil(static_cast<double>(bytes) * 8.0 / p.bandwidth_gbps));
+    const Time start = std::max(head, d.free_at);
+    const Time end = std::max(start + transfer, tail);
+    d.stats.max_wait = std::max(d.stats.max_wait, start - head);
+    d.stats.busy += end - start;
+    d.stats.bytes += bytes;
+    ++d.stats.messages;
+    d.free_at = end;
+    head = start + p.latency;
+    tail = end + p.latency;
+  }
+  return tail;
+}
+
+int NetworkModel::add_partition(const std::vector<TaskId>& a, const std::vector<TaskId>& b) {
+  Partition p;
+  p.id = next_partition_++;
+  p.side.assign(static_cast<std::size_t>(1 + shape_.workers + shape_.ps), 0);
+  for (const auto& t : a) p.side[static_cast<std::size_t>(slot(t))] = 1;
+  for (const auto& t : b) p.side[static_cast<std::size_t>(slot(t))] = 2;
+  p.b_is_rest = b.empty();
+  partitions_.push_back(std::move(p));
+  return partitions_.back().id;
+}
+
+void NetworkModel::remove_partition(int id) {
+  partitions_.erase(std::remove_if(partitions_.begin(), partitions_.end(), [id](const Partition& p) { return p.id == id; }),
+                    partitions_.end());
+}
+
+void NetworkModel::slow_host_link(const TaskId& task, double factor) {
+  const auto link = static_cast<std::size_t>(host_link_of(task));
+  slowdowns_[link].push_back(factor);
+  params_[link].bandwidth_gbps /= factor;
+  params_[link].latency = static_cast<Duration>(static_cast<double>(params_[link].latency) * factor);
+}
+
+void NetworkModel::unslow_host_link(const TaskId& task, double factor) {
+  const auto link = static_cast<std::size_t>(host_link_of(task));
+  auto& active = slowdowns_[link];
+  auto it = std::find(active.begin(), active.end(), factor);
+  if (it == active.end()) return;
+  active.erase(it);
+  // Recompute from the base parameters so that undoing is exact.
+  LinkParams p;
+  for (auto e : boost::make_iterator_range(boost::edges(topology_.graph())))
+    if (topology_.graph()[e].id == static_cast<int>(link)) p = topology_.graph()[e].params;
+  for (double f : active) {
+    p.bandwidth_gbps /= f;
+    p.latency = static_cast<Duration>(static_cast<double>(p.latency) * f);
+  }
+  params_[link] = p;
+}
+
+const NetworkModel::LinkStats& NetworkModel::uplink(const TaskId& task) const {
+  // Host links are added host first, so direction 0 leaves the host.
+  return directed_[static_cast<std::size_t>(2 * host_link_of(task))].stats;
+}
+
+const NetworkModel::LinkStats& NetworkModel::downlink(const TaskId& task) const {
+  return directed_[static_cast<std::size_t>(2 * host_link_of(task) + 1)].stats;
+}
+
+}  // namespace twinps::sim

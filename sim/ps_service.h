@@ -1,0 +1,104 @@
+#pragma once
+// A parameter server's service time, as a decorator around its transport.
+// Core's ParameterServerNode answers every request at once; wrapped by this,
+// requests wait in a first-come-first-served queue for one of `threads`
+// servers, are handed to the node when a server takes them (so the store
+// applies an update at that moment), and the reply leaves when the modelled
+// service time has passed:
+//
+//   per_request + per_byte * (request + reply bytes) + per_row * rows updated
+//
+// where rows updated is what the ParameterStore counted for the request. A
+// parameter server that every step visits therefore shows up as a queue and
+// as utilisation. Core never sees any of this.
+//
+// With the simulator's network, a reply is handed over when service starts
+// and told to leave when it ends (NetworkModel::depart_later), and a server
+// needs an event of its own only to take the next request from a queue: an
+// idle ps costs no event per request. With several threads, replies leave
+// their host link in the order their service began.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/runtime/executor.h"
+#include "core/runtime/trace.h"
+#include "core/runtime/transport.h"
+
+namespace twinps::sim {
+
+class NetworkModel;
+
+struct PsServiceModel {
+  Duration per_request = 20 * kMicrosecond;
+  double per_byte_ns = 0.2 * 1000.0 / 1024.0;  // 0.2 us per KiB
+  double per_row_ns = 50;
+  int threads = 1;
+};
+
+// One applied (or refused) push, for the swarm's invariants.
+struct PushRecord {
+  Time at = 0;
+  int ps = 0;
+  Fence fence;
+  bool applied = false;
+};
+
+// Survives restarts of the ps: one per ps task, owned by the simulation.
+struct PsServiceStats {
+  std::uint64_t requests = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t rows_updated = 0;
+  Duration busy = 0;        // summed over threads
+  Duration total_wait = 0;  // time requests spent queued
+  Duration max_wait = 0;
+  std::size_t max_queue = 0;
+};
+
+class PsServiceTransport final : public Transport {
+ public:
+  // `rows_updated` reads the store's running count (0 while the node is
+  // being built). `pushes`, when not null, receives a PushRecord per push.
+  // `network` may be null: replies are then held back by an event each.
+  PsServiceTransport(TaskId self, Executor& executor, std::unique_ptr<Transport> inner, const PsServiceModel& model,
+                     PsServiceStats& stats, TraceSink& trace, std::function<std::uint64_t()> rows_updated,
+                     std::vector<PushRecord>* pushes, NetworkModel* network = nullptr);
+
+  void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) override {
+    inner_->call(to, std::move(request), std::move(options), std::move(done));
+  }
+  void serve(CallHandler handler) override;
+
+  std::size_t queued() const { return queue_.size(); }
+
+ private:
+  struct Waiting {
+    IncomingCall call;
+    Responder respond;
+    Time arrived = 0;
+  };
+  void arrive(IncomingCall call, Responder respond);
+  void start_next();
+  void serve_one(Waiting w, std::size_t thread);
+
+  TaskId self_;
+  Executor& executor_;
+  std::unique_ptr<Transport> inner_;
+  const PsServiceModel& model_;
+  PsServiceStats& stats_;
+  TraceSink& trace_;
+  std::function<std::uint64_t()> rows_updated_;
+  std::vector<PushRecord>* pushes_;
+  NetworkModel* network_;
+  CallHandler handler_;
+  std::deque<Waiting> queue_;
+  std::vector<Time> free_at_;  // per thread: when it finishes its current request
+  // Wakes the queue when a thread frees up. Events run on this node's
+  // executor, so a killed incarnation's never run.
+  TimerId wake_ = kNoTimer;
+};
+
+}  // namespace twinps::sim

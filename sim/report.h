@@ -1,0 +1,28 @@
+#pragma once
+// What a run shows people: the summary table's rows and the per-step CSV.
+// Wall-clock figures (events per second, simulated-to-wall ratio) are added
+// by tools/, which may read a clock; sim/ never does.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/runtime/status.h"
+#include "sim/simulation.h"
+
+namespace twinps::sim {
+
+// Step time quantiles etc. of successful training steps.
+struct StepSummary {
+  std::uint64_t steps = 0;
+  double steps_per_second = 0;  // simulated
+  double p50_s = 0, p99_s = 0;
+};
+StepSummary summarize_steps(const SimResult& r);
+
+std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r);
+
+// One row per closure run on a worker:
+// worker,closure,function,start_s,duration_s,ok,program_start
+Status write_steps_csv(const SimResult& r, const std::string& path);
+
+}  // namespace twinps::sim

@@ -1,0 +1,624 @@
+#include "sim/scenario_loader.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include "core/variables/partitioner.h"
+#include "sim/task_names.h"
+
+namespace twinps::sim {
+
+namespace pb = google::protobuf;
+using scenario::Scenario;
+
+std::string ScenarioError::to_string() const {
+  std::string out = file;
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": ";
+  if (!field.empty()) out += field + ": ";
+  return out + message;
+}
+
+namespace {
+
+constexpr std::size_t kMaxFileBytes = 16 << 20;
+
+class Collector final : public pb::io::ErrorCollector {
+ public:
+  Collector(std::string file, std::vector<ScenarioError>& out) : file_(std::move(file)), out_(out) {}
+  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    // The parser quotes what it found; from a binary file that is raw bytes,
+    // which must not reach the terminal as they are.
+    std::string printable;
+    for (unsigned char c : message) {
+      if (c >= 0x20 && c < 0x7f) {
+        printable += static_cast<char>(c);
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        printable += hex;
+      }
+    }
+    out_.push_back(ScenarioError{file_, line + 1, column + 1, "", printable});
+  }
+
+ private:
+  std::string file_;
+  std::vector<ScenarioError>& out_;
+};
+
+// A field inside the scenario: (field, index) steps from the root, index -1
+// for a singular field.
+struct Path {
+  std::vector<std::pair<const pb::FieldDescriptor*, int>> steps;
+
+  Path operator()(const pb::Message& parent, const char* field, int index = -1) const {
+    Path p = *this;
+    const pb::FieldDescriptor* f = parent.GetDescriptor()->FindFieldByName(field);
+    if (f == nullptr) std::abort();  // a typo in this file, not in the scenario
+    p.steps.emplace_back(f, f->is_repeated() ? std::max(index, 0) : -1);
+    return p;
+  }
+  std::string str() const {
+    std::string s;
+    for (const auto& [f, i] : steps) {
+      if (!s.empty()) s += ".";
+      s += f->name();
+      if (i >= 0) s += "[" + std::to_string(i) + "]";
+    }
+    return s;
+  }
+};
+
+class Validator {
+ public:
+  Validator(const Scenario& s, std::string file, const pb::TextFormat::ParseInfoTree* tree,
+            std::vector<ScenarioError>& out)
+      : s_(s), file_(std::move(file)), tree_(tree), out_(out) {}
+
+  void run();
+
+ private:
+  // Reports at the field's position, or at its closest parent that has one.
+  void error(const Path& p, const std::string& message) {
+    ScenarioError e{file_, 0, 0, p.str(), message};
+    const pb::TextFormat::ParseInfoTree* tree = tree_;
+    for (std::size_t i = 0; tree != nullptr && i < p.steps.size(); ++i) {
+      const auto [field, index] = p.steps[i];
+      const auto loc = tree->GetLocation(field, index);
+      if (loc.line < 0) break;
+      e.line = loc.line + 1;
+      e.column = loc.column + 1;
+      if (i + 1 < p.steps.size() && field->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE)
+        tree = tree->GetTreeForNested(field, index);
+      else
+        break;
+    }
+    out_.push_back(std::move(e));
+  }
+
+  bool time_ok(const Path& p, double t, const char* what) {
+    if (std::isnan(t) || t < 0) {
+      error(p, std::string(what) + " must not be negative (got " + num(t) + ")");
+      return false;
+    }
+    return true;
+  }
+  void positive(const Path& p, double v, const char* what) {
+    if (!(v > 0)) error(p, std::string(what) + " must be positive (got " + num(v) + ")");
+  }
+  void task_ok(const Path& p, const std::string& name) {
+    auto t = parse_task_name(name);
+    if (!t.ok()) {
+      error(p, std::string(t.status().message()));
+      return;
+    }
+    if (t->job == Job::kWorker && t->index >= workers_)
+      error(p, "\"" + name + "\": the cluster has " + std::to_string(workers_) + " workers (worker:0 .. worker:" +
+                   std::to_string(workers_ - 1) + ")");
+    if (t->job == Job::kPs && t->index >= ps_)
+      error(p, "\"" + name + "\": the cluster has " + std::to_string(ps_) + " ps (ps:0 .. ps:" + std::to_string(ps_ - 1) +
+                   ")");
+  }
+  void worker_ok(const Path& p, std::int64_t i) {
+    if (i < 0 || i >= workers_)
+      error(p, "worker index " + std::to_string(i) + " is out of range: the cluster has " + std::to_string(workers_) +
+                   " workers (0 .. " + std::to_string(workers_ - 1) + ")");
+  }
+  void ps_ok(const Path& p, std::int64_t i) {
+    if (i < 0 || i >= ps_)
+      error(p, "ps index " + std::to_string(i) + " is out of range: the cluster has " + std::to_string(ps_) +
+                   " ps (0 .. " + std::to_string(ps_ - 1) + ")");
+  }
+  // equals / at_least / at_most: at least one, and a consistent range.
+  void bounds_ok(const Path& p, const pb::Message& m) {
+    const auto* d = m.GetDescriptor();
+    const auto* r = m.GetReflection();
+    const auto* eq = d->FindFieldByName("equals");
+    const auto* lo = d->FindFieldByName("at_least");
+    const auto* hi = d->FindFieldByName("at_most");
+    if (!r->HasField(m, eq) && !r->HasField(m, lo) && !r->HasField(m, hi)) {
+      error(p, "needs a bound: equals, at_least or at_most");
+      return;
+    }
+    if (r->HasField(m, lo) && r->HasField(m, hi) && r->GetDouble(m, lo) > r->GetDouble(m, hi))
+      error(p, "at_least " + num(r->GetDouble(m, lo)) + " is above at_most " + num(r->GetDouble(m, hi)));
+  }
+  void distribution_ok(const Path& p, const scenario::Distribution& d) {
+    using D = scenario::Distribution;
+    switch (d.kind_case()) {
+      case D::kConstantS: time_ok(p(d, "constant_s"), d.constant_s(), "constant_s"); break;
+      case D::kUniform:
+        if (time_ok(p(d, "uniform")(d.uniform(), "min_s"), d.uniform().min_s(), "min_s") &&
+            d.uniform().max_s() < d.uniform().min_s())
+          error(p(d, "uniform")(d.uniform(), "max_s"), "max_s is below min_s");
+        break;
+      case D::kLognormal:
+        positive(p(d, "lognormal")(d.lognormal(), "median_s"), d.lognormal().median_s(), "median_s");
+        time_ok(p(d, "lognormal")(d.lognormal(), "sigma"), d.lognormal().sigma(), "sigma");
+        break;
+      case D::kNormal:
+        time_ok(p(d, "normal")(d.normal(), "stddev_s"), d.normal().stddev_s(), "stddev_s");
+        break;
+      case D::kExponentialMeanS:
+        positive(p(d, "exponential_mean_s"), d.exponential_mean_s(), "exponential_mean_s");
+        break;
+      case D::KIND_NOT_SET: error(p, "choose a distribution: constant_s, uniform, lognormal, normal or exponential_mean_s");
+    }
+  }
+  static std::string num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  }
+
+  void cluster();
+  void network();
+  void workload();
+  void compute();
+  void service();
+  void coordinator();
+  void program();
+  void faults();
+  void expectations();
+
+  const Scenario& s_;
+  std::string file_;
+  const pb::TextFormat::ParseInfoTree* tree_;
+  std::vector<ScenarioError>& out_;
+  Path root_;
+  int workers_ = 0, ps_ = 0;
+  std::set<std::string> variables_;
+  std::map<std::string, const scenario::Action*> labels_;
+};
+
+void Validator::run() {
+  cluster();
+  if (workers_ < 1 || ps_ < 1) return;  // everything else refers to the cluster
+  network();
+  workload();
+  compute();
+  service();
+  coordinator();
+  program();
+  faults();
+  expectations();
+  if (!(s_.time_limit_s() > 0)) error(root_(s_, "time_limit_s"), "must be positive");
+}
+
+void Validator::cluster() {
+  if (!s_.has_cluster()) {
+    error(root_(s_, "cluster"), "missing: say how many tasks, e.g. cluster { workers: 3 ps: 2 }");
+    return;
+  }
+  const auto& c = s_.cluster();
+  const Path p = root_(s_, "cluster");
+  if (!c.has_workers() || c.workers() < 1 || c.workers() > 100000)
+    error(p(c, "workers"), "workers must be between 1 and 100000" +
+                               std::string(c.has_workers() ? " (got " + std::to_string(c.workers()) + ")" : ""));
+  else
+    workers_ = c.workers();
+  if (!c.has_ps() || c.ps() < 1 || c.ps() > 10000)
+    error(p(c, "ps"), "ps must be between 1 and 10000" +
+                          std::string(c.has_ps() ? " (got " + std::to_string(c.ps()) + ")" : ""));
+  else
+    ps_ = c.ps();
+}
+
+void Validator::network() {
+  if (!s_.has_network()) return;
+  const auto& n = s_.network();
+  const Path p = root_(s_, "network");
+  positive(p(n, "host_bandwidth_gbps"), n.host_bandwidth_gbps(), "host_bandwidth_gbps");
+  time_ok(p(n, "host_latency_us"), n.host_latency_us(), "host_latency_us");
+  if (n.hosts_per_rack() < 0) error(p(n, "hosts_per_rack"), "must not be negative");
+  positive(p(n, "rack_uplink_gbps"), n.rack_uplink_gbps(), "rack_uplink_gbps");
+  time_ok(p(n, "rack_uplink_latency_us"), n.rack_uplink_latency_us(), "rack_uplink_latency_us");
+  positive(p(n, "connection_timeout_s"), n.connection_timeout_s(), "connection_timeout_s");
+  for (int i = 0; i < n.host_link_size(); ++i) {
+    const auto& h = n.host_link(i);
+    const Path hp = p(n, "host_link", i);
+    task_ok(hp(h, "task"), h.task());
+    if (h.has_bandwidth_gbps()) positive(hp(h, "bandwidth_gbps"), h.bandwidth_gbps(), "bandwidth_gbps");
+    if (h.has_latency_us()) time_ok(hp(h, "latency_us"), h.latency_us(), "latency_us");
+  }
+}
+
+void Validator::workload() {
+  if (s_.has_tutorial()) {
+    const auto& t = s_.tutorial();
+    const Path p = root_(s_, "tutorial");
+    if (s_.fidelity() == scenario::TIMING_ONLY)
+      error(root_(s_, "fidelity"), "the tutorial computes for real; TIMING_ONLY needs a synthetic `model`");
+    if (t.epochs() < 1) error(p(t, "epochs"), "must be at least 1");
+    if (t.steps_per_epoch() < 1) error(p(t, "steps_per_epoch"), "must be at least 1");
+    if (t.batch_size() < 1) error(p(t, "batch_size"), "must be at least 1");
+    positive(p(t, "learning_rate"), t.learning_rate(), "learning_rate");
+    if (t.has_num_shards() && t.num_shards() < 1) error(p(t, "num_shards"), "must be at least 1");
+    if (t.max_to_keep() < 1) error(p(t, "max_to_keep"), "must be at least 1");
+    return;
+  }
+  if (!s_.has_model()) {
+    error(root_(s_, "model"), "missing: give a workload, `tutorial {}` or `model { variable { ... } }`");
+    return;
+  }
+  const auto& m = s_.model();
+  const Path p = root_(s_, "model");
+  if (m.variable_size() == 0) error(p, "declare at least one variable");
+  for (int i = 0; i < m.variable_size(); ++i) {
+    const auto& v = m.variable(i);
+    const Path vp = p(m, "variable", i);
+    if (v.name().empty()) {
+      error(vp(v, "name"), "a variable needs a name");
+    } else if (v.name() == "iterations" || v.name() == "do_infinite_step") {
+      error(vp(v, "name"), "\"" + v.name() + "\" is created by the simulator; choose another name");
+    } else if (!variables_.insert(v.name()).second) {
+      error(vp(v, "name"), "a second variable is named \"" + v.name() + "\"");
+    }
+    std::int64_t elements = 1;
+    for (int d = 0; d < v.shape_size(); ++d) {
+      if (v.shape(d) < 1) {
+        error(vp(v, "shape", d), "dimension " + std::to_string(d) + " is " + std::to_string(v.shape(d)) +
+                                     "; every dimension must be at least 1");
+        elements = 0;
+        break;
+      }
+      if (elements > (std::int64_t{1} << 50) / v.shape(d)) {
+        error(vp(v, "shape", d), "the variable has more than 2^50 elements");
+        elements = 0;
+        break;
+      }
+      elements *= v.shape(d);
+    }
+    if (s_.fidelity() == scenario::NUMERIC && elements > (std::int64_t{1} << 26))
+      error(vp(v, "shape"), "a variable of " + std::to_string(elements) +
+                                " elements is too big to hold in memory for NUMERIC fidelity; use TIMING_ONLY");
+    if (v.rows_per_step() < 0) error(vp(v, "rows_per_step"), "must not be negative");
+    if (v.rows_per_step() > 0 && v.shape_size() == 0) error(vp(v, "rows_per_step"), "a scalar has no rows to look up");
+    if (v.rows_per_step() > 0 && v.shape_size() > 0 && v.rows_per_step() > v.shape(0))
+      error(vp(v, "rows_per_step"), std::to_string(v.rows_per_step()) + " rows per step, but the variable has " +
+                                        std::to_string(v.shape(0)));
+    if (!(v.zipf_exponent() >= 0) || v.zipf_exponent() > 10) error(vp(v, "zipf_exponent"), "must be in [0, 10]");
+  }
+  if (m.has_partitioner()) {
+    const auto& pt = m.partitioner();
+    const Path pp = p(m, "partitioner");
+    Status st = absl::OkStatus();
+    switch (pt.kind_case()) {
+      case scenario::Partitioner::kFixedShards:
+        st = FixedShardsPartitioner::create(pt.fixed_shards()).status();
+        if (!st.ok()) error(pp(pt, "fixed_shards"), std::string(st.message()));
+        break;
+      case scenario::Partitioner::kMinSize:
+        st = MinSizePartitioner::create(pt.min_size().min_shard_bytes(), pt.min_size().max_shards()).status();
+        if (!st.ok()) error(pp(pt, "min_size"), std::string(st.message()));
+        break;
+      case scenario::Partitioner::kMaxSize:
+        if (!pt.max_size().has_max_shard_bytes()) {
+          error(pp(pt, "max_size"), "max_shard_bytes is required");
+          break;
+        }
+        st = MaxSizePartitioner::create(pt.max_size().max_shard_bytes(),
+                                        pt.max_size().has_max_shards() ? std::optional<std::int64_t>(pt.max_size().max_shards())
+                                                                       : std::nullopt)
+                 .status();
+        if (!st.ok()) error(pp(pt, "max_size"), std::string(st.message()));
+        break;
+      case scenario::Partitioner::KIND_NOT_SET:
+        error(pp, "choose fixed_shards, min_size or max_size");
+    }
+  }
+  if (m.has_optimizer()) positive(p(m, "optimizer")(m.optimizer(), "learning_rate"), m.optimizer().learning_rate(), "learning_rate");
+  if (m.batch_size() < 1) error(p(m, "batch_size"), "must be at least 1");
+}
+
+void Validator::compute() {
+  if (!s_.has_compute()) return;
+  const auto& c = s_.compute();
+  const Path p = root_(s_, "compute");
+  if (c.has_step_time()) distribution_ok(p(c, "step_time"), c.step_time());
+  time_ok(p(c, "per_example_s"), c.per_example_s(), "per_example_s");
+  for (int i = 0; i < c.straggler_size(); ++i) {
+    const Path sp = p(c, "straggler", i);
+    worker_ok(sp(c.straggler(i), "worker"), c.straggler(i).worker());
+    positive(sp(c.straggler(i), "factor"), c.straggler(i).factor(), "factor");
+  }
+}
+
+void Validator::service() {
+  if (!s_.has_ps_service()) return;
+  const auto& v = s_.ps_service();
+  const Path p = root_(s_, "ps_service");
+  time_ok(p(v, "per_request_us"), v.per_request_us(), "per_request_us");
+  time_ok(p(v, "per_kib_us"), v.per_kib_us(), "per_kib_us");
+  time_ok(p(v, "per_row_us"), v.per_row_us(), "per_row_us");
+  if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");
+}
+
+void Validator::coordinator() {
+  if (!s_.has_coordinator()) return;
+  const auto& c = s_.coordinator();
+  const Path p = root_(s_, "coordinator");
+  positive(p(c, "heartbeat_interval_s"), c.heartbeat_interval_s(), "heartbeat_interval_s");
+  positive(p(c, "heartbeat_timeout_s"), c.heartbeat_timeout_s(), "heartbeat_timeout_s");
+  if (c.heartbeat_misses() < 1) error(p(c, "heartbeat_misses"), "must be at least 1");
+  time_ok(p(c, "closure_timeout_s"), c.closure_timeout_s(), "closure_timeout_s");
+  positive(p(c, "rpc_timeout_s"), c.rpc_timeout_s(), "rpc_timeout_s");
+  positive(p(c, "ps_call_timeout_s"), c.ps_call_timeout_s(), "ps_call_timeout_s");
+  if (c.queue_capacity() < 0) error(p(c, "queue_capacity"), "must not be negative");
+  if (c.transient_timeouts() < -1) error(p(c, "transient_timeouts"), "must be -1 (workers / 10) or more");
+}
+
+void Validator::program() {
+  for (int i = 0; i < s_.program_size(); ++i) {
+    const auto& a = s_.program(i);
+    const Path p = root_(s_, "program", i);
+    if (a.has_label()) {
+      if (a.label().empty()) error(p(a, "label"), "a label must not be empty");
+      else if (!labels_.emplace(a.label(), &a).second) error(p(a, "label"), "a second action is labelled \"" + a.label() + "\"");
+    }
+    switch (a.kind_case()) {
+      case scenario::Action::kSchedule: {
+        const auto& sc = a.schedule();
+        const Path sp = p(a, "schedule");
+        if (!s_.has_model()) error(sp, "schedule needs a synthetic `model`; the tutorial's program is `train {}`");
+        if (sc.function() != "train" && sc.function() != "fail")
+          error(sp(sc, "function"), "unknown function \"" + sc.function() + "\" (choose \"train\" or \"fail\")");
+        if (sc.count() < 1) error(sp(sc, "count"), "must be at least 1");
+        time_ok(sp(sc, "extra_s"), sc.extra_s(), "extra_s");
+        break;
+      }
+      case scenario::Action::kSleepS: time_ok(p(a, "sleep_s"), a.sleep_s(), "sleep_s"); break;
+      case scenario::Action::kSetInfiniteStep:
+        if (!s_.has_model()) error(p(a, "set_infinite_step"), "needs a synthetic `model`");
+        break;
+      case scenario::Action::kTrain:
+        if (!s_.has_tutorial()) error(p(a, "train"), "train {} runs the tutorial; this scenario has a synthetic `model`");
+        break;
+      case scenario::Action::kJoin:
+      case scenario::Action::kDone: break;
+      case scenario::Action::KIND_NOT_SET: error(p, "an action needs a kind (schedule, join, done, sleep_s, ...)");
+    }
+  }
+  if (s_.program_size() == 0 && s_.has_model()) error(root_(s_, "program"), "a synthetic model needs a program");
+}
+
+void Validator::faults() {
+  for (int i = 0; i < s_.fault_size(); ++i) {
+    const auto& f = s_.fault(i);
+    const Path p = root_(s_, "fault", i);
+    if (!f.has_at_s()) error(p, "at_s (when the fault starts) is required");
+    time_ok(p(f, "at_s"), f.at_s(), "at_s");
+    if (f.has_duration_s()) positive(p(f, "duration_s"), f.duration_s(), "duration_s");
+    switch (f.kind_case()) {
+      case scenario::Fault::kKillWorker: worker_ok(p(f, "kill_worker"), f.kill_worker()); break;
+      case scenario::Fault::kKillPs: ps_ok(p(f, "kill_ps"), f.kill_ps()); break;
+      case scenario::Fault::kKillCoordinator:
+        if (!f.has_duration_s())
+          error(p(f, "kill_coordinator"), "needs duration_s: when the coordinator program restarts");
+        break;
+      case scenario::Fault::kPartition: {
+        const auto& pa = f.partition();
+        const Path pp = p(f, "partition");
+        if (pa.a_size() == 0) error(pp, "side `a` needs at least one task");
+        std::set<std::string> seen;
+        for (int k = 0; k < pa.a_size(); ++k) {
+          task_ok(pp(pa, "a", k), pa.a(k));
+          seen.insert(pa.a(k));
+        }
+        for (int k = 0; k < pa.b_size(); ++k) {
+          task_ok(pp(pa, "b", k), pa.b(k));
+          if (seen.count(pa.b(k))) error(pp(pa, "b", k), "\"" + pa.b(k) + "\" is on both sides");
+        }
+        break;
+      }
+      case scenario::Fault::kStraggler:
+        worker_ok(p(f, "straggler")(f.straggler(), "worker"), f.straggler().worker());
+        positive(p(f, "straggler")(f.straggler(), "factor"), f.straggler().factor(), "factor");
+        break;
+      case scenario::Fault::kSlowLink:
+        task_ok(p(f, "slow_link")(f.slow_link(), "task"), f.slow_link().task());
+        if (!(f.slow_link().factor() >= 1)) error(p(f, "slow_link")(f.slow_link(), "factor"), "must be at least 1");
+        break;
+      case scenario::Fault::kHotspot:
+        if (!s_.has_model()) {
+          error(p(f, "hotspot"), "needs a synthetic `model`");
+        } else if (!variables_.count(f.hotspot().variable())) {
+          error(p(f, "hotspot")(f.hotspot(), "variable"),
+                "unknown variable \"" + f.hotspot().variable() + "\" (the model declares " +
+                    [&] {
+                      std::string names;
+                      for (const auto& n : variables_) names += (names.empty() ? "" : ", ") + n;
+                      return names.empty() ? std::string("none") : names;
+                    }() +
+                    ")");
+        }
+        break;
+      case scenario::Fault::KIND_NOT_SET:
+        error(p, "a fault needs a kind (kill_worker, kill_ps, kill_coordinator, partition, straggler, slow_link, hotspot)");
+    }
+  }
+  if (s_.has_random_faults()) {
+    const auto& r = s_.random_faults();
+    const Path p = root_(s_, "random_faults");
+    if (r.count() < 0) error(p(r, "count"), "must not be negative");
+    if (r.count() > 0 && r.kind_size() == 0) error(p(r, "kind"), "name the kinds of fault to draw");
+    if (time_ok(p(r, "start_s"), r.start_s(), "start_s") && !(r.end_s() > r.start_s()))
+      error(p(r, "end_s"), "must be after start_s");
+    if (time_ok(p(r, "min_duration_s"), r.min_duration_s(), "min_duration_s") &&
+        !(r.max_duration_s() >= r.min_duration_s()))
+      error(p(r, "max_duration_s"), "must be at least min_duration_s");
+    for (int k = 0; k < r.kind_size(); ++k)
+      if (r.kind(k) == scenario::RandomFaults::COORDINATOR_CRASH && !(r.min_duration_s() > 0))
+        error(p(r, "min_duration_s"), "a coordinator crash needs a restart delay above 0");
+  }
+}
+
+void Validator::expectations() {
+  auto label_ok = [&](const Path& p, const std::string& label, bool schedule_only) -> const scenario::Action* {
+    auto it = labels_.find(label);
+    if (it == labels_.end()) {
+      error(p, "no action is labelled \"" + label + "\"");
+      return nullptr;
+    }
+    if (schedule_only && !it->second->has_schedule()) {
+      error(p, "\"" + label + "\" is not a schedule action");
+      return nullptr;
+    }
+    return it->second;
+  };
+  for (int i = 0; i < s_.expect_size(); ++i) {
+    const auto& e = s_.expect(i);
+    const Path p = root_(s_, "expect", i);
+    switch (e.kind_case()) {
+      case scenario::Expectation::kAllClosuresResolved:
+      case scenario::Expectation::kInvariants: break;
+      case scenario::Expectation::kStat: bounds_ok(p(e, "stat"), e.stat()); break;
+      case scenario::Expectation::kRaised:
+        if (e.raised().code_size() == 0) error(p(e, "raised"), "name at least one code");
+        break;
+      case scenario::Expectation::kOutcome: {
+        const Path op = p(e, "outcome");
+        label_ok(op(e.outcome(), "label"), e.outcome().label(), false);
+        if (e.outcome().code_size() == 0) error(op, "name at least one code");
+        break;
+      }
+      case scenario::Expectation::kRemoteValue: {
+        const auto& rv = e.remote_value();
+        const Path rp = p(e, "remote_value");
+        if (const auto* a = label_ok(rp(rv, "label"), rv.label(), true)) {
+          if (rv.index() < 0 || rv.index() >= a->schedule().count())
+            error(rp(rv, "index"), "index " + std::to_string(rv.index()) + " is out of range: \"" + rv.label() +
+                                       "\" schedules " + std::to_string(a->schedule().count()));
+        }
+        if (rv.code_size() == 0) error(rp, "name at least one code");
+        break;
+      }
+      case scenario::Expectation::kAccuracy:
+        if (!s_.has_tutorial()) error(p(e, "accuracy"), "accuracy is measured by the tutorial workload");
+        bounds_ok(p(e, "accuracy"), e.accuracy());
+        break;
+      case scenario::Expectation::kResumedAtEpoch:
+        if (!s_.has_tutorial()) error(p(e, "resumed_at_epoch"), "epochs belong to the tutorial workload");
+        bounds_ok(p(e, "resumed_at_epoch"), e.resumed_at_epoch());
+        break;
+      case scenario::Expectation::kIterations: {
+        const Path ip = p(e, "iterations");
+        if (e.iterations().has_after()) label_ok(ip(e.iterations(), "after"), e.iterations().after(), false);
+        bounds_ok(ip, e.iterations());
+        break;
+      }
+      case scenario::Expectation::kDatasetRebuilt:
+        worker_ok(p(e, "dataset_rebuilt")(e.dataset_rebuilt(), "worker"), e.dataset_rebuilt().worker());
+        break;
+      case scenario::Expectation::kPsUtilisation:
+        ps_ok(p(e, "ps_utilisation")(e.ps_utilisation(), "ps"), e.ps_utilisation().ps());
+        bounds_ok(p(e, "ps_utilisation"), e.ps_utilisation());
+        break;
+      case scenario::Expectation::kWorkerClosures:
+        worker_ok(p(e, "worker_closures")(e.worker_closures(), "worker"), e.worker_closures().worker());
+        bounds_ok(p(e, "worker_closures"), e.worker_closures());
+        break;
+      case scenario::Expectation::kStepTime: {
+        const auto& st = e.step_time();
+        const Path sp = p(e, "step_time");
+        if (st.has_worker()) worker_ok(sp(st, "worker"), st.worker());
+        if (!(st.quantile() > 0 && st.quantile() <= 1)) error(sp(st, "quantile"), "must be in (0, 1]");
+        bounds_ok(sp, st);
+        break;
+      }
+      case scenario::Expectation::KIND_NOT_SET: error(p, "an expectation needs a kind");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ScenarioError> validate_scenario(const Scenario& s, const std::string& file) {
+  std::vector<ScenarioError> errors;
+  Validator(s, file, nullptr, errors).run();
+  return errors;
+}
+
+LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
+  LoadedScenario out;
+  Collector collector(file, out.errors);
+  pb::TextFormat::Parser parser;
+  pb::TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&collector);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(std::string(text), &out.scenario)) {
+    if (out.errors.empty()) out.errors.push_back(ScenarioError{file, 0, 0, "", "not a scenario in Protobuf text format"});
+    return out;
+  }
+  Validator(out.scenario, file, &tree, out.errors).run();
+  return out;
+}
+
+LoadedScenario load_scenario_file(const std::string& path) {
+  LoadedScenario out;
+  auto fail = [&](const std::string& message) {
+    out.errors.push_back(ScenarioError{path, 0, 0, "", message});
+    return out;
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read the scenario: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return fail("is a directory, not a scenario file");
+  if (!S_ISREG(st.st_mode)) return fail("is not a regular file");
+  if (static_cast<std::size_t>(st.st_size) > kMaxFileBytes)
+    return fail("is " + std::to_string(st.st_size) + " bytes; a scenario file is at most " +
+                std::to_string(kMaxFileBytes) + " bytes");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(std::string("cannot open the scenario: ") + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return fail("reading failed");
+  // The text format has no use for NUL bytes; refuse binary data up front
+  // with a position rather than a tokenizer message about control characters.
+  if (auto nul = text.find('\0'); nul != std::string::npos) {
+    int line = 1, col = 1;
+    for (std::size_t i = 0; i < nul; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    out.errors.push_back(ScenarioError{path, line, col, "", "binary data (a NUL byte): not a text-format scenario"});
+    return out;
+  }
+  return parse_scenario(text, path);
+}
+
+}  // namespace twinps::sim

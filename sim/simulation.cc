@@ -1,0 +1,695 @@
+#include "sim/simulation.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/checkpoint/checkpoint_manager.h"
+#include "core/checkpoint/storage.h"
+#include "core/local/local_cluster.h"
+#include "core/worker/parameter_client.h"
+#include "sim/cost_model.h"
+#include "sim/task_names.h"
+#include "sim/workload.h"
+
+namespace twinps::sim {
+
+namespace {
+
+std::string seconds_string(Time t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f s", to_seconds(t));
+  return buf;
+}
+
+std::string factor_string(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fx", f);
+  return buf;
+}
+
+// Collects step records from the workers' closure spans.
+class StepSink final : public TraceSink {
+ public:
+  StepSink(std::vector<StepRecord>& out, const int& program_start) : out_(out), program_start_(program_start) {}
+  void record(TracePhase phase, const TaskId& track, std::string_view category, std::string_view name, Time start,
+              Duration duration, std::initializer_list<TraceArg> args) override {
+    if (phase != TracePhase::kSpan || track.job != Job::kWorker || category != "worker" || name == "create_resource")
+      return;
+    StepRecord s{track.index, 0, std::string(name), start, duration, false, program_start_};
+    for (const auto& a : args) {
+      if (a.key == "closure") s.closure = static_cast<std::uint64_t>(a.number);
+      if (a.key == "ok") s.ok = a.number != 0;
+    }
+    out_.push_back(std::move(s));
+  }
+
+ private:
+  std::vector<StepRecord>& out_;
+  const int& program_start_;
+};
+
+void add_stats(CoordinatorStats& total, const CoordinatorStats& s) {
+  total.scheduled += s.scheduled;
+  total.completed += s.completed;
+  total.failed += s.failed;
+  total.retried += s.retried;
+  total.cancelled += s.cancelled;
+  total.dispatched += s.dispatched;
+  total.worker_failures += s.worker_failures;
+  total.worker_recoveries += s.worker_recoveries;
+  total.resources_built += s.resources_built;
+  total.ps_failures_retried += s.ps_failures_retried;
+  total.timeouts_retried += s.timeouts_retried;
+  total.errors_raised += s.errors_raised;
+  if (total.closures_per_worker.size() < s.closures_per_worker.size())
+    total.closures_per_worker.resize(s.closures_per_worker.size(), 0);
+  for (std::size_t i = 0; i < s.closures_per_worker.size(); ++i) total.closures_per_worker[i] += s.closures_per_worker[i];
+}
+
+const char* action_kind(const scenario::Action& a) {
+  switch (a.kind_case()) {
+    case scenario::Action::kSchedule: return "schedule";
+    case scenario::Action::kJoin: return "join";
+    case scenario::Action::kDone: return "done";
+    case scenario::Action::kSleepS: return "sleep";
+    case scenario::Action::kSetInfiniteStep: return "set_infinite_step";
+    case scenario::Action::kTrain: return "train";
+    case scenario::Action::KIND_NOT_SET: break;
+  }
+  return "?";
+}
+
+}  // namespace
+
+struct Simulation::Impl {
+  Impl(const scenario::Scenario& s, SimOptions o);
+  ~Impl();
+  SimResult run();
+
+  // ---- the coordinator program
+  void begin_program();
+  Task<void> program(ClusterCoordinator& c, int start);
+  Task<void> run_action(ClusterCoordinator& c, int start, int index, const scenario::Action& a,
+                        const PerWorkerValues& iterator, int start_epoch);
+  Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c);
+  Task<Status> save_checkpoint(ClusterCoordinator& c, const tutorial::EpochReport& e);
+  Task<void> watch(std::size_t value, RemoteValue rv);
+  void snapshot_coordinator();
+
+  // ---- faults
+  void schedule_fault(const scenario::Fault& f);
+  void fault_log(Time at, const std::string& what) { result.faults.push_back("t=" + seconds_string(at) + "  " + what); }
+  Executor& control() { return *control_executor; }
+
+  scenario::Scenario sc;
+  SimOptions opts;
+  std::uint64_t seed;
+  RandomStream root;
+  bool record_invariants;
+  SimResult result;
+  std::vector<RemoteValue> remote_values;  // parallel to result.values
+  int current_start = 0;
+  bool program_done = false;
+  std::optional<std::pair<int, ShardId>> iterations_shard;  // (ps, shard) of the `iterations` counter
+  std::uint64_t event_hash = 0xcbf29ce484222325ull;
+
+  FunctionRegistry registry;
+  std::unique_ptr<SyntheticWorkload> workload;
+  tutorial::Config tutorial_config;
+  std::vector<scenario::Action> actions;
+  std::unique_ptr<NetworkModel> network;
+  std::unique_ptr<SimCostModel> cost;
+  PsServiceModel ps_model;
+  std::vector<PsServiceStats> ps_stats;
+  TraceHasher hasher;
+  StepSink steps{result.steps, current_start};
+  TraceTee tee;
+  InMemoryStorage checkpoints;
+  std::vector<const ParameterServerNode*> ps_nodes;  // the live node of each ps, for the service-time probe
+  std::vector<int> worker_starts;
+  std::unique_ptr<LocalCluster> cluster;
+  // Declared after the cluster: destroyed before it.
+  std::unique_ptr<NodeExecutor> control_executor;
+  std::unique_ptr<TaskScope> program_scope;
+};
+
+Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
+    : sc(s),
+      opts(std::move(o)),
+      seed(opts.seed.value_or(s.seed())),
+      root(seed),
+      record_invariants(opts.record_invariants) {
+  for (const auto& e : sc.expect())
+    if (e.kind_case() == scenario::Expectation::kInvariants) record_invariants = true;
+  const ClusterShape shape{sc.cluster().workers(), sc.cluster().ps()};
+  result.name = sc.name();
+  result.seed = seed;
+  result.fidelity = sc.fidelity();
+  result.shape = shape;
+  result.time_limit = from_seconds(sc.time_limit_s());
+  result.invariants_recorded = record_invariants;
+
+  // Workload.
+  if (sc.has_tutorial()) {
+    const auto& t = sc.tutorial();
+    tutorial::register_functions(registry);
+    tutorial_config.epochs = t.epochs();
+    tutorial_config.steps_per_epoch = t.steps_per_epoch();
+    tutorial_config.batch_size = t.batch_size();
+    tutorial_config.learning_rate = t.learning_rate();
+    tutorial_config.num_shards = t.has_num_shards() ? t.num_shards() : shape.ps;
+    tutorial_config.data_seed = seed;
+    tutorial_config.init_seed = seed + 1;
+  } else {
+    auto w = SyntheticWorkload::create(sc.model(), shape.ps, sc.fidelity() == scenario::TIMING_ONLY,
+                                       root.fork("init").next_u64());
+    if (!w.ok()) {
+      result.setup_error = Status(w.status().code(), "building the model: " + describe(w.status()));
+      return;
+    }
+    workload = std::move(*w);
+    register_dataset_functions(registry);
+    workload->register_functions(registry);
+  }
+  actions.assign(sc.program().begin(), sc.program().end());
+  if (actions.empty()) actions.emplace_back().mutable_train();
+
+  // Network.
+  NetworkOptions net;
+  const auto& n = sc.network();
+  net.host = LinkParams{n.host_bandwidth_gbps(), from_seconds(n.host_latency_us() * 1e-6)};
+  net.hosts_per_rack = n.hosts_per_rack();
+  net.rack_uplink = LinkParams{n.rack_uplink_gbps(), from_seconds(n.rack_uplink_latency_us() * 1e-6)};
+  for (const auto& h : n.host_link()) {
+    LinkParams p = net.host;
+    if (h.has_bandwidth_gbps()) p.bandwidth_gbps = h.bandwidth_gbps();
+    if (h.has_latency_us()) p.latency = from_seconds(h.latency_us() * 1e-6);
+    net.host_overrides.emplace_back(*parse_task_name(h.task()), p);
+  }
+  net.connection_timeout = from_seconds(n.connection_timeout_s());
+  network = std::make_unique<NetworkModel>(shape, net);
+
+  // Compute.
+  Distribution step;
+  step.kind = Distribution::Kind::kConstant;
+  step.a = 0.01;
+  const auto& st = sc.compute().step_time();
+  switch (st.kind_case()) {
+    case scenario::Distribution::kConstantS: step = {Distribution::Kind::kConstant, st.constant_s(), 0}; break;
+    case scenario::Distribution::kUniform:
+      step = {Distribution::Kind::kUniform, st.uniform().min_s(), st.uniform().max_s()};
+      break;
+    case scenario::Distribution::kLognormal:
+      step = {Distribution::Kind::kLogNormal, st.lognormal().median_s(), st.lognormal().sigma()};
+      break;
+    case scenario::Distribution::kNormal:
+      step = {Distribution::Kind::kNormal, st.normal().mean_s(), st.normal().stddev_s()};
+      break;
+    case scenario::Distribution::kExponentialMeanS:
+      step = {Distribution::Kind::kExponential, st.exponential_mean_s(), 0};
+      break;
+    case scenario::Distribution::KIND_NOT_SET: break;
+  }
+  cost = std::make_unique<SimCostModel>(step, sc.compute().per_example_s(), shape.workers, root);
+  for (const auto& s : sc.compute().straggler()) cost->set_base_factor(s.worker(), s.factor());
+  worker_starts.assign(static_cast<std::size_t>(shape.workers), 1);
+
+  // Parameter-server service.
+  const auto& ps = sc.ps_service();
+  ps_model.per_request = from_seconds(ps.per_request_us() * 1e-6);
+  ps_model.per_byte_ns = ps.per_kib_us() * 1000.0 / 1024.0;
+  ps_model.per_row_ns = ps.per_row_us() * 1000.0;
+  ps_model.threads = ps.threads();
+  ps_stats.resize(static_cast<std::size_t>(shape.ps));
+
+  tee.add(&hasher);
+  tee.add(&steps);
+  if (opts.trace) tee.add(opts.trace);
+
+  // The cluster.
+  const auto& co = sc.coordinator();
+  LocalClusterOptions lo;
+  lo.shape = shape;
+  lo.seed = seed;
+  lo.coordinator.transient_ps_failures = co.transient_ps_failures();
+  lo.coordinator.transient_timeouts = co.transient_timeouts();
+  lo.coordinator.heartbeat_interval = from_seconds(co.heartbeat_interval_s());
+  lo.coordinator.heartbeat_timeout = from_seconds(co.heartbeat_timeout_s());
+  lo.coordinator.heartbeat_misses = co.heartbeat_misses();
+  lo.coordinator.closure_timeout = from_seconds(co.closure_timeout_s());
+  lo.coordinator.rpc_timeout = from_seconds(co.rpc_timeout_s());
+  lo.coordinator.queue_capacity = static_cast<std::size_t>(co.queue_capacity());
+  lo.coordinator.record_dispatch_log = true;
+  lo.worker.ps_call_timeout = from_seconds(co.ps_call_timeout_s());
+  lo.links = network.get();
+  lo.trace = &tee;
+  lo.cost = cost.get();
+  lo.wrap_transport = [this](const TaskId& t, Executor& ex, std::unique_ptr<Transport> inner) -> std::unique_ptr<Transport> {
+    if (t.job != Job::kPs) return inner;
+    const int i = t.index;
+    return std::make_unique<PsServiceTransport>(
+        t, ex, std::move(inner), ps_model, ps_stats[static_cast<std::size_t>(i)], tee,
+        [this, i]() -> std::uint64_t {
+          const ParameterServerNode* node = ps_nodes[static_cast<std::size_t>(i)];
+          return node ? node->store().stats().rows_updated : 0;
+        },
+        record_invariants ? &result.pushes : nullptr, network.get());
+  };
+  ps_nodes.assign(static_cast<std::size_t>(shape.ps), nullptr);
+  cluster = std::make_unique<LocalCluster>(registry, lo);
+  for (int i = 0; i < shape.ps; ++i) ps_nodes[static_cast<std::size_t>(i)] = cluster->ps(i);
+  cluster->engine().set_observer([this](Time t, LocalEngine::NodeSlot node) {
+    event_hash = (event_hash ^ static_cast<std::uint64_t>(t)) * 0x100000001b3ull;
+    event_hash = (event_hash ^ node) * 0x100000001b3ull;
+  });
+  control_executor = std::make_unique<NodeExecutor>(cluster->engine(), cluster->engine().add_node());
+
+  // Faults: the scenario's, then those drawn from the seed.
+  std::vector<scenario::Fault> faults(sc.fault().begin(), sc.fault().end());
+  if (sc.has_random_faults() && sc.random_faults().count() > 0) {
+    const auto& rf = sc.random_faults();
+    RandomStream r = root.fork("random_faults");
+    for (int k = 0; k < rf.count(); ++k) {
+      scenario::Fault f;
+      f.set_at_s(r.uniform(rf.start_s(), rf.end_s()));
+      f.set_duration_s(r.uniform(rf.min_duration_s(), rf.max_duration_s()));
+      const auto pick_task = [&]() -> std::string {
+        const auto i = r.below(static_cast<std::uint64_t>(1 + shape.workers + shape.ps));
+        if (i == 0) return "chief";
+        if (i <= static_cast<std::uint64_t>(shape.workers)) return TaskId::worker(static_cast<int>(i - 1)).short_name();
+        return TaskId::ps(static_cast<int>(i - 1 - static_cast<std::uint64_t>(shape.workers))).short_name();
+      };
+      switch (rf.kind(static_cast<int>(r.below(static_cast<std::uint64_t>(rf.kind_size()))))) {
+        case scenario::RandomFaults::WORKER_CRASH:
+          f.set_kill_worker(static_cast<int>(r.below(static_cast<std::uint64_t>(shape.workers))));
+          break;
+        case scenario::RandomFaults::PS_CRASH:
+          f.set_kill_ps(static_cast<int>(r.below(static_cast<std::uint64_t>(shape.ps))));
+          break;
+        case scenario::RandomFaults::PARTITION: f.mutable_partition()->add_a(pick_task()); break;
+        case scenario::RandomFaults::STRAGGLER:
+          f.mutable_straggler()->set_worker(static_cast<int>(r.below(static_cast<std::uint64_t>(shape.workers))));
+          f.mutable_straggler()->set_factor(r.uniform(2, 10));
+          break;
+        case scenario::RandomFaults::SLOW_LINK:
+          f.mutable_slow_link()->set_task(pick_task());
+          f.mutable_slow_link()->set_factor(r.uniform(2, 50));
+          break;
+        case scenario::RandomFaults::COORDINATOR_CRASH: f.set_kill_coordinator(true); break;
+      }
+      faults.push_back(std::move(f));
+    }
+  }
+  for (const auto& f : faults) schedule_fault(f);
+}
+
+Simulation::Impl::~Impl() {
+  // The program's frames use the coordinator: destroy them first.
+  program_scope.reset();
+}
+
+// ---------------------------------------------------------------- faults
+
+void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
+  const Time at = from_seconds(f.at_s());
+  const std::optional<Time> end =
+      f.has_duration_s() ? std::optional<Time>(add_saturating(at, from_seconds(f.duration_s()))) : std::nullopt;
+  const std::string until = end ? " until " + seconds_string(*end) : " for good";
+  // The fault's description is logged when it fires: one scheduled after the
+  // program ended never happened.
+  std::string what;
+  auto both = [&](std::function<void()> start, std::function<void()> stop) {
+    control().post_at(at, [this, at, what, start = std::move(start)] {
+      fault_log(at, what);
+      start();
+    });
+    if (end && stop) control().post_at(*end, std::move(stop));
+  };
+  switch (f.kind_case()) {
+    case scenario::Fault::kKillWorker: {
+      const TaskId t = TaskId::worker(f.kill_worker());
+      what = "kill " + t.short_name() + until;
+      both(
+          [this, t] {
+            tee.instant(t, "fault", "killed", control().now());
+            cluster->kill(t);
+          },
+          [this, t] {
+            if (cluster->is_up(t)) return;
+            cost->restart(t.index, ++worker_starts[static_cast<std::size_t>(t.index)]);
+            cluster->restart(t);
+            tee.instant(t, "fault", "restarted", control().now());
+          });
+      break;
+    }
+    case scenario::Fault::kKillPs: {
+      const TaskId t = TaskId::ps(f.kill_ps());
+      what = "kill " + t.short_name() + until;
+      both(
+          [this, t] {
+            tee.instant(t, "fault", "killed", control().now());
+            ps_nodes[static_cast<std::size_t>(t.index)] = nullptr;
+            cluster->kill(t);
+          },
+          [this, t] {
+            if (cluster->is_up(t)) return;
+            cluster->restart(t);
+            ps_nodes[static_cast<std::size_t>(t.index)] = cluster->ps(t.index);
+            tee.instant(t, "fault", "restarted", control().now());
+          });
+      break;
+    }
+    case scenario::Fault::kKillCoordinator:
+      what = "kill the coordinator" + until;
+      both(
+          [this] {
+            if (!cluster->is_up(TaskId::chief())) return;
+            tee.instant(TaskId::chief(), "fault", "killed", control().now());
+            snapshot_coordinator();
+            program_scope.reset();  // its frames use the coordinator
+            cluster->kill(TaskId::chief());
+          },
+          [this] {
+            if (cluster->is_up(TaskId::chief())) return;
+            cluster->restart(TaskId::chief());
+            tee.instant(TaskId::chief(), "fault", "restarted", control().now());
+            begin_program();
+          });
+      break;
+    case scenario::Fault::kPartition: {
+      std::vector<TaskId> a, b;
+      std::string names;
+      for (const auto& n : f.partition().a()) {
+        a.push_back(*parse_task_name(n));
+        names += (names.empty() ? "" : ",") + n;
+      }
+      names += " | ";
+      for (const auto& n : f.partition().b()) b.push_back(*parse_task_name(n));
+      names += f.partition().b().empty() ? "the rest" : [&] {
+        std::string s;
+        for (const auto& n : f.partition().b()) s += (s.empty() ? "" : ",") + n;
+        return s;
+      }();
+      what = "partition " + names + until;
+      auto id = std::make_shared<int>(0);
+      both(
+          [this, a, b, id] {
+            *id = network->add_partition(a, b);
+            for (const auto& t : a) tee.instant(t, "fault", "partitioned", control().now());
+          },
+          [this, a, id] {
+            network->remove_partition(*id);
+            for (const auto& t : a) tee.instant(t, "fault", "healed", control().now());
+          });
+      break;
+    }
+    case scenario::Fault::kStraggler: {
+      const int w = f.straggler().worker();
+      const double factor = f.straggler().factor();
+      what = "worker:" + std::to_string(w) + " computes " + factor_string(factor) + " slower" + until;
+      both(
+          [this, w, factor] {
+            cost->push_factor(w, factor);
+            tee.instant(TaskId::worker(w), "fault", "straggling", control().now(), {TraceArg{"factor", factor}});
+          },
+          [this, w, factor] {
+            cost->pop_factor(w, factor);
+            tee.instant(TaskId::worker(w), "fault", "recovered speed", control().now());
+          });
+      break;
+    }
+    case scenario::Fault::kSlowLink: {
+      const TaskId t = *parse_task_name(f.slow_link().task());
+      const double factor = f.slow_link().factor();
+      what = "host link of " + t.short_name() + " " + factor_string(factor) + " slower" + until;
+      both(
+          [this, t, factor] {
+            network->slow_host_link(t, factor);
+            tee.instant(t, "fault", "slow link", control().now(), {TraceArg{"factor", factor}});
+          },
+          [this, t, factor] {
+            network->unslow_host_link(t, factor);
+            tee.instant(t, "fault", "link restored", control().now());
+          });
+      break;
+    }
+    case scenario::Fault::kHotspot: {
+      const int v = workload->find(f.hotspot().variable());
+      what = "every step reads \"" + f.hotspot().variable() + "\"" + until;
+      both([this, v] { workload->add_hot(v, 1); }, [this, v] { workload->add_hot(v, -1); });
+      break;
+    }
+    case scenario::Fault::KIND_NOT_SET: break;
+  }
+}
+
+// ---------------------------------------------------------------- program
+
+void Simulation::Impl::begin_program() {
+  ProgramStart start;
+  start.at = cluster->engine().now();
+  start.chief_incarnation = cluster->runtime(TaskId::chief()).incarnation;
+  result.starts.push_back(std::move(start));
+  current_start = static_cast<int>(result.starts.size()) - 1;
+  program_scope = std::make_unique<TaskScope>(cluster->coordinator_executor());
+  program_scope->spawn(program(cluster->coordinator(), current_start));
+}
+
+void Simulation::Impl::snapshot_coordinator() {
+  if (result.starts.empty() || !cluster->is_up(TaskId::chief())) return;
+  auto& s = result.starts.back();
+  s.stats = cluster->coordinator().stats();
+  s.dispatch_log = cluster->coordinator().dispatch_log();
+}
+
+Task<void> Simulation::Impl::watch(std::size_t value, RemoteValue rv) {
+  (void)co_await rv.fetch();
+  result.values[value].resolved_at = cluster->engine().now();
+}
+
+Task<std::optional<std::int64_t>> Simulation::Impl::read_iterations(ClusterCoordinator& c) {
+  const VariableLayout* v = c.variables().find(kIterationsVar);
+  if (!v) co_return std::nullopt;
+  ParameterClient client = c.parameter_client();
+  ParameterClient::PullBatch pull;
+  const int h = pull.counter(*v);
+  auto r = co_await client.pull(pull);
+  if (!r.ok()) co_return std::nullopt;
+  co_return r->counter(h);
+}
+
+Task<Status> Simulation::Impl::save_checkpoint(ClusterCoordinator& c, const tutorial::EpochReport& e) {
+  auto shards = co_await c.export_variables();
+  if (!shards.ok()) co_return shards.status();
+  CheckpointManager manager(checkpoints, sc.tutorial().max_to_keep());
+  auto saved = manager.save(e.iterations, c.variables().all(), *shards, c.optimizer());
+  co_return saved.status();
+}
+
+Task<void> Simulation::Impl::program(ClusterCoordinator& c, int start) {
+  std::vector<VariableLayout> layouts;
+  std::vector<ShardState> initial;
+  OptimizerConfig optimizer;
+  int start_epoch = 0;
+  auto give_up = [&](Status s) {
+    result.starts[static_cast<std::size_t>(start)].start_status = std::move(s);
+    result.starts[static_cast<std::size_t>(start)].finished = true;
+    program_done = true;
+  };
+  if (sc.has_tutorial()) {
+    auto model = tutorial::build_model(sc.cluster().ps(), tutorial_config);
+    if (!model.ok()) {
+      give_up(model.status());
+      co_return;
+    }
+    layouts = model->variables;
+    initial = model->initial;
+    optimizer = model->optimizer;
+    if (sc.tutorial().checkpoint_every_epoch()) {
+      // P6/P7: a restarted coordinator restores the latest checkpoint and
+      // resumes at epoch = iterations // steps_per_epoch.
+      CheckpointManager manager(checkpoints, sc.tutorial().max_to_keep());
+      auto restored = manager.restore_latest(layouts, optimizer);
+      if (restored.ok()) {
+        initial = std::move(restored->shards);
+        for (const auto& s : initial)
+          if (s.spec.name == tutorial::kIterations) start_epoch = static_cast<int>(s.counter / tutorial_config.steps_per_epoch);
+      } else if (restored.status().code() != StatusCode::kNotFound) {
+        give_up(restored.status());
+        co_return;
+      }
+    }
+  } else {
+    layouts = workload->layouts();
+    initial = workload->initial();
+    optimizer = workload->optimizer();
+  }
+  result.starts[static_cast<std::size_t>(start)].start_epoch = start_epoch;
+  for (const auto& v : layouts)
+    if (v.name == kIterationsVar && !v.shards.empty()) iterations_shard = {v.shards.front().ps, v.shards.front().id};
+  Status started = co_await c.start(std::move(layouts), optimizer, std::move(initial));
+  if (!started.ok()) {
+    give_up(started);
+    co_return;
+  }
+  PerWorkerValues iterator;
+  if (workload && !workload->timing_only()) {
+    PerWorkerDataset dataset = c.create_per_worker_dataset(kDatasetFn, {Value(std::int64_t{workload->batch_size()})});
+    iterator = c.create_per_worker_resource(kIteratorFn, {}, &dataset.datasets);
+  }
+  for (std::size_t i = 0; i < actions.size(); ++i)
+    co_await run_action(c, start, static_cast<int>(i), actions[i], iterator, start_epoch);
+  result.starts[static_cast<std::size_t>(start)].finished = true;
+  program_done = true;
+}
+
+Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int index, const scenario::Action& a,
+                                        const PerWorkerValues& iterator, int start_epoch) {
+  Executor& ex = cluster->coordinator_executor();
+  ActionRecord rec;
+  rec.program_start = start;
+  rec.index = index;
+  rec.label = a.label();
+  rec.kind = action_kind(a);
+  rec.started = ex.now();
+  switch (a.kind_case()) {
+    case scenario::Action::kSchedule: {
+      const auto& s = a.schedule();
+      for (int k = 0; k < s.count(); ++k) {
+        // schedule() usually completes without suspending, and resuming this
+        // frame from it is a tail call only when the compiler makes it one
+        // (not in sanitizer or -O0 builds): a long loop would grow the stack
+        // without bound. Return to the event loop now and then.
+        if (k > 0 && k % 256 == 0) co_await sleep_for(ex, 0);
+        std::vector<Arg> args;
+        if (s.function() == kTrainFn) {
+          if (!iterator.values.empty()) args.emplace_back(iterator);
+          for (auto& v : SyntheticWorkload::train_args(s.extra_s(), s.infinite())) args.emplace_back(std::move(v));
+        }
+        auto rv = co_await c.schedule(s.function(), std::move(args));
+        if (!rv.ok()) {
+          rec.status = rv.status();
+          break;
+        }
+        ValueRecord v;
+        v.program_start = start;
+        v.label = a.label();
+        v.index = k;
+        v.fn = s.function();
+        v.closure = c.stats().scheduled;  // closure ids count schedule()d closures from 1
+        v.scheduled_at = ex.now();
+        result.values.push_back(std::move(v));
+        remote_values.push_back(*rv);
+        // Always watched (not only for invariants), so that the events of a
+        // run, and its trace hash, never depend on what is checked.
+        program_scope->spawn(watch(result.values.size() - 1, *rv));
+      }
+      break;
+    }
+    case scenario::Action::kJoin: rec.status = co_await c.join(); break;
+    case scenario::Action::kDone: rec.status = (co_await c.done()).status(); break;
+    case scenario::Action::kSleepS: co_await sleep_for(ex, from_seconds(a.sleep_s())); break;
+    case scenario::Action::kSetInfiniteStep: {
+      ParameterClient client = c.parameter_client();
+      ParameterClient::PushBatch push;
+      push.assign(*c.variables().find(kInfiniteFlagVar), Matrix::Constant(1, 1, a.set_infinite_step() ? 1.0f : 0.0f));
+      rec.status = co_await client.push(push);
+      break;
+    }
+    case scenario::Action::kTrain: {
+      auto trained = co_await tutorial::train(
+          c, tutorial_config, start_epoch,
+          [this](const tutorial::EpochReport& e) { result.epochs.push_back(e); },
+          sc.tutorial().checkpoint_every_epoch()
+              ? tutorial::AfterEpoch([this](ClusterCoordinator& cc, const tutorial::EpochReport& e) {
+                  return save_checkpoint(cc, e);
+                })
+              : tutorial::AfterEpoch());
+      rec.status = trained.status();
+      break;
+    }
+    case scenario::Action::KIND_NOT_SET: break;
+  }
+  rec.ended = ex.now();
+  rec.generation_after = c.generation();
+  rec.values_end = result.values.size();
+  if (!a.label().empty()) rec.iterations = co_await read_iterations(c);
+  result.actions.push_back(std::move(rec));
+}
+
+// ---------------------------------------------------------------- run
+
+SimResult Simulation::Impl::run() {
+  if (!result.setup_error.ok()) return std::move(result);
+  begin_program();
+  LocalEngine& engine = cluster->engine();
+  std::uint64_t count = 0;
+  auto report = [&] {
+    if (!opts.progress) return;
+    SimProgress p;
+    p.now = engine.now();
+    p.limit = result.time_limit;
+    p.events = engine.events_processed();
+    if (cluster->is_up(TaskId::chief())) {
+      p.scheduled = cluster->coordinator().stats().scheduled;
+      p.completed = cluster->coordinator().stats().completed;
+    }
+    opts.progress(p);
+  };
+  engine.run_until(
+      [&] {
+        if (opts.progress && ++count % opts.progress_every == 0) report();
+        return program_done;
+      },
+      result.time_limit);
+  result.finished = program_done;
+  // Let what happened at the final instant settle (results the last join
+  // delivered wake their watchers at this same time).
+  engine.run(engine.now());
+  report();
+
+  result.end_time = engine.now();
+  snapshot_coordinator();
+  for (const auto& s : result.starts) add_stats(result.stats, s.stats);
+  result.events = engine.events_processed();
+  result.events_skipped = engine.events_skipped();
+  result.trace_records = hasher.records();
+  std::uint64_t h = hasher.hash();
+  h ^= event_hash + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  result.trace_hash = h;
+  result.messages_lost = network->messages_lost();
+
+  for (int i = 0; i < sc.cluster().ps(); ++i) {
+    PsReport r;
+    r.service = ps_stats[static_cast<std::size_t>(i)];
+    r.uplink = network->uplink(TaskId::ps(i));
+    r.downlink = network->downlink(TaskId::ps(i));
+    if (result.end_time > 0)
+      r.utilisation = static_cast<double>(r.service.busy) /
+                      (static_cast<double>(ps_model.threads) * static_cast<double>(result.end_time));
+    result.ps.push_back(r);
+  }
+
+  // The iterations counter, read from whichever store holds it now.
+  if (iterations_shard) {
+    const auto [ps, id] = *iterations_shard;
+    if (auto* node = cluster->ps(ps); node && node->store().has_shard(id)) {
+      auto e = node->store().export_shards(ExportShardsRequest{{id}});
+      if (e.ok()) result.final_iterations = e->shards.front().counter;
+    }
+  }
+  for (std::size_t i = 0; i < result.values.size(); ++i) {
+    const RemoteValue& rv = remote_values[i];
+    result.values[i].status = rv.status();
+    if (auto r = rv.peek()) result.values[i].outcome = r->status();
+  }
+  program_scope.reset();
+  return std::move(result);
+}
+
+Simulation::Simulation(const scenario::Scenario& scenario, SimOptions options)
+    : impl_(std::make_unique<Impl>(scenario, std::move(options))) {}
+Simulation::~Simulation() = default;
+SimResult Simulation::run() { return impl_->run(); }
+
+}  // namespace twinps::sim

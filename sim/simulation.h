@@ -1,0 +1,151 @@
+#pragma once
+// One run of a scenario: core's ClusterCoordinator, WorkerNodes and
+// ParameterServerNodes on a LocalCluster, with the simulator's network model
+// (NetworkModel as the LinkModel), parameter-server service queues
+// (PsServiceTransport around each ps's transport), compute times (SimCostModel
+// as the CostModel) and the scenario's faults fired at their simulated times.
+// The coordinator program runs as a coroutine on the chief; killing the
+// coordinator destroys it, and a restart runs it again from the top (the
+// tutorial restores its latest checkpoint from storage that outlives the
+// crash).
+//
+// Everything is deterministic: one thread, events in (time, sequence) order,
+// every random stream forked from the seed. The trace hash folds every event
+// (time and node) and every trace record: the same scenario and seed give the
+// same hash on every run and machine.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/coordinator/cluster_coordinator.h"
+#include "core/models/tutorial/tutorial.h"
+#include "core/ps/parameter_store.h"
+#include "core/runtime/trace.h"
+#include "sim/network.h"
+#include "sim/ps_service.h"
+#include "scenario.pb.h"  // generated from sim/scenario.proto
+
+namespace twinps::sim {
+
+struct SimProgress {
+  Time now = 0;
+  Time limit = 0;
+  std::uint64_t events = 0;
+  std::uint64_t scheduled = 0;  // closures, current coordinator
+  std::uint64_t completed = 0;
+};
+
+struct SimOptions {
+  std::optional<std::uint64_t> seed;  // overrides the scenario's
+  TraceSink* trace = nullptr;         // also gets every trace record (e.g. a ChromeTraceWriter)
+  // Keep every push a ps applied or refused, which check_invariants() needs.
+  // Also on when the scenario expects `invariants`. It adds no event, so the
+  // trace hash does not depend on it.
+  bool record_invariants = false;
+  // Called every `progress_every` events, and once at the end.
+  std::function<void(const SimProgress&)> progress;
+  std::uint64_t progress_every = 1 << 16;
+};
+
+// A closure's run on a worker, from the worker's trace span.
+struct StepRecord {
+  int worker = 0;
+  std::uint64_t closure = 0;
+  std::string fn;
+  Time start = 0;
+  Duration duration = 0;
+  bool ok = false;
+  int program_start = 0;
+};
+
+// One start of the coordinator program (the first, and one per restart).
+struct ProgramStart {
+  Time at = 0;
+  Incarnation chief_incarnation = 0;
+  int start_epoch = 0;  // tutorial
+  bool finished = false;
+  Status start_status;  // ClusterCoordinator::start()
+  CoordinatorStats stats;
+  std::vector<DispatchRecord> dispatch_log;
+};
+
+struct ActionRecord {
+  int program_start = 0;
+  int index = 0;  // in the program
+  std::string label;
+  std::string kind;
+  Status status;
+  Time started = 0;
+  Time ended = 0;
+  std::uint64_t generation_after = 0;  // the coordinator's cancellation generation when it ended
+  std::size_t values_end = 0;  // how many ValueRecords the run had when it ended
+  std::optional<std::int64_t> iterations;  // read after a labelled action
+};
+
+struct ValueRecord {
+  int program_start = 0;
+  std::string label;
+  int index = 0;  // within its schedule action
+  std::string fn;
+  ClosureId closure = 0;
+  Time scheduled_at = 0;
+  Time resolved_at = -1;  // when it got its result; -1: never
+  // At the end of the run.
+  RemoteValueStatus status = RemoteValueStatus::kNotReady;
+  Status outcome;  // OK for a value, else the error it holds
+};
+
+struct PsReport {
+  PsServiceStats service;
+  NetworkModel::LinkStats uplink, downlink;
+  double utilisation = 0;  // busy / (threads * simulated time)
+};
+
+struct SimResult {
+  // Not OK when the scenario could not be set up (e.g. a partitioner that
+  // gives a variable too many shards); nothing ran then.
+  Status setup_error;
+  std::string name;
+  std::uint64_t seed = 0;
+  scenario::Fidelity fidelity = scenario::NUMERIC;
+  ClusterShape shape;
+  bool finished = false;  // the program ended within the time limit
+  Time end_time = 0;
+  Time time_limit = 0;
+  std::uint64_t events = 0;
+  std::uint64_t events_skipped = 0;
+  std::uint64_t trace_records = 0;
+  std::uint64_t trace_hash = 0;
+  std::uint64_t messages_lost = 0;
+  CoordinatorStats stats;  // summed over program starts
+  std::vector<ProgramStart> starts;
+  std::vector<ActionRecord> actions;
+  std::vector<ValueRecord> values;
+  std::vector<StepRecord> steps;
+  std::vector<PsReport> ps;
+  std::vector<PushRecord> pushes;  // with record_invariants
+  std::vector<tutorial::EpochReport> epochs;
+  std::optional<std::int64_t> final_iterations;  // read from the stores at the end
+  std::vector<std::string> faults;  // what was injected, when
+  bool invariants_recorded = false;
+};
+
+class Simulation {
+ public:
+  // `scenario` must have passed validate_scenario().
+  Simulation(const scenario::Scenario& scenario, SimOptions options = {});
+  ~Simulation();
+  Simulation(const Simulation&) = delete;
+  Simulation& operator=(const Simulation&) = delete;
+
+  SimResult run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace twinps::sim

@@ -1,0 +1,121 @@
+// A parameter server's service queue: first come first served, one request per
+// thread at a time, service time from the request, its reply and the rows the
+// store updated.
+#include "sim/ps_service.h"
+
+#include <gtest/gtest.h>
+
+#include "core/local/in_memory_network.h"
+#include "core/local/local_engine.h"
+#include "core/ps/ps_node.h"
+#include "core/runtime/runtime.h"
+#include "sim/network.h"
+
+namespace twinps::sim {
+namespace {
+
+struct PsFixture {
+  explicit PsFixture(int threads = 1, NetworkModel* links = nullptr) : net(engine, links) {
+    model.per_request = 100 * kMicrosecond;
+    model.per_byte_ns = 0;
+    model.per_row_ns = 1000;
+    model.threads = threads;
+    auto inner = net.attach(TaskId::ps(0), ps_ex);
+    transport = std::make_unique<PsServiceTransport>(
+        TaskId::ps(0), ps_ex, std::move(inner), model, stats, trace,
+        [this] { return node ? node->store().stats().rows_updated : 0; }, &pushes, links);
+    runtime = std::make_unique<Runtime>(Runtime{TaskId::ps(0), 7, ps_ex, *transport, trace, RandomStream(1), nullptr});
+    node = std::make_unique<ParameterServerNode>(*runtime);
+    CreateShardsRequest create;
+    ShardState s;
+    s.spec = ShardSpec{1, "w", VariableKind::kTrainable, 100, 4, true};
+    create.shards = {s};
+    EXPECT_TRUE(node->store().create_shards(create).ok());
+  }
+  PushRequest push_rows(std::int64_t rows) {
+    Update u;
+    u.shard = 1;
+    u.sparse = true;
+    u.shape_only_rows = rows;
+    return PushRequest{{}, {u}};
+  }
+
+  LocalEngine engine;
+  InMemoryNetwork net;
+  NodeExecutor ps_ex{engine, engine.add_node()};
+  NodeExecutor worker_ex{engine, engine.add_node()};
+  std::unique_ptr<Transport> worker = net.attach(TaskId::worker(0), worker_ex);
+  PsServiceModel model;
+  PsServiceStats stats;
+  NullTraceSink trace;
+  std::vector<PushRecord> pushes;
+  std::unique_ptr<PsServiceTransport> transport;
+  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<ParameterServerNode> node;
+};
+
+TEST(PsServiceTest, RequestsWaitForTheServerInArrivalOrder) {
+  PsFixture f;
+  std::vector<std::pair<int, Time>> replies;
+  for (int i = 0; i < 3; ++i)
+    f.worker->call(TaskId::ps(0), f.push_rows(10 * (i + 1)), {},
+                   [&, i](StatusOr<Response> r) {
+                     EXPECT_TRUE(r.ok()) << r.status();
+                     replies.emplace_back(i, f.engine.now());
+                   });
+  f.engine.run();
+  // 100 us per request + 1 us per row: 110, then 120 more, then 130 more.
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[0], std::make_pair(0, Time{110 * kMicrosecond}));
+  EXPECT_EQ(replies[1], std::make_pair(1, Time{230 * kMicrosecond}));
+  EXPECT_EQ(replies[2], std::make_pair(2, Time{360 * kMicrosecond}));
+  EXPECT_EQ(f.stats.requests, 3u);
+  EXPECT_EQ(f.stats.rows_updated, 60u);
+  EXPECT_EQ(f.stats.busy, 360 * kMicrosecond);
+  EXPECT_EQ(f.stats.max_queue, 2u) << "requests waiting while one is served";
+  EXPECT_EQ(f.stats.max_wait, 230 * kMicrosecond);
+  ASSERT_EQ(f.pushes.size(), 3u);
+  EXPECT_TRUE(f.pushes[2].applied);
+  EXPECT_EQ(f.pushes[2].at, 230 * kMicrosecond) << "applied when its service starts";
+}
+
+TEST(PsServiceTest, ThreadsServeInParallel) {
+  PsFixture f(2);
+  std::vector<Time> at;
+  for (int i = 0; i < 3; ++i)
+    f.worker->call(TaskId::ps(0), f.push_rows(0), {}, [&](StatusOr<Response>) { at.push_back(f.engine.now()); });
+  f.engine.run();
+  EXPECT_EQ(at, (std::vector<Time>{100 * kMicrosecond, 100 * kMicrosecond, 200 * kMicrosecond}));
+}
+
+TEST(PsServiceTest, ARefusedPushIsServedAndRecordedAsNotApplied) {
+  PsFixture f;
+  StatusOr<Response> got = absl::UnknownError("none");
+  f.worker->call(TaskId::ps(0), f.push_rows(1000), {}, [&](StatusOr<Response> r) { got = std::move(r); });
+  f.engine.run();
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << "1000 rows do not fit a 100-row shard";
+  ASSERT_EQ(f.pushes.size(), 1u);
+  EXPECT_FALSE(f.pushes[0].applied);
+}
+
+TEST(PsServiceTest, WithTheNetworkModelTheReplyLeavesWhenServiceEnds) {
+  NetworkOptions o;
+  o.host = LinkParams{1, 1000};  // 1 Gbit/s (a byte per 8 ns), 1 us per hop
+  NetworkModel links(ClusterShape{1, 1}, o);
+  PsFixture f(1, &links);
+  const PushRequest request = f.push_rows(10);
+  const auto request_ns = static_cast<Time>(wire_size(Request(request)) * 8);
+  const auto reply_ns = static_cast<Time>(wire_size(Response(PushResponse{})) * 8);
+  Time at = -1;
+  f.worker->call(TaskId::ps(0), request, {}, [&](StatusOr<Response> r) {
+    EXPECT_TRUE(r.ok());
+    at = f.engine.now();
+  });
+  f.engine.run();
+  // Two hops each way; 100 us + 10 rows x 1 us of service in between.
+  EXPECT_EQ(at, (request_ns + 2000) + 110 * kMicrosecond + (reply_ns + 2000));
+  EXPECT_EQ(f.stats.busy, 110 * kMicrosecond);
+}
+
+}  // namespace
+}  // namespace twinps::sim

@@ -1,0 +1,117 @@
+// Scenario files: syntax and semantic errors name the file, the line:column
+// and the field; nothing malformed crashes or is silently accepted.
+#include "sim/scenario_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace twinps::sim {
+namespace {
+
+constexpr char kValid[] = R"(
+cluster { workers: 3 ps: 2 }
+model { variable { name: "emb" shape: [100, 8] rows_per_step: 4 } }
+program { schedule { count: 2 } label: "s" }
+program { join {} label: "j" }
+)";
+
+std::string first_error(const std::string& text) {
+  auto r = parse_scenario(text, "f.textproto");
+  return r.errors.empty() ? "" : r.errors.front().to_string();
+}
+
+TEST(ScenarioLoaderTest, AcceptsAValidScenario) {
+  auto r = parse_scenario(kValid, "f.textproto");
+  EXPECT_TRUE(r.ok()) << r.errors.front().to_string();
+  EXPECT_EQ(r.scenario.cluster().workers(), 3);
+}
+
+TEST(ScenarioLoaderTest, UnknownFieldIsASyntaxErrorWithItsPosition) {
+  EXPECT_EQ(first_error("name: \"x\"\ncluster { wrokers: 3 }\n"),
+            "f.textproto:2:18: Message type \"twinps.scenario.Cluster\" has no field named \"wrokers\".");
+}
+
+TEST(ScenarioLoaderTest, WorkerIndexOutOfRangeNamesFieldAndPosition) {
+  const std::string e = first_error(std::string(kValid) + "fault { at_s: 1\n  kill_worker: 7 }\n");
+  EXPECT_EQ(e, "f.textproto:7:3: fault[0].kill_worker: worker index 7 is out of range: the cluster has 3 workers (0 .. 2)");
+}
+
+TEST(ScenarioLoaderTest, NegativeTime) {
+  const std::string e = first_error(std::string(kValid) + "fault { at_s: -2 kill_ps: 1 }\n");
+  EXPECT_EQ(e, "f.textproto:6:9: fault[0].at_s: at_s must not be negative (got -2)");
+}
+
+TEST(ScenarioLoaderTest, UnknownVariable) {
+  const std::string e = first_error(std::string(kValid) + "fault { at_s: 1 hotspot { variable: \"lr\" } }\n");
+  EXPECT_EQ(e, "f.textproto:6:27: fault[0].hotspot.variable: unknown variable \"lr\" (the model declares emb)");
+}
+
+TEST(ScenarioLoaderTest, UnknownLabelAndTaskName) {
+  auto r = parse_scenario(std::string(kValid) +
+                              "expect { outcome { label: \"nope\" code: OK } }\n"
+                              "fault { at_s: 1 partition { a: \"worker:9\" a: \"gpu:0\" } }\n",
+                          "f.textproto");
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_EQ(r.errors[0].to_string(),
+            "f.textproto:7:29: fault[0].partition.a[0]: \"worker:9\": the cluster has 3 workers (worker:0 .. worker:2)");
+  EXPECT_EQ(r.errors[1].field, "fault[0].partition.a[1]");
+  EXPECT_EQ(r.errors[2].to_string(), "f.textproto:6:20: expect[0].outcome.label: no action is labelled \"nope\"");
+}
+
+TEST(ScenarioLoaderTest, MissingPartsAreNamed) {
+  auto r = parse_scenario("", "f.textproto");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.front().to_string(),
+            "f.textproto: cluster: missing: say how many tasks, e.g. cluster { workers: 3 ps: 2 }");
+  EXPECT_EQ(first_error("cluster { workers: 2 ps: 1 }"),
+            "f.textproto: model: missing: give a workload, `tutorial {}` or `model { variable { ... } }`");
+}
+
+TEST(ScenarioLoaderTest, ChecksBoundsOfExpectations) {
+  const std::string e = first_error(std::string(kValid) + "expect { stat { counter: RETRIED } }\n");
+  EXPECT_EQ(e, "f.textproto:6:10: expect[0].stat: needs a bound: equals, at_least or at_most");
+  EXPECT_NE(first_error(std::string(kValid) + "expect { remote_value { label: \"s\" index: 2 code: OK } }\n")
+                .find("index 2 is out of range"),
+            std::string::npos);
+  EXPECT_NE(first_error(std::string(kValid) + "expect { accuracy { at_least: 0.5 } }\n").find("tutorial"),
+            std::string::npos);
+}
+
+TEST(ScenarioLoaderTest, FilesThatAreNotScenarios) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("loader_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(load_scenario_file((dir / "missing.textproto").string()).errors.front().to_string(),
+            (dir / "missing.textproto").string() + ": cannot read the scenario: No such file or directory");
+  EXPECT_EQ(load_scenario_file(dir.string()).errors.front().to_string(),
+            dir.string() + ": is a directory, not a scenario file");
+  {
+    std::ofstream f(dir / "garbage.bin", std::ios::binary);
+    const char bytes[] = "cluster { wo\x01\x02\x00\xff\xfe";
+    f.write(bytes, sizeof bytes - 1);
+  }
+  EXPECT_EQ(load_scenario_file((dir / "garbage.bin").string()).errors.front().to_string(),
+            (dir / "garbage.bin").string() + ":1:15: binary data (a NUL byte): not a text-format scenario");
+  {
+    std::ofstream f(dir / "utf.bin", std::ios::binary);
+    f << "\xff\xfe\x01\x02garbage";
+  }
+  auto r = load_scenario_file((dir / "utf.bin").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.front().line, 1);
+  for (const auto& e : r.errors)
+    for (unsigned char c : e.message) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "raw bytes in: " << e.message;
+  EXPECT_EQ(load_scenario_file("/dev/null").errors.front().message, "is not a regular file");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ScenarioLoaderTest, TimingOnlyNeedsASyntheticModel) {
+  EXPECT_NE(first_error("fidelity: TIMING_ONLY cluster { workers: 1 ps: 1 } tutorial {}").find("TIMING_ONLY"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace twinps::sim

@@ -1,0 +1,76 @@
+// twinps bench sim: how fast the simulator runs a large timing-only cluster.
+// Reports simulated time, events, events per second of wall time and the
+// simulated-to-wall-time ratio (the wall clock is read here, not in sim/).
+#include <chrono>
+#include <cstdio>
+
+#include "sim/generated_scenarios.h"
+#include "sim/report.h"
+#include "sim/scenario_loader.h"
+#include "sim/simulation.h"
+#include "tools/cli.h"
+#include "tools/commands/commands.h"
+
+namespace twinps::cli {
+
+int run_bench_sim(int argc, char** argv) {
+  sim::BenchOptions b;
+  std::uint64_t seed = 1;
+  po::options_description opts("twinps bench sim options");
+  opts.add_options()("help,h", "show this help")
+      ("workers", po::value(&b.workers)->default_value(b.workers), "worker tasks")
+      ("ps", po::value(&b.ps)->default_value(b.ps), "parameter-server tasks")
+      ("seconds", po::value(&b.sim_seconds)->default_value(b.sim_seconds), "simulated seconds to run")
+      ("rows-per-step", po::value(&b.rows_per_step)->default_value(b.rows_per_step),
+       "embedding rows each step looks up (about the number of ps a step visits)")
+      ("tower-kib", po::value(&b.tower_kib)->default_value(b.tower_kib), "dense variable every step reads and updates, KiB")
+      ("step-time", po::value(&b.step_s)->default_value(b.step_s), "median compute time of a step, seconds")
+      ("seed", po::value(&seed)->default_value(1), "seed of the run");
+  po::variables_map vm;
+  if (int rc = parse(argc, argv, "usage: twinps bench sim [--workers N] [--ps N] [--seconds S] [--rows-per-step R]",
+                     opts, vm);
+      rc >= 0)
+    return rc;
+  if (b.workers < 1 || b.ps < 1 || !(b.sim_seconds > 0) || b.rows_per_step < 0 || b.tower_kib < 0 || !(b.step_s > 0)) {
+    std::fprintf(stderr, "twinps bench sim: --workers and --ps must be at least 1; --seconds and --step-time positive\n");
+    return kExitBadInput;
+  }
+  const int workers = b.workers, ps = b.ps;
+  const scenario::Scenario s = sim::bench_scenario(b);
+  if (auto errors = sim::validate_scenario(s, "bench"); !errors.empty()) {
+    std::fprintf(stderr, "twinps bench sim: %s\n", errors.front().to_string().c_str());
+    return kExitBadInput;
+  }
+  sim::SimOptions options;
+  options.seed = seed;
+  const auto t0 = std::chrono::steady_clock::now();
+  sim::Simulation simulation(s, options);
+  const auto t1 = std::chrono::steady_clock::now();
+  sim::SimResult r = simulation.run();
+  const auto t2 = std::chrono::steady_clock::now();
+  if (!r.setup_error.ok()) {
+    std::fprintf(stderr, "twinps bench sim: %s\n", describe(r.setup_error).c_str());
+    return kExitFailed;
+  }
+  const double setup_s = std::chrono::duration<double>(t1 - t0).count();
+  const double wall_s = std::chrono::duration<double>(t2 - t1).count();
+  const auto steps = sim::summarize_steps(r);
+  Table t;
+  t.row("cluster", format("%d workers x %d ps, timing-only", workers, ps));
+  t.row("workload", format("%d embedding rows per step, %d KiB tower, steps of %.2f s", b.rows_per_step, b.tower_kib,
+                           b.step_s));
+  t.row("simulated time", format("%.3f s", to_seconds(r.end_time)));
+  t.row("training steps", format("%llu (%.1f steps/s simulated)", static_cast<unsigned long long>(steps.steps),
+                                 steps.steps_per_second));
+  t.row("step time p50 / p99", format("%.3f s / %.3f s", steps.p50_s, steps.p99_s));
+  t.row("events processed", std::to_string(r.events));
+  t.row("setup wall time", format("%.3f s", setup_s));
+  t.row("run wall time", format("%.3f s", wall_s));
+  t.row("events per second", format("%.2f M", static_cast<double>(r.events) / wall_s / 1e6));
+  t.row("simulated / wall time", format("%.1fx", to_seconds(r.end_time) / wall_s));
+  t.row("trace hash", format("%016llx", static_cast<unsigned long long>(r.trace_hash)));
+  t.print();
+  return kExitOk;
+}
+
+}  // namespace twinps::cli

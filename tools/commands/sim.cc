@@ -1,0 +1,226 @@
+// twinps sim: run a scenario on the simulator, print its summary, check what
+// it expects. Exit 0 when every expectation holds, 1 when one does not, 2 for
+// bad input (the scenario file, an output path, a flag).
+//
+// The wall clock is read here, never in sim/: events per second and the
+// simulated-to-wall-time ratio are the tool's measurements.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <google/protobuf/text_format.h>
+
+#include "core/runtime/trace.h"
+#include "sim/expectations.h"
+#include "sim/generated_scenarios.h"
+#include "sim/report.h"
+#include "sim/scenario_loader.h"
+#include "sim/simulation.h"
+#include "tools/cli.h"
+#include "tools/commands/commands.h"
+
+namespace twinps::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A one-line progress bar on stderr, for terminals and long runs only.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled && ::isatty(STDERR_FILENO)), start_(Clock::now()) {}
+  void update(const sim::SimProgress& p) {
+    if (!enabled_) return;
+    const double wall = seconds_since(start_);
+    if (wall < 1.0) return;  // short runs stay quiet
+    // Closures done of those scheduled so far; before any, simulated time of the limit.
+    const double fraction =
+        p.scheduled > 0 ? static_cast<double>(p.completed) / static_cast<double>(p.scheduled)
+        : p.limit > 0   ? std::min(1.0, static_cast<double>(p.now) / static_cast<double>(p.limit))
+                        : 0;
+    constexpr int kWidth = 24;
+    const int filled = static_cast<int>(fraction * kWidth);
+    std::string bar(static_cast<std::size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    std::fprintf(stderr, "\r[%s] sim %.1f s  closures %llu/%llu  %.1f M events  %.2f M events/s ", bar.c_str(),
+                 to_seconds(p.now), static_cast<unsigned long long>(p.completed),
+                 static_cast<unsigned long long>(p.scheduled), static_cast<double>(p.events) / 1e6,
+                 static_cast<double>(p.events) / 1e6 / wall);
+    shown_ = true;
+  }
+  void finish() {
+    if (shown_) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  bool enabled_;
+  Clock::time_point start_;
+  bool shown_ = false;
+};
+
+struct Measured {
+  sim::SimResult result;
+  double wall_s = 0;
+};
+
+Measured run_measured(const scenario::Scenario& s, sim::SimOptions options, bool progress) {
+  ProgressBar bar(progress);
+  options.progress = [&bar](const sim::SimProgress& p) { bar.update(p); };
+  sim::Simulation simulation(s, std::move(options));
+  const auto t0 = Clock::now();
+  Measured m{simulation.run(), 0};
+  m.wall_s = seconds_since(t0);
+  bar.finish();
+  return m;
+}
+
+void print_summary(const Measured& m) {
+  Table t;
+  for (auto& [k, v] : sim::summary_rows(m.result)) t.row(k, v);
+  const double events_per_s = m.wall_s > 0 ? static_cast<double>(m.result.events) / m.wall_s : 0;
+  t.row("wall time", format("%.3f s (%.2f M events/s)", m.wall_s, events_per_s / 1e6));
+  if (m.wall_s > 0) t.row("simulated / wall time", format("%.1fx", to_seconds(m.result.end_time) / m.wall_s));
+  std::printf("summary:\n");
+  t.print();
+}
+
+int run_swarm(std::uint64_t first, std::uint64_t count) {
+  std::uint64_t failed = 0, raised = 0, retried = 0, worker_failures = 0, restarts = 0, cancelled = 0;
+  const auto t0 = Clock::now();
+  for (std::uint64_t seed = first; seed < first + count; ++seed) {
+    auto outcome = sim::run_swarm_seed(seed);
+    raised += outcome.errors_raised > 0;
+    retried += outcome.retried > 0;
+    worker_failures += outcome.worker_failures > 0;
+    restarts += outcome.coordinator_restarts > 0;
+    cancelled += outcome.cancelled > 0;
+    if (!outcome.violations.empty()) {
+      ++failed;
+      std::printf("seed %llu: %zu violation(s)\n", static_cast<unsigned long long>(seed), outcome.violations.size());
+      for (const auto& v : outcome.violations) std::printf("  - %s\n", v.c_str());
+    }
+    if (::isatty(STDERR_FILENO) && (seed - first) % 50 == 0)
+      std::fprintf(stderr, "\rswarm: %llu/%llu seeds", static_cast<unsigned long long>(seed - first + 1),
+                   static_cast<unsigned long long>(count));
+  }
+  if (::isatty(STDERR_FILENO)) std::fputs("\r\033[K", stderr);
+  std::printf("swarm: %llu seeds from %llu, %llu with violations, %.1f s\n", static_cast<unsigned long long>(count),
+              static_cast<unsigned long long>(first), static_cast<unsigned long long>(failed), seconds_since(t0));
+  std::printf("runs with: an error raised %llu, closures retried %llu, closures cancelled %llu, worker failures %llu, "
+              "coordinator restarts %llu\n",
+              static_cast<unsigned long long>(raised), static_cast<unsigned long long>(retried),
+              static_cast<unsigned long long>(cancelled), static_cast<unsigned long long>(worker_failures),
+              static_cast<unsigned long long>(restarts));
+  return failed == 0 ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+int run_sim(int argc, char** argv) {
+  std::string path, trace_path, csv_path;
+  std::uint64_t seed = 0, swarm = 0, swarm_first = 1;
+  po::options_description opts("twinps sim options");
+  opts.add_options()("help,h", "show this help")
+      ("scenario", po::value(&path), "the scenario file (Protobuf text format, schema sim/scenario.proto)")
+      ("seed", po::value(&seed), "seed of the run (overrides the scenario's)")
+      ("trace", po::value(&trace_path), "write a Chrome Trace Event JSON file (open it in Perfetto)")
+      ("csv", po::value(&csv_path), "write per-step metrics as CSV")
+      ("no-progress", "no progress bar on stderr")
+      ("swarm", po::value(&swarm), "instead of a scenario: run this many random fault schedules and check the invariants")
+      ("swarm-first-seed", po::value(&swarm_first)->default_value(1), "first seed of --swarm")
+      ("print-swarm-scenario", po::value<std::uint64_t>(),
+       "print the scenario --swarm runs for this seed (save it, then run it with --trace to see what happened)");
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  po::variables_map vm;
+  const std::string usage =
+      "usage: twinps sim SCENARIO [--seed N] [--trace out.json] [--csv out.csv]\n"
+      "       twinps sim --swarm N [--swarm-first-seed S]";
+  if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
+
+  if (vm.count("print-swarm-scenario")) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(sim::swarm_scenario(vm["print-swarm-scenario"].as<std::uint64_t>()), &text);
+    std::fputs(text.c_str(), stdout);
+    return kExitOk;
+  }
+  if (vm.count("swarm")) {
+    if (vm.count("scenario")) {
+      std::fprintf(stderr, "twinps sim: give a scenario or --swarm, not both\n");
+      return kExitBadInput;
+    }
+    return run_swarm(swarm_first, swarm);
+  }
+  if (!vm.count("scenario")) {
+    std::fprintf(stderr, "twinps sim: which scenario? (%s)\n", usage.c_str());
+    return kExitBadInput;
+  }
+
+  sim::LoadedScenario loaded = sim::load_scenario_file(path);
+  if (!loaded.ok()) {
+    for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps sim: %s\n", e.to_string().c_str());
+    return kExitBadInput;
+  }
+
+  sim::SimOptions options;
+  if (vm.count("seed")) options.seed = seed;
+  std::unique_ptr<ChromeTraceWriter> trace;
+  if (!trace_path.empty()) {
+    trace = std::make_unique<ChromeTraceWriter>(trace_path);
+    if (!trace->error().empty()) {
+      std::fprintf(stderr, "twinps sim: %s\n", trace->error().c_str());
+      return kExitBadInput;
+    }
+    options.trace = trace.get();
+  }
+  if (!csv_path.empty()) {
+    // Fail before running, not after a long run.
+    std::FILE* f = std::fopen(csv_path.c_str(), "a");
+    if (!f) {
+      std::fprintf(stderr, "twinps sim: cannot open '%s' for writing\n", csv_path.c_str());
+      return kExitBadInput;
+    }
+    std::fclose(f);
+  }
+
+  Measured m = run_measured(loaded.scenario, options, !vm.count("no-progress"));
+  if (!m.result.setup_error.ok()) {
+    std::fprintf(stderr, "twinps sim: %s: %s\n", path.c_str(), describe(m.result.setup_error).c_str());
+    return kExitBadInput;
+  }
+  if (trace) trace->close();
+  print_summary(m);
+  if (!m.result.faults.empty()) {
+    std::printf("\nfaults:\n");
+    for (const auto& f : m.result.faults) std::printf("  %s\n", f.c_str());
+  }
+  if (!csv_path.empty()) {
+    Status s = sim::write_steps_csv(m.result, csv_path);
+    if (!s.ok()) {
+      std::fprintf(stderr, "twinps sim: %s\n", describe(s).c_str());
+      return kExitBadInput;
+    }
+  }
+
+  auto checks = sim::check_expectations(loaded.scenario, m.result);
+  int failed = 0;
+  std::printf("\nexpectations:\n");
+  for (const auto& c : checks) {
+    std::printf("  %s  %s  (observed: %s)\n", c.passed ? "ok  " : "FAIL", c.what.c_str(), c.observed.c_str());
+    failed += c.passed ? 0 : 1;
+  }
+  if (failed > 0) {
+    std::fprintf(stderr, "twinps sim: %s: %d expectation%s did not hold:\n", path.c_str(), failed, failed == 1 ? "" : "s");
+    for (const auto& c : checks)
+      if (!c.passed) std::fprintf(stderr, "  %s (observed: %s)\n", c.what.c_str(), c.observed.c_str());
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace twinps::cli
