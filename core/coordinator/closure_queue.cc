@@ -95,6 +95,11 @@ void ClosureQueue::mark_failed(Status error) {
   finish_in_flight();
 }
 
+void ClosureQueue::report_error(Status error) {
+  if (!error_) error_ = std::move(error);
+  changed_.notify_all();
+}
+
 void ClosureQueue::put_back(std::shared_ptr<Closure> closure) {
   if (error_) {
     closure->output.set_error(absl::CancelledError(kCancelledClosureMessage));

@@ -60,6 +60,9 @@ class ClosureQueue {
   void mark_failed(Status error);
   // A taken closure must run again: back to the tail, or cancelled if an error is pending (C9).
   void put_back(std::shared_ptr<Closure> closure);
+  // An error found outside any closure (a worker's recovery failing because a
+  // ps is down, spec W3/P4); raised like a closure's, the first one kept.
+  void report_error(Status error);
   // A taken closure ended because its generation was cancelled (E6): it keeps its own result.
   void mark_cancelled_in_flight();
   // Every idle worker, and every later next_work, gets the stop order.

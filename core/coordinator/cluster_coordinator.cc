@@ -488,6 +488,9 @@ Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
         for (auto& r : w.resources) queue_.put_tagged(w.index, ResourceClosure{w.index, r.request, r.output});
         co_return;
       }
+      // The worker is up but cannot reach a parameter server: that ps failed,
+      // and no closure will run to report it while workers stay down (W3/P4).
+      if (auto t = failed_task(setup); t && t->job == Job::kPs) queue_.report_error(setup);
     }
     co_await sleep_for(runtime_.executor, backoff);
     backoff = std::min(backoff * 2, options_.recovery_backoff_max);

@@ -166,9 +166,9 @@ StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatc
       add(v.shards.front(), std::move(u));
     } else if (w.shape_only) {
       if (w.sparse && w.rows_per_shard.size() != v.shards.size())
-        co_return absl::InvalidArgumentError("shape-only gradient of \"" + v.name + "\": " +
-                                             std::to_string(w.rows_per_shard.size()) + " row counts for " +
-                                             std::to_string(v.shards.size()) + " shards");
+        return absl::InvalidArgumentError("shape-only gradient of \"" + v.name + "\": " +
+                                          std::to_string(w.rows_per_shard.size()) + " row counts for " +
+                                          std::to_string(v.shards.size()) + " shards");
       for (std::size_t i = 0; i < v.shards.size(); ++i) {
         const std::int64_t rows = w.sparse ? w.rows_per_shard[i] : v.shards[i].rows;
         if (rows <= 0) continue;

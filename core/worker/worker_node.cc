@@ -38,7 +38,11 @@ Task<void> WorkerNode::setup(IncomingCall call, Responder respond) {
   std::set<int> ps;
   for (const auto& v : req.variables)
     for (const auto& s : v.shards) ps.insert(s.ps);
-  const Time give_up = std::min(call.deadline, add_saturating(runtime_.executor.now(), options_.ps_connect_timeout));
+  // Give up early enough for the answer to reach the caller before its deadline.
+  const Time now = runtime_.executor.now();
+  Duration patience = options_.ps_connect_timeout;
+  if (call.deadline != kTimeNever) patience = std::min(patience, (call.deadline - now) * 3 / 4);
+  const Time give_up = add_saturating(now, patience);
   for (int p : ps) {
     for (;;) {
       CallOptions opts;
@@ -47,8 +51,10 @@ Task<void> WorkerNode::setup(IncomingCall call, Responder respond) {
       auto r = co_await call_async(runtime_.executor, runtime_.transport, TaskId::ps(p), HealthRequest{}, opts);
       if (r.ok()) break;
       if (runtime_.executor.now() >= give_up || call.cancelled.cancelled()) {
-        respond(Status(r.status().code(), runtime_.self.short_name() + " cannot reach ps:" + std::to_string(p) +
-                                              ": " + describe(r.status())));
+        // Attributed to the ps: the coordinator treats it as a ps failure.
+        respond(with_failed_task(Status(r.status().code(), runtime_.self.short_name() + " cannot reach ps:" +
+                                                               std::to_string(p) + ": " + describe(r.status())),
+                                 TaskId::ps(p)));
         co_return;
       }
       co_await sleep_for(runtime_.executor, 50 * kMillisecond);

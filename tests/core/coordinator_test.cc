@@ -404,6 +404,25 @@ TEST(CoordinatorTest, ParameterServerFailureRaisesUnavailableAtJoinAndAtSchedule
   EXPECT_EQ(at_schedule.code(), StatusCode::kUnavailable);
 }
 
+TEST(CoordinatorTest, ParameterServerDownWhileWorkersRecoverIsRaisedNotWaitedOn) {
+  // P4 / W3: with every worker down and the ps gone, no closure can run to
+  // report the ps failure; the workers' recovery reports it instead.
+  CoordinatorOptions o;
+  o.rpc_timeout = 5 * kSecond;
+  Harness h(2, 1, o);
+  ASSERT_TRUE(h.run(schedule_n(h.coord(), 4, nullptr, 1.0)).ok());
+  h.cluster->run_until_time(h.ex().now() + 500 * kMillisecond);
+  h.cluster->kill(TaskId::ps(0));
+  h.cluster->kill(TaskId::worker(0));
+  h.cluster->kill(TaskId::worker(1));
+  h.cluster->restart(TaskId::worker(0));
+  h.cluster->restart(TaskId::worker(1));
+  auto joined = h.cluster->run(h.coord().join(), h.ex().now() + 120 * kSecond);
+  ASSERT_TRUE(joined.has_value()) << "join must not wait forever";
+  EXPECT_EQ(joined->code(), StatusCode::kUnavailable) << describe(*joined);
+  EXPECT_EQ(failed_task(*joined), TaskId::ps(0));
+}
+
 TEST(CoordinatorTest, FailedInputResourceFailsTheClosureThatUsesIt) {
   // S18 / S19 / E11
   Harness h(2);

@@ -43,6 +43,17 @@ TEST(SwarmTest, InvariantsHoldUnderRandomFaultSchedules) {
   EXPECT_GT(cancelled, seeds / 10);
 }
 
+// Seeds that once found a bug, kept whatever the range above becomes.
+TEST(SwarmTest, PinnedRegressionSeeds) {
+  // 6: a ps killed for good while every worker recovers; workers could not
+  // finish setup without it and join() waited forever instead of raising.
+  for (std::uint64_t seed : {6}) {
+    SwarmOutcome o = run_swarm_seed(seed);
+    for (const auto& v : o.violations) ADD_FAILURE() << "pinned seed " << seed << ": " << v;
+    EXPECT_GT(o.errors_raised, 0u) << "seed " << seed << " must raise the ps failure";
+  }
+}
+
 TEST(SwarmTest, ASeedReplaysTheSameRun) {
   auto s = swarm_scenario(17);
   SimOptions o;
