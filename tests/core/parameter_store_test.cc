@@ -1,5 +1,6 @@
 // The parameter server's state: creating shards, pulls, pushes through the
 // optimizer, duplicate pushes, fences, and refusing malformed requests whole.
+#include "tests/core/matrix_literal.h"
 #include "core/ps/parameter_store.h"
 
 #include <gtest/gtest.h>
@@ -10,16 +11,7 @@
 namespace twinps {
 namespace {
 
-Matrix mat(std::initializer_list<std::initializer_list<float>> rows) {
-  Matrix m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows.begin()->size()));
-  Eigen::Index r = 0;
-  for (const auto& row : rows) {
-    Eigen::Index c = 0;
-    for (float v : row) m(r, c++) = v;
-    ++r;
-  }
-  return m;
-}
+using testutil::mat;
 
 OptimizerConfig sgd(double lr) {
   OptimizerConfig c;
