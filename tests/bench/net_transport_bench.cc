@@ -54,6 +54,11 @@ const TaskId kPs = TaskId::ps(0);
 // TWINPS_BENCH_GRPC_ARGS="grpc.key=1,grpc.other=2" adds gRPC arguments (for tuning experiments).
 GrpcTransportOptions tuning_from_env() {
   GrpcTransportOptions o;
+  // TWINPS_BENCH_DATA_PLANE=grpc measures Pull/Push over gRPC instead of the TCP data plane.
+  if (const char* d = std::getenv("TWINPS_BENCH_DATA_PLANE"); d && std::string(d) == "grpc")
+    o.data_plane = DataPlaneMode::kGrpc;
+  if (const char* b = std::getenv("TWINPS_BENCH_DATA_SOCKBUF")) o.data_socket_buffer_bytes = std::stoi(b);
+  if (const char* c = std::getenv("TWINPS_BENCH_DATA_CONNECTIONS")) o.data_connections_per_peer = std::stoi(c);
   const char* env = std::getenv("TWINPS_BENCH_GRPC_ARGS");
   if (!env) return o;
   std::stringstream ss(env);
