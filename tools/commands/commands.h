@@ -15,5 +15,7 @@ const std::vector<Command>& commands();
 int run_train(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_eval(int argc, char** argv);
+int run_bench_ps(int argc, char** argv);     // tools/commands/bench_ps.cc
+int run_bench_train(int argc, char** argv);  // tools/commands/bench_train.cc
 
 }  // namespace twinps::cli

@@ -5,6 +5,7 @@
 #include "core/models/tutorial/tutorial.h"
 #include "net/real_node.h"
 #include "tools/cli.h"
+#include "tools/data_plane_flag.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 
@@ -32,6 +33,7 @@ int run_serve(int argc, char** argv) {
   int index = -1;
   double ps_call_timeout = 30, step_delay = 0;
   std::size_t max_message_mb = 256;
+  std::string data_plane = "tcp";
   po::options_description opts("twinps serve options");
   opts.add_options()("help,h", "show this help")
       ("role", po::value(&role), "ps or worker (default: the task type in TF_CONFIG)")
@@ -39,12 +41,15 @@ int run_serve(int argc, char** argv) {
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
       ("ps-call-timeout", po::value(&ps_call_timeout)->default_value(30), "workers: seconds before a call to a ps fails")
       ("max-message-mb", po::value(&max_message_mb)->default_value(256), "largest message accepted or sent, in MiB")
+      ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp)
       ("inject-step-delay", po::value(&step_delay)->default_value(0),
        "fault injection (workers): seconds added to every step, as on a slow machine");
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
     return rc;
+  net::DataPlaneMode plane;
+  if (!parse_data_plane("serve", data_plane, &plane)) return kExitBadInput;
   auto tfc = load_tf_config(tf_config);
   if (!tfc.ok()) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(tfc.status().message()).c_str());
@@ -84,6 +89,7 @@ int run_serve(int argc, char** argv) {
   o.registry = &registry;
   o.worker.ps_call_timeout = from_seconds(ps_call_timeout);
   o.transport.max_message_bytes = max_message_mb << 20;
+  o.transport.data_plane = plane;
   FixedStepDelay delay(from_seconds(step_delay));
   if (step_delay > 0) o.cost = &delay;
   auto node = net::RealNode::create(std::move(o));
