@@ -186,15 +186,16 @@ Status ParameterStore::validate_pull(const PullRequest& request) {
   for (std::size_t i = 0; i < request.items.size(); ++i) {
     const PullItem& item = request.items[i];
     auto it = shards_.find(item.shard);
-    const std::string where = "Pull item " + std::to_string(i) + " of " + shard_label(item.shard) + ": ";
+    // Built only on failure: this runs for every item of every request.
+    auto where = [&] { return "Pull item " + std::to_string(i) + " of " + shard_label(item.shard) + ": "; };
     if (it == shards_.end()) return invalid("Pull item " + std::to_string(i) + ": unknown shard id " +
                                             std::to_string(item.shard));
     if (it->second.spec.kind == VariableKind::kCounter) {
-      if (!item.all_rows) return invalid(where + "a counter has no rows to select");
+      if (!item.all_rows) return invalid(where() + "a counter has no rows to select");
       continue;
     }
     if (!item.all_rows)
-      if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where + std::string(s.message()));
+      if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where() + std::string(s.message()));
   }
   return absl::OkStatus();
 }
@@ -236,8 +237,11 @@ Status ParameterStore::validate_update(std::size_t index, const Update& u) const
                                       std::to_string(u.shard));
   const Shard& shard = it->second;
   const ShardSpec& spec = shard.spec;
-  const std::string where = "Push update " + std::to_string(index) + " to " + shard_label(u.shard) + ": ";
-  auto fail = [&](const std::string& what) { return absl::InvalidArgumentError(where + what); };
+  // The prefix is built only on failure: this runs for every update of every push.
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError("Push update " + std::to_string(index) + " to " + shard_label(u.shard) + ": " +
+                                      what);
+  };
 
   const bool op_ok = spec.kind == VariableKind::kTrainable ||
                      (spec.kind == VariableKind::kAccumulator && u.op != Update::Op::kApplyGradient) ||
