@@ -57,6 +57,9 @@ constexpr std::size_t kReadBufferBytes = 64 << 10;
 constexpr std::uint64_t kDirectReadMin = 16 << 10;
 constexpr std::uint32_t kMaxHelloBytes = 1024;
 constexpr Duration kDiscoveryTimeout = 10 * kSecond;
+// A connection still not open after this fails its calls (a black-holed peer
+// would otherwise hold them until their deadlines, and every later call too).
+constexpr Duration kConnectTimeout = 10 * kSecond;
 
 std::string call_name(const char* name, const TaskId& to) { return std::string(name) + " to " + to.short_name(); }
 
@@ -293,6 +296,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void protocol_error(const std::string& what);
   void io_error(const char* op, const boost::system::error_code& ec);
   void set_socket_options();
+  void cancel_connect_timer() {
+    if (connect_timer_ != kNoTimer) state_->executor.cancel(connect_timer_);
+    connect_timer_ = kNoTimer;
+  }
 
   DataPlane::State* state_;
   Role role_;
@@ -301,6 +308,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   DataEndpoint endpoint_;
   bool connected_ = false;
   bool closed_ = false;
+  TimerId connect_timer_ = kNoTimer;
   bool hello_seen_ = false;
 
   // writing
@@ -356,8 +364,15 @@ void Connection::connect(const DataEndpoint& ep) {
   const std::size_t bytes = hello.ByteSizeLong();
   send(make_frame(df::Kind::kHello, 0, 0, &hello, bytes, nullptr, nullptr));
 
+  connect_timer_ = state_->executor.post_after(kConnectTimeout, [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self || self->closed_ || self->connected_) return;
+    self->connect_timer_ = kNoTimer;
+    self->io_error("connect to", asio::error::timed_out);
+  });
   auto on_connected = [self = shared_from_this()](const boost::system::error_code& ec) {
     if (self->closed_) return;
+    self->cancel_connect_timer();
     if (ec) return self->io_error("connect to", ec);
     self->connected_ = true;
     self->set_socket_options();
@@ -807,6 +822,7 @@ void Connection::io_error(const char* op, const boost::system::error_code& ec) {
 
 void Connection::close(const Status& why, CloseMode mode) {
   if (closed_) return;
+  cancel_connect_timer();
   closed_ = true;
   boost::system::error_code ig;
   socket_.close(ig);

@@ -15,11 +15,11 @@
 //   * deadlines give DEADLINE_EXCEEDED, cancellation CANCELLED at once; both
 //     send a cancel frame, which fires the callee's IncomingCall::cancelled
 //     (as does the caller's connection dropping);
-//   * a peer that cannot be reached, or whose connection drops, gives
-//     UNAVAILABLE for the calls it had; the next call asks gRPC again where
-//     the peer listens (a restarted peer has a new port). A call that never
-//     left (its connection could not be opened) is retried once after such a
-//     discovery;
+//   * a peer that cannot be reached (refused, or not connected within 10 s),
+//     or whose connection drops, gives UNAVAILABLE for the calls it had; the
+//     next call asks gRPC again where the peer listens (a restarted peer has
+//     a new port). A peer that answers it has no data plane gets its calls
+//     over gRPC from then on;
 //   * errors of the transport carry the callee as failed task; a handler's
 //     own error arrives unchanged with its payloads;
 //   * a request or reply over max_message_bytes is RESOURCE_EXHAUSTED, a

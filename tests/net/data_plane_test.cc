@@ -137,6 +137,20 @@ TEST(DataPlaneTest, PullAndPushTakeTheDataPlaneAndControlCallsTakeGrpc) {
   EXPECT_EQ(server.stats().data_connections_accepted, 1u);
 }
 
+TEST(DataPlaneTest, APeerAddressedByHostNameIsResolved) {
+  Book book;
+  ThreadedServer server(book, echo_handler(kPs, ramp(2, 3)));
+  // The cluster names the peer "localhost": its data plane is found at that name too.
+  (*book.map)[kPs] = "localhost:" + std::to_string(server.transport->port());
+  AsioExecutor ex;
+  auto client = make_client(kChief, ex, book);
+  auto pulled = call_and_wait(ex, *client, kPs, PullRequest{});
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  expect_eq(std::get<PullResponse>(*pulled).items.at(0).values, ramp(2, 3));
+  EXPECT_EQ(client->stats().data_connections_opened, 1u);
+  EXPECT_EQ(client->stats().data_plane_fallbacks, 0u);
+}
+
 TEST(DataPlaneTest, APeerWithoutADataPlaneGetsPullAndPushOverGrpc) {
   Book book;
   GrpcTransportOptions grpc_only;

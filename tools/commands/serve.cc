@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/models/tutorial/tutorial.h"
+#include "net/allocator_tuning.h"
 #include "net/real_node.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
@@ -80,6 +81,8 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(address.status().message()).c_str());
     return kExitBadInput;
   }
+  // Tensors arrive in fresh buffers: keep freed ones mapped rather than fault pages in again.
+  net::tune_allocator_for_large_tensors();
   FunctionRegistry registry;
   tutorial::register_functions(registry);
   net::RealNodeOptions o;
