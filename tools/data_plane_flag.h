@@ -1,5 +1,5 @@
 #pragma once
-// --data-plane: where Pull and Push travel in real mode (net/grpc_transport.h).
+// --data-plane: where calls travel in real mode (net/grpc_transport.h).
 #include <cstdio>
 #include <string>
 
@@ -8,20 +8,23 @@
 namespace twinps::cli {
 
 inline constexpr char kDataPlaneHelp[] =
-    "where Pull and Push travel: tcp (the data plane: framed TCP on each task's own event loop) or grpc "
-    "(everything over gRPC, for comparison)";
+    "where calls travel: tcp (Pull and Push on the data plane, framed TCP on each task's own event loop; the rest "
+    "over gRPC), grpc (everything over gRPC, for comparison), or tcp-all (every call on the data plane, gRPC only "
+    "locating it: an experiment)";
 
-// False (after printing why) if `value` names no plane.
-inline bool parse_data_plane(const char* command, const std::string& value, net::DataPlaneMode* out) {
-  if (value == "tcp") {
-    *out = net::DataPlaneMode::kTcp;
+// Sets the transport's plane; false (after printing why) if `value` names none.
+inline bool apply_data_plane(const char* command, const std::string& value, net::GrpcTransportOptions* out) {
+  if (value == "tcp" || value == "tcp-all") {
+    out->data_plane = net::DataPlaneMode::kTcp;
+    out->data_plane_for_every_request = value == "tcp-all";
     return true;
   }
   if (value == "grpc") {
-    *out = net::DataPlaneMode::kGrpc;
+    out->data_plane = net::DataPlaneMode::kGrpc;
+    out->data_plane_for_every_request = false;
     return true;
   }
-  std::fprintf(stderr, "twinps %s: --data-plane must be tcp or grpc, not '%s'\n", command, value.c_str());
+  std::fprintf(stderr, "twinps %s: --data-plane must be tcp, grpc or tcp-all, not '%s'\n", command, value.c_str());
   return false;
 }
 

@@ -61,7 +61,7 @@ struct BenchConfig {
   double window = 2.0;
   double warmup = 1.0;
   std::string data_plane = "tcp";
-  net::DataPlaneMode plane = net::DataPlaneMode::kTcp;
+  net::GrpcTransportOptions transport;  // from --data-plane
   std::size_t max_message_mb = 512;
 };
 
@@ -222,9 +222,8 @@ int run_load_generator(const BenchConfig& c, int index, const std::string& tf_co
     return kExitBadInput;
   }
   net::AsioExecutor ex;
-  net::GrpcTransportOptions o;
+  net::GrpcTransportOptions o = c.transport;
   o.resolve = resolver(tfc->cluster);
-  o.data_plane = c.plane;
   o.max_message_bytes = c.max_message_mb << 20;
   auto transport = net::GrpcTransport::create(TaskId::worker(index), ex, o);
   if (!transport.ok()) {
@@ -433,7 +432,7 @@ int run_bench_ps(int argc, char** argv) {
                      opts, vm);
       rc >= 0)
     return rc;
-  if (!parse_data_plane("bench ps", c.data_plane, &c.plane)) return kExitBadInput;
+  if (!apply_data_plane("bench ps", c.data_plane, &c.transport)) return kExitBadInput;
   if (c.keys == 0) c.keys = c.servers;
   if (pull != "dense" && pull != "rows") {
     std::fprintf(stderr, "twinps bench ps: --pull must be dense or rows\n");

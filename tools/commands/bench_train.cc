@@ -122,8 +122,8 @@ int run_bench_train(int argc, char** argv) {
                      opts, vm);
       rc >= 0)
     return rc;
-  net::DataPlaneMode plane;
-  if (!parse_data_plane("bench train", b.data_plane, &plane)) return kExitBadInput;
+  net::GrpcTransportOptions checked;
+  if (!apply_data_plane("bench train", b.data_plane, &checked)) return kExitBadInput;
   if (b.where != "in-process" && b.where != "processes" && b.where != "both") {
     std::fprintf(stderr, "twinps bench train: --where must be in-process, processes or both\n");
     return kExitBadInput;

@@ -49,8 +49,8 @@ int run_serve(int argc, char** argv) {
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
     return rc;
-  net::DataPlaneMode plane;
-  if (!parse_data_plane("serve", data_plane, &plane)) return kExitBadInput;
+  net::GrpcTransportOptions transport;
+  if (!apply_data_plane("serve", data_plane, &transport)) return kExitBadInput;
   auto tfc = load_tf_config(tf_config);
   if (!tfc.ok()) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(tfc.status().message()).c_str());
@@ -91,8 +91,8 @@ int run_serve(int argc, char** argv) {
   o.resolve = resolver(tfc->cluster);
   o.registry = &registry;
   o.worker.ps_call_timeout = from_seconds(ps_call_timeout);
+  o.transport = transport;
   o.transport.max_message_bytes = max_message_mb << 20;
-  o.transport.data_plane = plane;
   FixedStepDelay delay(from_seconds(step_delay));
   if (step_delay > 0) o.cost = &delay;
   auto node = net::RealNode::create(std::move(o));

@@ -31,7 +31,7 @@ struct TrainSettings {
   int keep_checkpoints = 3;
   std::string trace_path;
   std::string report_path;
-  net::DataPlaneMode data_plane = net::DataPlaneMode::kTcp;
+  net::GrpcTransportOptions transport;  // --data-plane
 };
 
 // What the run did, for --report (tests and notebooks read it).
@@ -194,7 +194,7 @@ int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink
   o.ps = s.shape.ps;
   o.registry = &registry;
   o.trace = locked.get();
-  o.transport.data_plane = s.data_plane;
+  o.transport = s.transport;
   auto cluster = net::InProcessCluster::start(o);
   if (!cluster.ok()) {
     std::fprintf(stderr, "twinps train: cannot start the in-process cluster: %s\n", describe(cluster.status()).c_str());
@@ -232,7 +232,7 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
   o.task = TaskId::chief();
   o.resolve = resolver(tfc->cluster);
   o.trace = trace;
-  o.transport.data_plane = s.data_plane;
+  o.transport = s.transport;
   auto node = net::RealNode::create(std::move(o));
   if (!node.ok()) {
     std::fprintf(stderr, "twinps train: %s\n", describe(node.status()).c_str());
@@ -278,7 +278,7 @@ int run_train(int argc, char** argv) {
   if (int rc = parse(argc, argv, "usage: twinps train (--in-memory | --in-process | with TF_CONFIG) [options]", opts, vm);
       rc >= 0)
     return rc;
-  if (!parse_data_plane("train", data_plane, &s.data_plane)) return kExitBadInput;
+  if (!apply_data_plane("train", data_plane, &s.transport)) return kExitBadInput;
   if (vm.count("in-memory") && vm.count("in-process")) {
     std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
     return kExitBadInput;
