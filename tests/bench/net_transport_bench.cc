@@ -1,6 +1,8 @@
 // Push -> pull round trips through two GrpcTransports in one process over
 // 127.0.0.1, the shape of ps-lite's benchmark: a worker pushes N bytes, waits,
-// pulls N bytes back, waits.
+// pulls N bytes back, waits. Pull and Push take the TCP data plane (the
+// default); TWINPS_BENCH_DATA_PLANE=grpc measures them over gRPC instead.
+// (`twinps bench-ps` measures the same against real ps processes.)
 //
 //   client: "worker:0", its executor driven by the benchmark thread (run_until)
 //   server: "ps:0", its executor on a thread of its own (start())
