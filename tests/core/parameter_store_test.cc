@@ -365,6 +365,28 @@ struct BadPush {
   std::vector<std::string> expected_text;  // in the message, besides the store name
 };
 
+TEST(ParameterStoreTest, ANonFiniteValueAnywhereInALargeGradientIsRefused) {
+  // Long and of odd length: the check's vectorised body and its scalar tail.
+  constexpr Eigen::Index kCols = 1001;
+  ParameterStore store;
+  CreateShardsRequest req;
+  req.optimizer = sgd(0.5);
+  req.shards = {shard(kDense, "wide", VariableKind::kTrainable, Matrix::Zero(1, kCols))};
+  ASSERT_TRUE(store.create_shards(req).ok());
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    for (const Eigen::Index at : {Eigen::Index{0}, Eigen::Index{500}, kCols - 1}) {
+      Matrix g = Matrix::Constant(1, kCols, 1.0f);
+      g(0, at) = bad;
+      auto r = store.push(push_of({dense_grad(kDense, g)}));
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad << " at " << at;
+    }
+  }
+  Matrix huge = Matrix::Constant(1, kCols, std::numeric_limits<float>::max());  // finite, though x*x would not be
+  ASSERT_TRUE(store.push(push_of({dense_grad(kDense, huge)})).ok());
+  EXPECT_EQ(store.stats().rejected_requests, 9u);
+}
+
 TEST(ParameterStoreTest, EveryMalformedPushIsInvalidArgumentAndTheStoreKeepsServing) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();

@@ -8,7 +8,7 @@ const std::vector<Command>& commands() {
       {"serve", "run a parameter-server or worker task", run_serve},
       {"eval", "side-car evaluator: evaluate each new checkpoint", run_eval},
       {"sim", "run a scenario on the deterministic simulator and check its expectations", run_sim},
-      {"bench", "performance measurements (targets: sim)", run_bench},
+      {"bench", "performance measurements (targets: sim, ps, train)", run_bench},
   };
   return all;
 }
