@@ -114,7 +114,8 @@ struct Simulation::Impl {
   std::uint64_t event_hash = 0xcbf29ce484222325ull;
 
   FunctionRegistry registry;
-  std::unique_ptr<SyntheticWorkload> workload;
+  std::unique_ptr<synthetic::Workload> workload;
+  synthetic::Variables model_variables;
   tutorial::Config tutorial_config;
   std::vector<scenario::Action> actions;
   std::unique_ptr<NetworkModel> network;
@@ -161,13 +162,16 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     tutorial_config.data_seed = seed;
     tutorial_config.init_seed = seed + 1;
   } else {
-    auto w = SyntheticWorkload::create(sc.model(), shape.ps, sc.fidelity() == scenario::TIMING_ONLY,
-                                       root.fork("init").next_u64());
-    if (!w.ok()) {
-      result.setup_error = Status(w.status().code(), "building the model: " + describe(w.status()));
+    const bool timing_only = sc.fidelity() == scenario::TIMING_ONLY;
+    auto spec = model_spec(sc.model());
+    auto variables = spec.ok() ? synthetic::build_variables(*spec, shape.ps, timing_only, root.fork("init").next_u64())
+                               : StatusOr<synthetic::Variables>(spec.status());
+    if (!variables.ok()) {
+      result.setup_error = Status(variables.status().code(), "building the model: " + describe(variables.status()));
       return;
     }
-    workload = std::move(*w);
+    model_variables = std::move(*variables);
+    workload = std::make_unique<synthetic::Workload>(std::move(*spec), timing_only);
     register_dataset_functions(registry);
     workload->register_functions(registry);
   }
@@ -520,9 +524,9 @@ Task<void> Simulation::Impl::program(ClusterCoordinator& c, int start) {
       }
     }
   } else {
-    layouts = workload->layouts();
-    initial = workload->initial();
-    optimizer = workload->optimizer();
+    layouts = model_variables.layouts;
+    initial = model_variables.initial;
+    optimizer = workload->spec().optimizer;
   }
   result.starts[static_cast<std::size_t>(start)].start_epoch = start_epoch;
   for (const auto& v : layouts)
@@ -534,8 +538,9 @@ Task<void> Simulation::Impl::program(ClusterCoordinator& c, int start) {
   }
   PerWorkerValues iterator;
   if (workload && !workload->timing_only()) {
-    PerWorkerDataset dataset = c.create_per_worker_dataset(kDatasetFn, {Value(std::int64_t{workload->batch_size()})});
-    iterator = c.create_per_worker_resource(kIteratorFn, {}, &dataset.datasets);
+    PerWorkerDataset dataset =
+        c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload->spec().batch_size})});
+    iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
   }
   for (std::size_t i = 0; i < actions.size(); ++i)
     co_await run_action(c, start, static_cast<int>(i), actions[i], iterator, start_epoch);
@@ -564,7 +569,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
         std::vector<Arg> args;
         if (s.function() == kTrainFn) {
           if (!iterator.values.empty()) args.emplace_back(iterator);
-          for (auto& v : SyntheticWorkload::train_args(s.extra_s(), s.infinite())) args.emplace_back(std::move(v));
+          for (auto& v : synthetic::Workload::train_args(s.extra_s(), s.infinite())) args.emplace_back(std::move(v));
         }
         auto rv = co_await c.schedule(s.function(), std::move(args));
         if (!rv.ok()) {

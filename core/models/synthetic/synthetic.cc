@@ -1,0 +1,248 @@
+#include "core/models/synthetic/synthetic.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/data/dataset.h"
+#include "core/variables/initializers.h"
+#include "core/variables/placement.h"
+#include "core/worker/step_context.h"
+
+namespace twinps::synthetic {
+
+namespace {
+
+// Draws with rows near 0 more likely: a bounded power law with exponent s
+// over [1, n + 1), by inverting its CDF (s = 0 is uniform).
+std::int64_t draw_power_law(RandomStream& r, std::int64_t n, double s) {
+  if (s == 0) return static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(n)));
+  const double u = r.uniform();
+  double x;
+  if (s == 1) {
+    x = std::pow(static_cast<double>(n + 1), u);
+  } else {
+    x = std::pow((std::pow(static_cast<double>(n + 1), 1 - s) - 1) * u + 1, 1 / (1 - s));
+  }
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(x)) - 1, 0, n - 1);
+}
+
+// A per-worker dataset and its iterator: only a position, so that a step
+// allocates nothing for its input. A rebuilt iterator starts over (R10).
+class SyntheticDataset final : public Resource {
+ public:
+  explicit SyntheticDataset(std::int64_t batch) : batch_size(batch) {}
+  std::int64_t batch_size;
+};
+class SyntheticIterator final : public Resource {
+ public:
+  std::int64_t position = 0;
+};
+
+// Waits `d`, or less if `token` is cancelled first; true if the time passed.
+Task<bool> wait_unless_cancelled(Executor& ex, Duration d, CancelToken token) {
+  Promise<bool> done(ex);
+  auto finished = done.future();
+  const TimerId timer = ex.post_after(d, [done]() mutable { done.set(true); });
+  auto registration = token.on_cancel([done]() mutable { done.set(false); });
+  const bool passed = co_await finished;
+  ex.cancel(timer);
+  co_return passed;
+}
+
+// Elements a step pulls of `v` (rows looked up, or the whole variable).
+double pulled_elements(const Variable& v) {
+  const auto cols = static_cast<double>(storage_cols(v.shape));
+  return v.rows_per_step > 0 ? static_cast<double>(v.rows_per_step) * cols : static_cast<double>(num_elements(v.shape));
+}
+
+}  // namespace
+
+// About 4 * batch * rows * cols operations. The input is a fixed pattern
+// rather than random numbers: the work, not the data, is what matters.
+Matrix compute_gradient(const Matrix& w, int batch) {
+  const auto r = w.rows();
+  const Matrix x = Matrix::NullaryExpr(batch, r, [](Eigen::Index i, Eigen::Index j) {
+    return static_cast<float>((i * 7 + j * 13) % 17 - 8) / 8.0f;
+  });
+  const Matrix h = x * w;
+  Matrix g = x.transpose() * h;
+  g *= 1.0f / static_cast<float>(static_cast<double>(batch) * static_cast<double>(r));
+  g += 0.1f * w;
+  return g;
+}
+
+double step_flops(const ModelSpec& spec) {
+  double elements = 0;
+  for (const auto& v : spec.variables)
+    if (v.per_step) elements += pulled_elements(v);
+  return 4.0 * static_cast<double>(spec.batch_size) * elements;
+}
+
+StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timing_only, std::uint64_t init_seed) {
+  Variables out;
+  VariablePlacer placer(num_ps, spec.partitioner);
+  RandomStream init(init_seed);
+  for (const auto& v : spec.variables) {
+    auto layout = placer.create(v.name, v.shape, VariableKind::kTrainable);
+    if (!layout.ok()) return layout.status();
+    if (timing_only) {
+      for (std::size_t i = 0; i < layout->shards.size(); ++i) {
+        ShardState s;
+        s.spec = ShardSpec{layout->shards[i].id, layout->shard_name(i), VariableKind::kTrainable,
+                           layout->shards[i].rows, layout->cols(), true};
+        out.initial.push_back(std::move(s));
+      }
+    } else {
+      RandomStream r = init.fork(v.name);
+      for (auto& s : shard_states(*layout, initial_value(Initializer::uniform(-0.05, 0.05), v.shape, r)))
+        out.initial.push_back(std::move(s));
+    }
+  }
+  auto iterations = placer.create(kIterationsVar, {}, VariableKind::kCounter);
+  if (!iterations.ok()) return iterations.status();
+  for (auto& s : counter_shard_states(*iterations)) out.initial.push_back(std::move(s));
+  auto flag = placer.create(kInfiniteFlagVar, {}, VariableKind::kAccumulator);
+  if (!flag.ok()) return flag.status();
+  for (auto& s : shard_states(*flag, Matrix::Zero(1, 1))) out.initial.push_back(std::move(s));
+  out.layouts = placer.variables();
+  return out;
+}
+
+Workload::Workload(ModelSpec spec, bool timing_only)
+    : spec_(std::move(spec)), timing_only_(timing_only), hot_(spec_.variables.size(), 0) {}
+
+int Workload::find(const std::string& name) const {
+  for (std::size_t i = 0; i < spec_.variables.size(); ++i)
+    if (spec_.variables[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+RowIds Workload::draw_rows(const Variable& v, std::int64_t rows, RandomStream& r) const {
+  RowIds ids(static_cast<std::size_t>(v.rows_per_step));
+  for (auto& id : ids) id = draw_power_law(r, rows, v.zipf_exponent);
+  return ids;
+}
+
+std::vector<std::int64_t> Workload::draw_rows_per_shard(const Variable& v, const VariableLayout& layout,
+                                                        RandomStream& r) {
+  const std::int64_t n = layout.rows();
+  scratch_.resize(static_cast<std::size_t>(v.rows_per_step));
+  for (auto& id : scratch_) id = draw_power_law(r, n, v.zipf_exponent);
+  std::sort(scratch_.begin(), scratch_.end());
+  scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+  std::vector<std::int64_t> counts(layout.shards.size(), 0);
+  std::size_t shard = 0;
+  for (std::int64_t id : scratch_) {
+    while (id >= layout.shards[shard].row_offset + layout.shards[shard].rows) ++shard;
+    ++counts[shard];
+  }
+  return counts;
+}
+
+void Workload::register_functions(FunctionRegistry& registry) {
+  registry.add_step(kTrainFn, [this](StepContext& ctx) { return train(ctx); });
+  registry.add_step(kFailFn, [](StepContext& ctx) -> Task<StatusOr<Value>> {
+    co_return absl::InvalidArgumentError("injected application error on " + ctx.task().short_name());
+  });
+  registry.add_resource(kDatasetFn, [](ResourceContext& ctx) -> StatusOr<std::unique_ptr<Resource>> {
+    if (ctx.args.size() != 1 || !std::holds_alternative<std::int64_t>(ctx.args[0]))
+      return absl::InvalidArgumentError(std::string(kDatasetFn) + " takes its batch size");
+    return std::unique_ptr<Resource>(new SyntheticDataset(std::get<std::int64_t>(ctx.args[0])));
+  });
+  registry.add_resource(kIteratorFn, [](ResourceContext& ctx) -> StatusOr<std::unique_ptr<Resource>> {
+    if (dynamic_cast<SyntheticDataset*>(ctx.parent) == nullptr)
+      return absl::InvalidArgumentError(std::string(kIteratorFn) + " is built from a " + kDatasetFn);
+    return std::unique_ptr<Resource>(new SyntheticIterator());
+  });
+}
+
+// args: [iterator (numeric only), extra seconds, infinite (0/1)]
+Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
+  const auto& args = ctx.args();
+  const std::size_t first = args.size() == 3 ? 1 : 0;
+  if (first == 1) {
+    auto iterator = ctx.resource<SyntheticIterator>(0);
+    if (!iterator.ok()) co_return iterator.status();
+    ++(*iterator)->position;
+  }
+  const double extra_s =
+      args.size() > first && std::holds_alternative<double>(args[first]) ? std::get<double>(args[first]) : 0;
+  const bool infinite = args.size() > first + 1 && std::holds_alternative<std::int64_t>(args[first + 1]) &&
+                        std::get<std::int64_t>(args[first + 1]) != 0;
+  auto cancelled = [] { return absl::CancelledError("the step was cancelled"); };
+
+  if (extra_s > 0 && !co_await wait_unless_cancelled(ctx.executor(), from_seconds(extra_s), ctx.cancelled()))
+    co_return cancelled();
+  if (infinite) {
+    auto flag = ctx.variable(kInfiniteFlagVar);
+    if (!flag.ok()) co_return flag.status();
+    for (;;) {
+      ParameterClient::PullBatch read;
+      const int h = read.dense(**flag);
+      auto value = co_await ctx.ps().pull(read);
+      if (!value.ok()) co_return value.status();
+      if (value->value(h)(0, 0) == 0) break;
+      co_await ctx.compute(ComputeCost{"synthetic/spin", 0, 0});
+      if (ctx.cancelled().cancelled()) co_return cancelled();
+    }
+  }
+
+  // Which variables this step uses, and how it reads each.
+  struct Use {
+    const Variable* var;
+    const VariableLayout* layout;
+    int handle = -1;
+    RowIds ids;                                // numeric lookups
+    std::vector<std::int64_t> rows_per_shard;  // timing-only lookups
+  };
+  std::vector<Use> uses;
+  uses.reserve(spec_.variables.size());
+  double flops = 0;
+  for (std::size_t i = 0; i < spec_.variables.size(); ++i) {
+    const Variable& v = spec_.variables[i];
+    if (!v.per_step && hot_[i] <= 0) continue;
+    auto layout = ctx.variable(v.name);
+    if (!layout.ok()) co_return layout.status();
+    uses.push_back(Use{&v, *layout, -1, {}, {}});
+    flops += 4.0 * spec_.batch_size * pulled_elements(v);
+  }
+  ParameterClient::PullBatch pull;
+  for (Use& u : uses) {
+    if (timing_only_) {
+      if (u.var->rows_per_step > 0) u.rows_per_shard = draw_rows_per_shard(*u.var, *u.layout, ctx.random());
+      u.handle = pull.shape_only(*u.layout, u.rows_per_shard);
+    } else if (u.var->rows_per_step > 0) {
+      u.ids = draw_rows(*u.var, u.layout->rows(), ctx.random());
+      u.handle = pull.rows(*u.layout, u.ids);
+    } else {
+      u.handle = pull.dense(*u.layout);
+    }
+  }
+  auto pulled = co_await ctx.ps().pull(pull);
+  if (!pulled.ok()) co_return pulled.status();
+
+  ParameterClient::PushBatch push;
+  for (Use& u : uses) {
+    if (timing_only_) {
+      if (!u.var->read_only) push.shape_only_gradient(*u.layout, u.rows_per_shard);
+      continue;
+    }
+    Matrix grad = compute_gradient(pulled->value(u.handle), spec_.batch_size);
+    if (u.var->read_only) continue;
+    if (u.var->rows_per_step > 0) {
+      push.gradient_rows(*u.layout, std::move(u.ids), std::move(grad));
+    } else {
+      push.gradient(*u.layout, std::move(grad));
+    }
+  }
+  co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, flops});
+
+  auto iterations = ctx.variable(kIterationsVar);
+  if (!iterations.ok()) co_return iterations.status();
+  push.add_counter(**iterations, 1);
+  Status pushed = co_await ctx.ps().push(push);
+  if (!pushed.ok()) co_return pushed;
+  co_return Value(std::int64_t{1});
+}
+
+}  // namespace twinps::synthetic
