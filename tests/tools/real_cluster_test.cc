@@ -210,6 +210,24 @@ TEST(RealClusterTest, CorruptNewestCheckpointIsRefusedAndThePreviousOneUsed) {
   EXPECT_NE(second.out().find("Restored checkpoint ckpt-10"), std::string::npos) << second.out();
 }
 
+TEST(RealClusterTest, CheckpointsWithinEpochsEveryNStepsAndARestartResumesAtTheirEpoch) {
+  const std::string ckpt = testing::temp_dir("every-steps") + "/ckpt";
+  Process first = Process::start({testing::twinps_binary(), "train", "--in-process", "--checkpoint-dir", ckpt,
+                                  "--epochs", "2", "--checkpoint-every", "100", "--checkpoint-every-steps", "3"});
+  ASSERT_TRUE(first.wait(60s));
+  ASSERT_EQ(first.exit_code(), 0) << first.err();
+  // Joined before each save, so the saved iterations are the steps scheduled.
+  for (const char* name : {"ckpt-3", "ckpt-6", "ckpt-9", "ckpt-10"})
+    EXPECT_NE(first.out().find(std::string("Saved checkpoint ") + name + "\n"), std::string::npos) << first.out();
+  std::filesystem::remove(ckpt + "/ckpt-10");
+  Process second = Process::start({testing::twinps_binary(), "train", "--in-process", "--checkpoint-dir", ckpt,
+                                   "--epochs", "2", "--checkpoint-every", "100"});
+  ASSERT_TRUE(second.wait(60s));
+  ASSERT_EQ(second.exit_code(), 0) << second.err();
+  EXPECT_NE(second.out().find("Restored checkpoint ckpt-9 (iterations 9): resuming at epoch 1"), std::string::npos)
+      << second.out();
+}
+
 TEST(RealClusterTest, MissingTaskAtStartFailsFastNamingIt) {
   RealCluster cluster(2, 1);
   cluster.start(TaskId::ps(0));

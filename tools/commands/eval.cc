@@ -71,8 +71,10 @@ int run_eval(int argc, char** argv) {
         const double acc = tutorial::accuracy(value(tutorial::kEmbedding), value(tutorial::kKernel),
                                               value(tutorial::kBias)(0, 0), examples);
         const auto epoch_it = restored->metadata.find("epoch");
+        // A checkpoint saved within an epoch (--checkpoint-every-steps/-seconds) names no epoch.
         const int epoch = epoch_it == restored->metadata.end() ? -1 : std::atoi(epoch_it->second.c_str());
-        std::printf("Evaluated %s (epoch %d, iterations %lld): accuracy %f\n", info.name.c_str(), epoch,
+        const std::string when = epoch < 0 ? "within an epoch" : "epoch " + std::to_string(epoch);
+        std::printf("Evaluated %s (%s, iterations %lld): accuracy %f\n", info.name.c_str(), when.c_str(),
                     static_cast<long long>(restored->step), acc);
         std::fflush(stdout);
         done.insert(info.name);

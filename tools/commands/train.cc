@@ -28,6 +28,8 @@ struct TrainSettings {
   CoordinatorOptions coordinator;
   std::string checkpoint_dir;
   int checkpoint_every_epochs = 1;
+  std::int64_t checkpoint_every_steps = 0;  // 0: only at epoch ends
+  double checkpoint_every_seconds = 0;      // 0: only at epoch ends
   int keep_checkpoints = 3;
   std::string trace_path;
   std::string report_path;
@@ -120,26 +122,55 @@ Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, Che
     report.json["error"] = describe(started);
     co_return kExitFailed;
   }
+  // Saves at epoch ends (every N epochs and after the last) and, within
+  // epochs, every N steps or seconds since the last save. A mid-epoch save
+  // joins first (a consistent snapshot); a restart resumes at the epoch the
+  // saved iterations fall in, as TensorFlow's tutorial does.
   tutorial::AfterEpoch after_epoch;
+  tutorial::AfterSchedule after_schedule;
+  struct LastSave {
+    std::int64_t steps = 0;
+    Time at = 0;
+  };
+  auto last_save = std::make_shared<LastSave>(LastSave{0, c.now()});
   if (manager) {
-    after_epoch = [&s, manager](ClusterCoordinator& coord, const tutorial::EpochReport& e) -> Task<Status> {
-      if ((e.epoch + 1) % s.checkpoint_every_epochs != 0 && e.epoch + 1 != s.model.epochs) co_return absl::OkStatus();
-      std::map<std::string, std::string> metadata;
-      metadata["epoch"] = std::to_string(e.epoch);
+    auto save = [manager, last_save](ClusterCoordinator& coord, std::map<std::string, std::string> metadata,
+                                     std::int64_t steps) -> Task<Status> {
       auto saved = co_await save_checkpoint(coord, *manager, std::move(metadata));
-      if (saved.ok()) {
-        std::printf("Saved checkpoint %s\n", saved->c_str());
-        std::fflush(stdout);
-      }
-      co_return saved.status();
+      if (!saved.ok()) co_return saved.status();
+      std::printf("Saved checkpoint %s\n", saved->c_str());
+      std::fflush(stdout);
+      *last_save = LastSave{steps, coord.now()};
+      co_return absl::OkStatus();
     };
+    auto steps_done = std::make_shared<std::int64_t>(0);
+    after_epoch = [&s, save, steps_done](ClusterCoordinator& coord, const tutorial::EpochReport& e) -> Task<Status> {
+      if ((e.epoch + 1) % s.checkpoint_every_epochs != 0 && e.epoch + 1 != s.model.epochs) co_return absl::OkStatus();
+      std::map<std::string, std::string> metadata;  // (a braced list here trips GCC 12's coroutines)
+      metadata["epoch"] = std::to_string(e.epoch);
+      co_return co_await save(coord, std::move(metadata), *steps_done);
+    };
+    if (s.checkpoint_every_steps > 0 || s.checkpoint_every_seconds > 0) {
+      after_schedule = [&s, save, last_save, steps_done](ClusterCoordinator& coord,
+                                                          std::int64_t steps) -> Task<Status> {
+        *steps_done = steps;
+        const bool by_steps = s.checkpoint_every_steps > 0 && steps - last_save->steps >= s.checkpoint_every_steps;
+        const bool by_time =
+            s.checkpoint_every_seconds > 0 && to_seconds(coord.now() - last_save->at) >= s.checkpoint_every_seconds;
+        if (!by_steps && !by_time) co_return absl::OkStatus();
+        TWINPS_CO_RETURN_IF_ERROR(co_await coord.join());
+        std::map<std::string, std::string> metadata;
+        metadata["scheduled_steps"] = std::to_string(steps);
+        co_return co_await save(coord, std::move(metadata), steps);
+      };
+    }
   }
   auto on_epoch = [&report](const tutorial::EpochReport& e) {
     print_epoch(e);
     report.json["epochs"].push_back(
         {{"epoch", e.epoch}, {"accuracy", e.accuracy}, {"iterations", e.iterations}, {"time", to_seconds(e.finished_at)}});
   };
-  auto result = co_await tutorial::train(c, s.model, start_epoch, on_epoch, after_epoch);
+  auto result = co_await tutorial::train(c, s.model, start_epoch, on_epoch, after_epoch, after_schedule);
   if (!result.ok()) {
     std::fprintf(stderr, "twinps train: %s\n", describe(result.status()).c_str());
     report.json["error"] = describe(result.status());
@@ -267,6 +298,10 @@ int run_train(int argc, char** argv) {
       ("seed", po::value(&seed)->default_value(1), "seed of the data, initial values and shuffles")
       ("checkpoint-dir", po::value(&s.checkpoint_dir), "save checkpoints here and restore the newest at start")
       ("checkpoint-every", po::value(&s.checkpoint_every_epochs)->default_value(1), "save every N epochs (and after the last)")
+      ("checkpoint-every-steps", po::value(&s.checkpoint_every_steps)->default_value(0),
+       "also save within epochs, every N steps scheduled (0: off)")
+      ("checkpoint-every-seconds", po::value(&s.checkpoint_every_seconds)->default_value(0),
+       "also save within epochs, every S seconds (0: off)")
       ("keep", po::value(&s.keep_checkpoints)->default_value(3), "checkpoints to keep")
       ("connect-timeout", po::value(&connect_timeout)->default_value(60), "seconds for every task to answer at start")
       ("rpc-timeout", po::value(&rpc_timeout)->default_value(30), "seconds before a control call fails")
@@ -285,7 +320,8 @@ int run_train(int argc, char** argv) {
   }
   if (s.shape.workers < 1 || s.shape.ps < 1 || s.model.epochs < 1 || s.model.steps_per_epoch < 1 ||
       s.model.steps_per_execution < 1 ||
-      s.model.batch_size < 1 || s.model.learning_rate <= 0 || s.checkpoint_every_epochs < 1 || connect_timeout <= 0 ||
+      s.model.batch_size < 1 || s.model.learning_rate <= 0 || s.checkpoint_every_epochs < 1 || s.checkpoint_every_steps < 0 ||
+      s.checkpoint_every_seconds < 0 || connect_timeout <= 0 ||
       rpc_timeout <= 0 || heartbeat <= 0) {
     std::fprintf(stderr,
                  "twinps train: --workers, --ps, --epochs, --steps-per-epoch, --steps-per-execution, --batch-size, --learning-rate, "

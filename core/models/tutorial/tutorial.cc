@@ -324,8 +324,10 @@ Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& c, std::vector<Exam
 }
 
 Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epoch,
-                             std::function<void(const EpochReport&)> on_epoch, AfterEpoch after_epoch) {
+                             std::function<void(const EpochReport&)> on_epoch, AfterEpoch after_epoch,
+                             AfterSchedule after_schedule) {
   Result result;
+  std::int64_t steps_scheduled = 0;
   auto dataset_args = [&](std::uint64_t seed, int n, int shuffle_buffer) {
     return std::vector<Value>{Value(static_cast<std::int64_t>(seed)), Value(std::int64_t{n}),
                               Value(std::int64_t{config.batch_size}), Value(std::int64_t{shuffle_buffer}),
@@ -344,6 +346,8 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
       std::vector<Arg> call_args{iterator, Value(std::int64_t{steps})};
       auto rv = co_await c.schedule(kTrainStep, std::move(call_args));
       if (!rv.ok()) co_return rv.status();
+      steps_scheduled += steps;
+      if (after_schedule) TWINPS_CO_RETURN_IF_ERROR(co_await after_schedule(c, steps_scheduled));
     }
     TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
     auto accuracy = co_await read_accuracy(c, kAccuracyTotal, kAccuracyCount);

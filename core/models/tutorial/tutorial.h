@@ -95,13 +95,18 @@ struct Result {
 
 // Called after each epoch's join; e.g. to save a checkpoint. An error stops training.
 using AfterEpoch = std::function<Task<Status>(ClusterCoordinator&, const EpochReport&)>;
+// Called after each train closure is scheduled, with the steps scheduled by
+// this run so far; e.g. to save a checkpoint every N steps or seconds (join
+// first: save_checkpoint wants no closure running). An error stops training.
+using AfterSchedule = std::function<Task<Status>(ClusterCoordinator&, std::int64_t steps_scheduled)>;
 
 // The tutorial's training loop from epoch `start_epoch` (a resumed run starts
 // at iterations // steps_per_epoch): per epoch, reset the accuracy metric,
 // schedule steps_per_epoch steps, join, read the metric. Then one more step
 // for the final loss, and both kinds of inline evaluation.
 Task<StatusOr<Result>> train(ClusterCoordinator& coordinator, Config config, int start_epoch = 0,
-                             std::function<void(const EpochReport&)> on_epoch = {}, AfterEpoch after_epoch = {});
+                             std::function<void(const EpochReport&)> on_epoch = {}, AfterEpoch after_epoch = {},
+                             AfterSchedule after_schedule = {});
 
 // Accuracy of the current parameters on `examples`, computed on the caller.
 Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& coordinator, std::vector<Example> examples);
