@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -88,13 +89,23 @@ class Validator {
       : s_(s), file_(std::move(file)), tree_(tree), out_(out) {}
 
   void run();
+  // Only the model, read from a file of its own: `tree` is the model's, and
+  // errors name fields from the model down.
+  void run_model_only() {
+    model_only_ = true;
+    workers_ = ps_ = 1;
+    workload();
+  }
 
  private:
   // Reports at the field's position, or at its closest parent that has one.
   void error(const Path& p, const std::string& message) {
-    ScenarioError e{file_, 0, 0, p.str(), message};
+    const std::size_t first = model_only_ ? 1 : 0;  // the steps the file holds start below `model`
+    std::string field = p.str();
+    if (model_only_) field = field.size() > 6 ? field.substr(6) : "";
+    ScenarioError e{file_, 0, 0, field, message};
     const pb::TextFormat::ParseInfoTree* tree = tree_;
-    for (std::size_t i = 0; tree != nullptr && i < p.steps.size(); ++i) {
+    for (std::size_t i = first; tree != nullptr && i < p.steps.size(); ++i) {
       const auto [field, index] = p.steps[i];
       const auto loc = tree->GetLocation(field, index);
       if (loc.line < 0) break;
@@ -198,6 +209,7 @@ class Validator {
   const pb::TextFormat::ParseInfoTree* tree_;
   std::vector<ScenarioError>& out_;
   Path root_;
+  bool model_only_ = false;
   int workers_ = 0, ps_ = 0;
   std::set<std::string> variables_;
   std::map<std::string, const scenario::Action*> labels_;
@@ -571,36 +583,37 @@ std::vector<ScenarioError> validate_scenario(const Scenario& s, const std::strin
   return errors;
 }
 
-LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
-  LoadedScenario out;
-  Collector collector(file, out.errors);
+namespace {
+
+// Parses `text` into `message`, reporting syntax errors with positions.
+bool parse_text(std::string_view text, const std::string& file, const char* what, pb::Message& message,
+                pb::TextFormat::ParseInfoTree& tree, std::vector<ScenarioError>& errors) {
+  Collector collector(file, errors);
   pb::TextFormat::Parser parser;
-  pb::TextFormat::ParseInfoTree tree;
   parser.RecordErrorsTo(&collector);
   parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(std::string(text), &out.scenario)) {
-    if (out.errors.empty()) out.errors.push_back(ScenarioError{file, 0, 0, "", "not a scenario in Protobuf text format"});
-    return out;
-  }
-  Validator(out.scenario, file, &tree, out.errors).run();
-  return out;
+  if (parser.ParseFromString(std::string(text), &message)) return true;
+  if (errors.empty()) errors.push_back(ScenarioError{file, 0, 0, "", std::string("not a ") + what + " in Protobuf text format"});
+  return false;
 }
 
-LoadedScenario load_scenario_file(const std::string& path) {
-  LoadedScenario out;
+// The text of a file `what` ("scenario") is read from, or nullopt with the
+// reason in `errors`.
+std::optional<std::string> read_text_file(const std::string& path, const char* what,
+                                          std::vector<ScenarioError>& errors) {
   auto fail = [&](const std::string& message) {
-    out.errors.push_back(ScenarioError{path, 0, 0, "", message});
-    return out;
+    errors.push_back(ScenarioError{path, 0, 0, "", message});
+    return std::nullopt;
   };
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read the scenario: ") + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return fail("is a directory, not a scenario file");
+  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read the ") + what + ": " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return fail(std::string("is a directory, not a ") + what + " file");
   if (!S_ISREG(st.st_mode)) return fail("is not a regular file");
   if (static_cast<std::size_t>(st.st_size) > kMaxFileBytes)
-    return fail("is " + std::to_string(st.st_size) + " bytes; a scenario file is at most " +
+    return fail("is " + std::to_string(st.st_size) + " bytes; a " + what + " file is at most " +
                 std::to_string(kMaxFileBytes) + " bytes");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(std::string("cannot open the scenario: ") + std::strerror(errno));
+  if (!in) return fail(std::string("cannot open the ") + what + ": " + std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return fail("reading failed");
   // The text format has no use for NUL bytes; refuse binary data up front
@@ -615,10 +628,46 @@ LoadedScenario load_scenario_file(const std::string& path) {
         ++col;
       }
     }
-    out.errors.push_back(ScenarioError{path, line, col, "", "binary data (a NUL byte): not a text-format scenario"});
-    return out;
+    errors.push_back(
+        ScenarioError{path, line, col, "", std::string("binary data (a NUL byte): not a text-format ") + what});
+    return std::nullopt;
   }
-  return parse_scenario(text, path);
+  return text;
+}
+
+}  // namespace
+
+LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
+  LoadedScenario out;
+  pb::TextFormat::ParseInfoTree tree;
+  if (!parse_text(text, file, "scenario", out.scenario, tree, out.errors)) return out;
+  Validator(out.scenario, file, &tree, out.errors).run();
+  return out;
+}
+
+LoadedScenario load_scenario_file(const std::string& path) {
+  LoadedScenario out;
+  auto text = read_text_file(path, "scenario", out.errors);
+  if (!text) return out;
+  return parse_scenario(*text, path);
+}
+
+LoadedModel parse_model(std::string_view text, const std::string& file) {
+  LoadedModel out;
+  pb::TextFormat::ParseInfoTree tree;
+  if (!parse_text(text, file, "model", out.model, tree, out.errors)) return out;
+  Scenario holder;
+  holder.set_fidelity(scenario::TIMING_ONLY);  // how big a variable may be depends on where the model runs
+  *holder.mutable_model() = out.model;
+  Validator(holder, file, &tree, out.errors).run_model_only();
+  return out;
+}
+
+LoadedModel load_model_file(const std::string& path) {
+  LoadedModel out;
+  auto text = read_text_file(path, "model", out.errors);
+  if (!text) return out;
+  return parse_model(*text, path);
 }
 
 }  // namespace twinps::sim

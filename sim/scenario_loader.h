@@ -32,6 +32,18 @@ struct LoadedScenario {
 LoadedScenario load_scenario_file(const std::string& path);
 // `file` names the text in errors.
 LoadedScenario parse_scenario(std::string_view text, const std::string& file);
+// A synthetic model alone (scenario.SyntheticModel in text format: its
+// `variable`s, `batch_size` ...), for `twinps serve --model` and `twinps
+// tune`. Checked as a scenario's `model` is; errors name fields from the
+// model down ("variable[1].shape[0]"), at their line:column in the file.
+struct LoadedModel {
+  scenario::SyntheticModel model;
+  std::vector<ScenarioError> errors;
+  bool ok() const { return errors.empty(); }
+};
+LoadedModel load_model_file(const std::string& path);
+LoadedModel parse_model(std::string_view text, const std::string& file);
+
 // The semantic checks alone (for scenarios built in code, e.g. the swarm).
 std::vector<ScenarioError> validate_scenario(const scenario::Scenario& s, const std::string& file);
 

@@ -8,6 +8,7 @@ const std::vector<Command>& commands() {
       {"serve", "run a parameter-server or worker task", run_serve},
       {"eval", "side-car evaluator: evaluate each new checkpoint", run_eval},
       {"sim", "run a scenario on the deterministic simulator and check its expectations", run_sim},
+      {"tune", "sweep ps count x partitioner x shards by simulation and recommend one", run_tune},
       {"bench", "performance measurements (targets: sim)", run_bench},
   };
   return all;

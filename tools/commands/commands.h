@@ -18,5 +18,6 @@ int run_eval(int argc, char** argv);
 int run_sim(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_bench_sim(int argc, char** argv);
+int run_tune(int argc, char** argv);
 
 }  // namespace twinps::cli
