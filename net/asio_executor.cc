@@ -34,7 +34,19 @@ Time AsioExecutor::from_steady(std::chrono::steady_clock::time_point t) const {
 
 bool AsioExecutor::in_executor_thread() const { return io_.get_executor().running_in_this_thread(); }
 
-void AsioExecutor::post(Callback fn) { boost::asio::post(io_, std::move(fn)); }
+void AsioExecutor::post(Callback fn) {
+  posted_.fetch_add(1, std::memory_order_relaxed);
+  boost::asio::post(io_, [this, fn = std::move(fn)]() mutable {
+    posted_.fetch_sub(1, std::memory_order_relaxed);
+    fn();
+  });
+}
+
+bool AsioExecutor::idle() const {
+  if (posted_.load(std::memory_order_acquire) != 0 || works_.load(std::memory_order_acquire) != 0) return false;
+  std::lock_guard lock(timers_mu_);
+  return timers_.empty();
+}
 
 TimerId AsioExecutor::post_at(Time when, Callback fn) {
   TimerId id;
@@ -111,13 +123,17 @@ bool AsioExecutor::run_until(const std::function<bool()>& done, Time limit) {
     const Time t = now();
     if (t >= limit) return false;
     if (io_.stopped()) io_.restart();
-    const Duration wait = std::min<Duration>(limit - t, kMaxWaitSlice);
-    if (io_.run_one_for(std::chrono::nanoseconds(wait)) == 0 && io_.stopped()) {
-      // Out of work: nothing queued, no timer, no call in flight. Nothing can
-      // ever make `done` true now.
-      io_.restart();
-      return done();
+    if (idle()) {
+      // Nothing queued, no timer, no call in flight: run whatever I/O is
+      // ready, and once none is, nothing can ever make `done` true.
+      if (io_.poll_one() == 0 && idle()) {
+        if (io_.stopped()) io_.restart();
+        return done();
+      }
+      continue;
     }
+    const Duration wait = std::min<Duration>(limit - t, kMaxWaitSlice);
+    io_.run_one_for(std::chrono::nanoseconds(wait));
   }
 }
 

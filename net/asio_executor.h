@@ -13,7 +13,10 @@
 //     pred() holds (true), the clock reaches `limit` (false), or nothing is
 //     left that could ever run a callback (false): no queued callback, no
 //     timer, and no outstanding Work (a transport holds Work for each call
-//     in flight, since its completion will arrive from another thread).
+//     in flight, since its completion will arrive later). Sockets waiting on
+//     the io_context (a data-plane listener, an idle connection) do not
+//     count: I/O that is ready runs, but nobody waits for I/O that no Work
+//     stands for.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -68,20 +72,33 @@ class AsioExecutor final : public Executor {
   class Work {
    public:
     Work() = default;
-    explicit Work(AsioExecutor& ex) : guard_(std::in_place, ex.io_.get_executor()) {}
-    Work(Work&& o) noexcept = default;
+    explicit Work(AsioExecutor& ex) : ex_(&ex), guard_(std::in_place, ex.io_.get_executor()) {
+      ex.works_.fetch_add(1, std::memory_order_relaxed);
+    }
+    Work(Work&& o) noexcept : ex_(std::exchange(o.ex_, nullptr)) {
+      if (o.guard_) guard_.emplace(std::move(*o.guard_));
+      o.guard_.reset();
+    }
     Work& operator=(Work&& o) noexcept {
       if (this != &o) {
-        guard_.reset();
+        reset();
+        ex_ = std::exchange(o.ex_, nullptr);
         if (o.guard_) guard_.emplace(std::move(*o.guard_));
         o.guard_.reset();
       }
       return *this;
     }
-    void reset() { guard_.reset(); }
-    explicit operator bool() const { return guard_.has_value(); }
+    ~Work() { reset(); }
+    void reset() {
+      if (!ex_) return;
+      guard_.reset();
+      ex_->works_.fetch_sub(1, std::memory_order_release);
+      ex_ = nullptr;
+    }
+    explicit operator bool() const { return ex_ != nullptr; }
 
    private:
+    AsioExecutor* ex_ = nullptr;
     std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
   };
 
@@ -95,6 +112,8 @@ class AsioExecutor final : public Executor {
   void arm_timer();       // executor thread only
   void on_timer(const boost::system::error_code& ec);
   void request_arm();     // from any thread
+  // No queued callback, no timer, no Work: only sockets could still run something.
+  bool idle() const;
 
   const std::chrono::steady_clock::time_point epoch_;
   mutable boost::asio::io_context io_;  // mutable: get_executor() is non-const
@@ -104,6 +123,8 @@ class AsioExecutor final : public Executor {
   mutable std::mutex timers_mu_;
   EventQueue<Callback> timers_;  // guarded by timers_mu_
   std::atomic<bool> arm_pending_{false};
+  std::atomic<std::int64_t> posted_{0};  // post()ed callbacks not yet run
+  std::atomic<std::int64_t> works_{0};   // live Work objects
 
   std::thread thread_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> keep_alive_;

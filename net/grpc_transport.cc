@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/server_callback.h>
 
+#include "net/data_plane.h"
 #include "net/frame.h"
 #include "net/proto/twinps.grpc.pb.h"
 #include "net/status_mapping.h"
@@ -53,6 +55,7 @@ struct ServerShared {
   std::shared_ptr<const CallHandler> handler;
   std::map<std::uint64_t, std::shared_ptr<IncomingRpc>> live;  // received, not yet answered
   std::uint64_t next_id = 1;
+  std::atomic<int> data_port{0};  // 0: no data plane
 };
 
 // One incoming call. Kept alive by itself until gRPC is done with it (OnDone)
@@ -207,10 +210,36 @@ class IncomingRpc final : public grpc::ServerUnaryReactor, public std::enable_sh
   std::optional<CancellationSource> cancel_;  // executor thread only
 };
 
-class Service final : public wire::Twinps::WithRawCallbackMethod_Call<wire::Twinps::Service> {
+using ServiceBase =
+    wire::Twinps::WithRawCallbackMethod_Call<wire::Twinps::WithRawCallbackMethod_LocateDataPlane<wire::Twinps::Service>>;
+
+class Service final : public ServiceBase {
  public:
   explicit Service(std::shared_ptr<ServerShared> shared) : shared_(std::move(shared)) {}
-  using wire::Twinps::WithRawCallbackMethod_Call<wire::Twinps::Service>::Call;
+  using ServiceBase::Call;
+  using ServiceBase::LocateDataPlane;
+
+  // Answered on gRPC's thread: the port is fixed once serving.
+  grpc::ServerUnaryReactor* LocateDataPlane(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer*,
+                                            grpc::ByteBuffer* response) override {
+    auto* reactor = ctx->DefaultReactor();
+    bool stopping;
+    {
+      std::lock_guard lock(shared_->mu);
+      stopping = shared_->stopping;
+    }
+    if (stopping) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, shared_->self.short_name() + " stopped serving"));
+      return reactor;
+    }
+    wire::DataPlaneInfo info;
+    to_proto(shared_->self, info.mutable_task());
+    info.set_port(static_cast<std::uint32_t>(shared_->data_port.load()));
+    grpc::Slice slice(info.SerializeAsString());
+    *response = grpc::ByteBuffer(&slice, 1);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
 
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override {
@@ -230,7 +259,45 @@ struct ClientShared {
   std::mutex mu;
   std::condition_variable cv;
   std::size_t pending = 0;
+  std::set<grpc::ClientContext*> discoveries;  // in flight, cancelled when the transport goes
 };
+
+// A LocateDataPlane RPC in flight.
+struct Discovery {
+  TaskId to;
+  std::string host;
+  grpc::ClientContext ctx;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  UniqueFunction<void(StatusOr<DataEndpoint>)> done;
+};
+
+// On a gRPC thread: where the peer's data plane is, as the caller sees it.
+StatusOr<DataEndpoint> decode_location(const grpc::Status& status, const Discovery& d) {
+  const std::string what = "locating the data plane of " + d.to.short_name();
+  if (!status.ok()) {
+    switch (status.error_code()) {
+      case grpc::StatusCode::UNIMPLEMENTED:
+        return DataEndpoint{d.host, 0};  // a peer without a data plane: use Call
+      case grpc::StatusCode::CANCELLED:
+        return absl::UnavailableError(what + ": cancelled by the peer or the connection dropped");
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return absl::DeadlineExceededError(what + " passed its deadline");
+      default:
+        return absl::Status(from_grpc_code(status.error_code()), what + ": " + status.error_message());
+    }
+  }
+  grpc::Slice slice;
+  wire::DataPlaneInfo info;
+  TaskId task;
+  if (!d.response.TrySingleSlice(&slice).ok() && !d.response.DumpToSingleSlice(&slice).ok())
+    return absl::InvalidArgumentError(what + ": an unreadable reply");
+  if (!info.ParseFromArray(slice.begin(), static_cast<int>(slice.size())) || !from_proto(info.task(), &task).ok() ||
+      info.port() > 65535)
+    return absl::InvalidArgumentError(what + ": a malformed reply");
+  if (task != d.to) return absl::UnavailableError(what + ": its address is served by " + task.short_name());
+  return DataEndpoint{d.host, static_cast<int>(info.port())};
+}
 
 struct OutgoingRpc {
   std::uint64_t id = 0;
@@ -247,6 +314,7 @@ struct OutgoingRpc {
 };
 
 struct Peer {
+  std::string host;  // of its address, for the data plane
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
   std::size_t next = 0;
@@ -314,12 +382,42 @@ struct GrpcTransport::Impl {
   std::shared_ptr<ClientShared> client_shared = std::make_shared<ClientShared>();
   std::map<std::uint64_t, std::shared_ptr<OutgoingRpc>> outgoing;  // executor thread only
   std::uint64_t next_call_id = 1;
+  std::uint64_t grpc_calls = 0;
+  std::uint64_t discoveries = 0;
+
+  std::unique_ptr<DataPlane> data;  // with DataPlaneMode::kTcp
 
   Impl(const TaskId& t, AsioExecutor& ex, GrpcTransportOptions o) : self(t), executor(ex), options(std::move(o)) {
     server_shared->self = self;
     server_shared->executor = &executor;
     server_shared->max_message_bytes = options.max_message_bytes;
     server_shared->attachment_threshold = options.attachment_threshold;
+  }
+
+  void start_data_plane() {
+    DataPlaneOptions o;
+    o.max_message_bytes = options.max_message_bytes;
+    o.attachment_threshold = options.attachment_threshold;
+    o.connections_per_peer = options.data_connections_per_peer;
+    o.socket_buffer_bytes = options.data_socket_buffer_bytes;
+    o.discover = [this](const TaskId& to, Time deadline, UniqueFunction<void(StatusOr<DataEndpoint>)> done) {
+      locate(to, deadline, std::move(done));
+    };
+    o.fallback = [this](const TaskId& to, Request request, CallOptions call_options, ResponseCallback done) {
+      grpc_call(to, std::move(request), std::move(call_options), std::move(done));
+    };
+    data = std::make_unique<DataPlane>(self, executor, std::move(o));
+  }
+
+  Status listen_data_plane() {
+    std::string host;
+    int ignored = 0;
+    if (!split_host_port(options.listen_address, &host, &ignored))
+      return absl::InvalidArgumentError(self.short_name() + ": cannot tell the host of '" + options.listen_address +
+                                        "' to listen for the data plane");
+    TWINPS_RETURN_IF_ERROR(data->listen(host));
+    server_shared->data_port.store(data->port());
+    return absl::OkStatus();
   }
 
   Status start_server() {
@@ -343,6 +441,7 @@ struct GrpcTransport::Impl {
   }
 
   void stop_serving() {
+    if (data) data->stop_serving();
     std::vector<std::shared_ptr<IncomingRpc>> live;
     {
       std::lock_guard lock(server_shared->mu);
@@ -367,6 +466,9 @@ struct GrpcTransport::Impl {
     if (it != peers.end()) return &it->second;
     const std::string address = options.resolve ? options.resolve(to) : std::string();
     if (address.empty()) return nullptr;
+    std::string host;
+    int port = 0;
+    if (!split_host_port(address, &host, &port)) host = address;  // gRPC may still make sense of it
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(clamp_to_int(options.max_message_bytes));
     args.SetMaxSendMessageSize(clamp_to_int(options.max_message_bytes));
@@ -378,6 +480,7 @@ struct GrpcTransport::Impl {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, to_millis(options.max_reconnect_backoff));
     for (const auto& [key, value] : options.grpc_int_args) args.SetInt(key, value);
     Peer p;
+    p.host = host;
     for (int i = 0; i < std::max(options.channels_per_peer, 1); ++i) {
       // A distinct argument per channel keeps gRPC from sharing one connection among them.
       grpc::ChannelArguments channel_args = args;
@@ -407,7 +510,57 @@ struct GrpcTransport::Impl {
     });
   }
 
+  // Executor thread: asks `to` over gRPC where its data plane listens.
+  void locate(const TaskId& to, Time deadline, UniqueFunction<void(StatusOr<DataEndpoint>)> done) {
+    ++discoveries;
+    Peer* p = peer(to);
+    if (!p) {
+      executor.post([done = std::move(done), to]() mutable {
+        done(absl::InvalidArgumentError("no address is known for " + to.short_name()));
+      });
+      return;
+    }
+    auto d = std::make_shared<Discovery>();
+    d->to = to;
+    d->host = p->host;
+    d->done = std::move(done);
+    d->request = grpc::ByteBuffer(nullptr, 0);
+    if (deadline != kTimeNever) {
+      const Duration left = std::max<Duration>(deadline - executor.now(), 1);
+      d->ctx.set_deadline(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(left, GPR_TIMESPAN)));
+    }
+    d->ctx.set_wait_for_ready(false);  // a peer that is down is UNAVAILABLE now
+    {
+      std::lock_guard lock(client_shared->mu);
+      ++client_shared->pending;
+      client_shared->discoveries.insert(&d->ctx);
+    }
+    Discovery* raw = d.get();
+    // As in call(): the context (holding the channel) goes back to the executor to be dropped.
+    p->stub().UnaryCall(&raw->ctx, kLocateDataPlaneMethod, grpc::StubOptions(), &raw->request, &raw->response,
+                       [d = std::move(d), shared = client_shared, ex = &executor](grpc::Status status) mutable {
+                         StatusOr<DataEndpoint> found = decode_location(status, *d);
+                         std::lock_guard lock(shared->mu);
+                         shared->discoveries.erase(&d->ctx);
+                         ex->post([d = std::move(d), found = std::move(found)]() mutable { d->done(std::move(found)); });
+                         if (--shared->pending == 0) shared->cv.notify_all();
+                       });
+  }
+
+  static bool data_request(const Request& r) {
+    return std::holds_alternative<PullRequest>(r) || std::holds_alternative<PushRequest>(r);
+  }
+
   void call(const TaskId& to, Request request, CallOptions options_in, ResponseCallback done) {
+    if (data && (options.data_plane_for_every_request || data_request(request))) {
+      data->call(to, std::move(request), std::move(options_in), std::move(done));
+      return;
+    }
+    grpc_call(to, std::move(request), std::move(options_in), std::move(done));
+  }
+
+  void grpc_call(const TaskId& to, Request request, CallOptions options_in, ResponseCallback done) {
+    ++grpc_calls;
     auto rpc = std::make_shared<OutgoingRpc>();
     rpc->id = next_call_id++;
     rpc->to = to;
@@ -488,6 +641,11 @@ struct GrpcTransport::Impl {
 
   ~Impl() {
     stop_serving();
+    data.reset();  // drops this task's data-plane calls
+    {
+      std::lock_guard lock(client_shared->mu);
+      for (auto* ctx : client_shared->discoveries) ctx->TryCancel();
+    }
     // Drop this task's own calls: their `done` never runs.
     for (auto& [id, rpc] : outgoing) {
       rpc->finished = true;
@@ -505,7 +663,11 @@ struct GrpcTransport::Impl {
 StatusOr<std::unique_ptr<GrpcTransport>> GrpcTransport::create(const TaskId& self, AsioExecutor& executor,
                                                                GrpcTransportOptions options) {
   auto impl = std::make_unique<Impl>(self, executor, std::move(options));
-  if (!impl->options.listen_address.empty()) TWINPS_RETURN_IF_ERROR(impl->start_server());
+  if (impl->options.data_plane == DataPlaneMode::kTcp) impl->start_data_plane();
+  if (!impl->options.listen_address.empty()) {
+    if (impl->data) TWINPS_RETURN_IF_ERROR(impl->listen_data_plane());
+    TWINPS_RETURN_IF_ERROR(impl->start_server());
+  }
   return std::unique_ptr<GrpcTransport>(new GrpcTransport(std::move(impl)));
 }
 
@@ -517,7 +679,8 @@ void GrpcTransport::call(const TaskId& to, Request request, CallOptions options,
 }
 
 void GrpcTransport::serve(CallHandler handler) {
-  auto h = std::make_shared<const CallHandler>(std::move(handler));
+  auto h = handler ? std::make_shared<const CallHandler>(std::move(handler)) : nullptr;
+  if (impl_->data) impl_->data->set_handler(h);
   std::lock_guard lock(impl_->server_shared->mu);
   impl_->server_shared->handler = std::move(h);
 }
@@ -525,6 +688,25 @@ void GrpcTransport::serve(CallHandler handler) {
 const TaskId& GrpcTransport::self() const { return impl_->self; }
 int GrpcTransport::port() const { return impl_->port; }
 void GrpcTransport::stop_serving() { impl_->stop_serving(); }
-std::size_t GrpcTransport::calls_in_flight() const { return impl_->outgoing.size(); }
+std::size_t GrpcTransport::calls_in_flight() const {
+  return impl_->outgoing.size() + (impl_->data ? impl_->data->calls_in_flight() : 0);
+}
+
+int GrpcTransport::data_port() const { return impl_->data ? impl_->data->port() : 0; }
+
+GrpcTransportStats GrpcTransport::stats() const {
+  GrpcTransportStats out;
+  out.grpc_calls = impl_->grpc_calls;
+  out.discoveries = impl_->discoveries;
+  if (impl_->data) {
+    const auto& d = impl_->data->stats();
+    out.data_plane_calls = d.calls;
+    out.data_plane_fallbacks = d.fallbacks;
+    out.data_connections_opened = d.connections_opened;
+    out.data_connections_accepted = d.connections_accepted;
+    out.data_frames_rejected = d.frames_rejected;
+  }
+  return out;
+}
 
 }  // namespace twinps::net

@@ -1,5 +1,11 @@
 #pragma once
-// Transport (core/runtime/transport.h) over gRPC, for one task.
+// Transport (core/runtime/transport.h) over gRPC, for one task, with Pull and
+// Push on the TCP data plane (net/data_plane.h) unless options say otherwise:
+// gRPC carries the control plane (Health, SetupWorker, RunClosure,
+// CreateShards, ExportShards, Fence, CreateResource) and tells callers where
+// a task's data plane listens (LocateDataPlane), so a cluster still
+// configures one address per task. A peer that serves no data plane gets its
+// Pull and Push over gRPC. Both planes keep the contract below.
 //
 // One unary RPC, twinps.wire.Twinps/Call, carries every request. Messages are
 // RpcRequest / RpcResponse protobufs whose tensor bytes go out of band
@@ -36,6 +42,7 @@
 // `done` is destroyed unrun, as InMemoryNetwork does for a task that goes down).
 // The executor must outlive the transport.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -49,6 +56,13 @@ namespace twinps::net {
 
 // The gRPC method every twinps call uses.
 inline constexpr char kCallMethod[] = "/twinps.wire.Twinps/Call";
+// Where a task's data plane listens (DataPlaneQuery -> DataPlaneInfo).
+inline constexpr char kLocateDataPlaneMethod[] = "/twinps.wire.Twinps/LocateDataPlane";
+
+enum class DataPlaneMode {
+  kGrpc,  // every call over gRPC
+  kTcp,   // Pull and Push over the data plane (net/data_plane.h)
+};
 
 struct GrpcTransportOptions {
   // "host:port" to serve on; port 0 picks a free port (see GrpcTransport::port()).
@@ -72,6 +86,27 @@ struct GrpcTransportOptions {
   // Extra integer gRPC arguments (grpc/impl/codegen/grpc_types.h), applied to
   // the server and to every channel, after the transport's own: for tuning.
   std::map<std::string, int> grpc_int_args;
+
+  // Where Pull and Push travel. With kTcp a serving task also listens for
+  // the data plane, on the host of listen_address and a port the OS picks.
+  DataPlaneMode data_plane = DataPlaneMode::kTcp;
+  // Data-plane connections to each peer; calls take them in turn.
+  int data_connections_per_peer = 1;
+  // SO_SNDBUF/SO_RCVBUF of data-plane sockets; 0 keeps the kernel's autotuning.
+  int data_socket_buffer_bytes = 0;
+  // Every request over the data plane, not only Pull and Push: for tests
+  // (the whole contract suite on the data plane) and experiments.
+  bool data_plane_for_every_request = false;
+};
+
+struct GrpcTransportStats {
+  std::uint64_t grpc_calls = 0;        // Call RPCs started
+  std::uint64_t data_plane_calls = 0;  // calls started on the data plane
+  std::uint64_t data_plane_fallbacks = 0;  // data-plane calls sent over gRPC instead
+  std::uint64_t discoveries = 0;       // LocateDataPlane RPCs
+  std::uint64_t data_connections_opened = 0;
+  std::uint64_t data_connections_accepted = 0;
+  std::uint64_t data_frames_rejected = 0;
 };
 
 // A resolver over a fixed map.
@@ -91,6 +126,7 @@ class GrpcTransport final : public Transport {
 
   const TaskId& self() const;
   int port() const;  // the bound port, 0 if not serving
+  int data_port() const;  // the data plane's port, 0 if none
 
   // Stops serving: calls in flight to this task fail with UNAVAILABLE at
   // their callers, later ones cannot connect. Idempotent; the destructor does it.
@@ -98,6 +134,7 @@ class GrpcTransport final : public Transport {
 
   // Calls started and not yet completed (for tests and stats; executor thread).
   std::size_t calls_in_flight() const;
+  GrpcTransportStats stats() const;  // executor thread
 
   struct Impl;
 

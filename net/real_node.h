@@ -1,5 +1,6 @@
 #pragma once
-// One task of a real cluster: an Asio executor, a gRPC transport and the
+// One task of a real cluster: an Asio executor, a transport (gRPC control
+// plane + TCP data plane, net/grpc_transport.h) and the
 // task's node (a parameter server, a worker, or nothing for the coordinator,
 // which runs its program on the runtime). `twinps serve` hosts one per
 // process; the in-process cluster hosts several, one thread each.

@@ -5,11 +5,11 @@
 
 namespace twinps {
 
-// Shared between a dispatch and the heartbeat task watching its worker.
+// Shared between a dispatch and the monitor watching its worker.
 struct DispatchWatch {
   CancellationSource cancel;  // cancels the RunClosure call
-  bool finished = false;      // the call ended; the heartbeat stops
-  bool lost = false;          // the heartbeat gave up on the worker
+  bool finished = false;      // the call ended
+  bool lost = false;          // the monitor gave up on the worker
 };
 
 ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, const FunctionRegistry& registry,
@@ -23,8 +23,10 @@ ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, con
       scope_(runtime.executor) {
   workers_.resize(static_cast<std::size_t>(shape.workers));
   for (int i = 0; i < shape.workers; ++i) {
-    workers_[static_cast<std::size_t>(i)].index = i;
-    workers_[static_cast<std::size_t>(i)].task = TaskId::worker(i);
+    auto& w = workers_[static_cast<std::size_t>(i)];
+    w.index = i;
+    w.task = TaskId::worker(i);
+    w.dispatch_started = std::make_unique<Notifier>(runtime.executor);
   }
   stats_.closures_per_worker.assign(static_cast<std::size_t>(shape.workers), 0);
 }
@@ -64,7 +66,10 @@ Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, Op
     if (!s.ok()) co_return Status(s.code(), "setting up " + w.task.short_name() + ": " + describe(s));
   }
   started_ = true;
-  for (int i = 0; i < shape_.workers; ++i) scope_.spawn(worker_loop(i));
+  for (int i = 0; i < shape_.workers; ++i) {
+    scope_.spawn(worker_loop(i));
+    scope_.spawn(monitor_worker(i));
+  }
   co_return absl::OkStatus();
 }
 
@@ -270,6 +275,7 @@ void ClusterCoordinator::stop() {
   queue_.stop();
   generation_cancel_.cancel();
   state_changed_.notify_all();
+  for (auto& w : workers_) w.dispatch_started->notify_all();  // monitors see stopping_ and end
 }
 
 ParameterClient ClusterCoordinator::parameter_client() {
@@ -375,9 +381,12 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
   opts.cancel = watch->cancel.token();
   if (options_.closure_timeout > 0) opts.deadline = add_saturating(runtime_.executor.now(), options_.closure_timeout);
   auto reply_future = call_async(runtime_.executor, runtime_.transport, w.task, std::move(req), std::move(opts));
-  scope_.spawn(heartbeat(w.index, watch));
+  w.running = watch;
+  w.dispatch_started->notify_all();
   StatusOr<Response> reply = co_await reply_future;
   watch->finished = true;
+  if (w.running == watch) w.running.reset();
+  if (reply.ok() || failed_task(reply.status()) != w.task) w.last_heard = runtime_.executor.now();
 
   if (reply.ok()) {
     if (auto* r = std::get_if<RunClosureResponse>(&*reply)) {
@@ -435,23 +444,28 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
   }
 }
 
-Task<void> ClusterCoordinator::heartbeat(int worker, std::shared_ptr<DispatchWatch> watch) {
-  const TaskId task = TaskId::worker(worker);
+Task<void> ClusterCoordinator::monitor_worker(int index) {
+  WorkerHandle& w = workers_[static_cast<std::size_t>(index)];
   int misses = 0;
-  while (!watch->finished) {
-    co_await sleep_for(runtime_.executor, options_.heartbeat_interval);
-    if (watch->finished) break;
-    auto r = response_as<HealthResponse>(co_await control_call(task, HealthRequest{}, options_.heartbeat_timeout));
-    if (watch->finished) break;
-    const bool restarted = r.ok() && r->incarnation != workers_[static_cast<std::size_t>(worker)].incarnation;
-    if (r.ok() && !restarted) {
+  while (!stopping_) {
+    if (!w.running) {
       misses = 0;
+      co_await w.dispatch_started->wait();  // sleeps only while closures run
       continue;
     }
-    if (restarted || ++misses >= options_.heartbeat_misses) {
+    co_await sleep_for(runtime_.executor, options_.heartbeat_interval);
+    auto watch = w.running;
+    if (!watch || runtime_.executor.now() - w.last_heard < options_.heartbeat_interval) continue;
+    auto r = response_as<HealthResponse>(co_await control_call(w.task, HealthRequest{}, options_.heartbeat_timeout));
+    if (watch->finished) continue;
+    const bool restarted = r.ok() && r->incarnation != w.incarnation;
+    if (r.ok() && !restarted) {
+      w.last_heard = runtime_.executor.now();
+      misses = 0;
+    } else if (restarted || ++misses >= options_.heartbeat_misses) {
+      misses = 0;
       watch->lost = true;
       watch->cancel.cancel();
-      break;
     }
   }
 }

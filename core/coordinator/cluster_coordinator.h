@@ -39,10 +39,11 @@ struct CoordinatorOptions {
   int transient_timeouts = -1;
   // Deadline of the coordinator's control calls (health, setup, resources, variable creation, fences).
   Duration rpc_timeout = 30 * kSecond;
-  // While a closure runs, the worker must answer a health check every interval;
-  // `heartbeat_misses` consecutive failures count as a worker failure. This
-  // catches a worker that hangs or is partitioned away, which a dead TCP
-  // connection alone would not reveal.
+  // While a closure runs, a worker silent for an interval is sent a health
+  // check; `heartbeat_misses` consecutive failures count as a worker failure.
+  // This catches a worker that hangs or is partitioned away, which a dead TCP
+  // connection alone would not reveal. Any answer from the worker counts as
+  // hearing from it, so busy workers are rarely pinged.
   Duration heartbeat_interval = 1 * kSecond;
   Duration heartbeat_timeout = 2 * kSecond;
   int heartbeat_misses = 3;
@@ -152,6 +153,11 @@ class ClusterCoordinator {
     Incarnation incarnation = 0;
     Status last_error;
     std::vector<ResourceRecord> resources;  // in creation order: a rebuild replays them in order
+    // Liveness: the closure running on it (if any), when it last answered, and
+    // a wake-up for its monitor when a closure starts.
+    std::shared_ptr<struct DispatchWatch> running;
+    Time last_heard = 0;
+    std::unique_ptr<Notifier> dispatch_started;
   };
 
   Task<Status> wait_for_cluster();
@@ -160,7 +166,7 @@ class ClusterCoordinator {
   Task<void> worker_loop(int index);
   Task<void> process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure);
   Task<void> process_resource(WorkerHandle& w, ResourceClosure rc);
-  Task<void> heartbeat(int worker, std::shared_ptr<struct DispatchWatch> watch);
+  Task<void> monitor_worker(int index);
   Task<void> recover_worker(WorkerHandle& w);
   void mark_worker_dead(WorkerHandle& w, const Status& cause);
   Task<Status> raise_pending_error();

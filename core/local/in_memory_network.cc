@@ -1,5 +1,6 @@
 #include "core/local/in_memory_network.h"
 
+#include <optional>
 #include <utility>
 
 namespace twinps {
@@ -14,6 +15,13 @@ struct InMemoryNetwork::PendingCall {
   TimerId deadline_timer = kNoTimer;
   CancelRegistration cancel_registration;
   CancellationSource callee_cancel;  // tells the handler the caller gave up
+  // Kept here rather than in the events that carry them, so those events'
+  // callbacks stay small enough to be stored without an allocation.
+  Request request;
+  RequestId request_id = 0;
+  Time deadline = kTimeNever;
+  std::size_t bytes = 0;
+  std::optional<StatusOr<Response>> reply;
 };
 
 class InMemoryNetwork::Endpoint final : public Transport {
@@ -133,36 +141,42 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
     return;
   }
   const auto callee_slot = callee->executor().node();
-  engine_.post_at(
-      callee_slot, engine_.incarnation(callee_slot), *arrival,
-      [this, call, to, req = std::move(request), rid = options.request_id, deadline = options.deadline, bytes]() mutable {
-        Endpoint* target = find_endpoint(to);
-        if (call->finished || target == nullptr || !target->handler()) {
-          if (!call->finished) {
-            engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call, to] {
-              finish(call, with_failed_task(absl::UnavailableError(to.short_name() + " has no service running"), to));
-            });
-          }
-          return;
-        }
-        ++delivered_;
-        bytes_ += bytes;
-        IncomingCall incoming{call->from, std::move(req), rid, deadline, call->callee_cancel.token()};
-        Responder respond = [this, call](StatusOr<Response> result) mutable {
-          if (call->finished) return;
-          std::size_t resp_bytes = (links_ && result.ok()) ? wire_size(*result) : 0;
-          auto back = delivery_time(call->to, call->from, resp_bytes);
-          if (!back) {  // reply lost
-            on_lost(call);
-            return;
-          }
-          ++delivered_;
-          bytes_ += resp_bytes;
-          engine_.post_at(call->caller_slot, call->caller_incarnation, *back,
-                          [this, call, r = std::move(result)]() mutable { finish(call, std::move(r)); });
-        };
-        target->handler()(std::move(incoming), std::move(respond));
+  call->request = std::move(request);
+  call->request_id = options.request_id;
+  call->deadline = options.deadline;
+  call->bytes = bytes;
+  engine_.post_at(callee_slot, engine_.incarnation(callee_slot), *arrival, [this, call] {
+    Endpoint* target = find_endpoint(call->to);
+    if (call->finished || target == nullptr || !target->handler()) {
+      if (!call->finished) {
+        engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call] {
+          finish(call, with_failed_task(absl::UnavailableError(call->to.short_name() + " has no service running"),
+                                        call->to));
+        });
+      }
+      return;
+    }
+    ++delivered_;
+    bytes_ += call->bytes;
+    IncomingCall incoming{call->from, std::move(call->request), call->request_id, call->deadline,
+                          call->callee_cancel.token()};
+    Responder respond = [this, call](StatusOr<Response> result) mutable {
+      if (call->finished) return;
+      std::size_t resp_bytes = (links_ && result.ok()) ? wire_size(*result) : 0;
+      auto back = delivery_time(call->to, call->from, resp_bytes);
+      if (!back) {  // reply lost
+        on_lost(call);
+        return;
+      }
+      ++delivered_;
+      bytes_ += resp_bytes;
+      call->reply.emplace(std::move(result));
+      engine_.post_at(call->caller_slot, call->caller_incarnation, *back, [this, call] {
+        if (call->reply) finish(call, std::move(*call->reply));
       });
+    };
+    target->handler()(std::move(incoming), std::move(respond));
+  });
 }
 
 void InMemoryNetwork::on_lost(const std::shared_ptr<PendingCall>& call) {

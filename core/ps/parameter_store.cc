@@ -1,6 +1,7 @@
 #include "core/ps/parameter_store.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace twinps {
 namespace {
@@ -47,6 +48,11 @@ Status check_rows(const RowIds& ids, std::int64_t rows) {
   }
   return absl::OkStatus();
 }
+
+// x * 0 is 0 for every finite x and NaN for NaN and ±Inf, so one vectorised
+// read-only pass decides; Eigen's allFinite() is ~4x slower, and on a large
+// push this check was the parameter server's biggest cost.
+bool all_finite(const Matrix& m) { return m.size() == 0 || std::isfinite((m.array() * 0.0f).sum()); }
 
 std::size_t distinct(RowIds ids) {
   std::sort(ids.begin(), ids.end());
@@ -185,22 +191,23 @@ Status ParameterStore::validate_pull(const PullRequest& request) {
   for (std::size_t i = 0; i < request.items.size(); ++i) {
     const PullItem& item = request.items[i];
     auto it = shards_.find(item.shard);
-    const std::string where = "Pull item " + std::to_string(i) + " of " + shard_label(item.shard) + ": ";
+    // Built only on failure: this runs for every item of every request.
+    auto where = [&] { return "Pull item " + std::to_string(i) + " of " + shard_label(item.shard) + ": "; };
     if (it == shards_.end()) return invalid("Pull item " + std::to_string(i) + ": unknown shard id " +
                                             std::to_string(item.shard));
     if (it->second.spec.kind == VariableKind::kCounter) {
-      if (!item.all_rows) return invalid(where + "a counter has no rows to select");
+      if (!item.all_rows) return invalid(where() + "a counter has no rows to select");
       continue;
     }
     if (it->second.spec.shape_only) {
-      if (!item.rows.empty()) return invalid(where + "a shape-only shard is read by a row count, not by row ids");
+      if (!item.rows.empty()) return invalid(where() + "a shape-only shard is read by a row count, not by row ids");
       if (item.shape_only_rows < 0)
-        return invalid(where + "row count " + std::to_string(item.shape_only_rows) + " is negative");
+        return invalid(where() + "row count " + std::to_string(item.shape_only_rows) + " is negative");
       continue;
     }
-    if (item.shape_only_rows != 0) return invalid(where + "a row count is only for shape-only shards");
+    if (item.shape_only_rows != 0) return invalid(where() + "a row count is only for shape-only shards");
     if (!item.all_rows)
-      if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where + std::string(s.message()));
+      if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where() + std::string(s.message()));
   }
   return absl::OkStatus();
 }
@@ -246,8 +253,11 @@ Status ParameterStore::validate_update(std::size_t index, const Update& u) const
                                       std::to_string(u.shard));
   const Shard& shard = it->second;
   const ShardSpec& spec = shard.spec;
-  const std::string where = "Push update " + std::to_string(index) + " to " + shard_label(u.shard) + ": ";
-  auto fail = [&](const std::string& what) { return absl::InvalidArgumentError(where + what); };
+  // The prefix is built only on failure: this runs for every update of every push.
+  auto fail = [&](const std::string& what) {
+    return absl::InvalidArgumentError("Push update " + std::to_string(index) + " to " + shard_label(u.shard) + ": " +
+                                      what);
+  };
 
   const bool op_ok = spec.kind == VariableKind::kTrainable ||
                      (spec.kind == VariableKind::kAccumulator && u.op != Update::Op::kApplyGradient) ||
@@ -285,7 +295,7 @@ Status ParameterStore::validate_update(std::size_t index, const Update& u) const
     if (u.values.rows() != spec.rows)
       return fail(std::string(what) + " is " + dims(u.values) + ", the shard " + dims(spec.rows, spec.cols));
   }
-  if (!u.values.allFinite()) return fail(std::string(what) + " contains NaN or Inf");
+  if (!all_finite(u.values)) return fail(std::string(what) + " contains NaN or Inf");
   return absl::OkStatus();
 }
 

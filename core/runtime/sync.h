@@ -1,11 +1,13 @@
 #pragma once
 // Suspension points for core coroutines. Each one resumes its waiter by posting
-// to the node's Executor, never inline, so code that completes a promise or
-// notifies waiters is never re-entered by them. Each awaiter unregisters itself
-// when its frame is destroyed, so a destroyed coroutine is never resumed.
+// to the node's Executor, not inline, so code that completes a promise or
+// notifies waiters is never re-entered by them (the one exception,
+// Promise::set_and_resume, is for transport completions, which are events of
+// their own). Each awaiter unregisters itself when its frame is destroyed, so a
+// destroyed coroutine is never resumed.
 #include <coroutine>
 #include <cstdint>
-#include <map>
+#include <vector>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -18,40 +20,61 @@ namespace detail {
 
 // Waiters keyed by a ticket; the resume event looks the ticket up again, so an
 // awaiter destroyed between the wake-up and the event is simply skipped.
+// Small vectors, not maps: a list rarely holds more than one or two waiters,
+// and one is created for every call a node makes.
 class WaiterList {
  public:
   std::uint64_t add(std::coroutine_handle<> h) {
     auto id = next_++;
-    waiting_.emplace(id, h);
+    waiting_.emplace_back(id, h);
     return id;
   }
   void remove(std::uint64_t id) {
-    waiting_.erase(id);
-    woken_.erase(id);
+    erase(waiting_, id);
+    erase(woken_, id);
   }
-  // Moves every waiter to "woken" and schedules its resumption.
+  // Moves every waiter to "woken" and schedules its resumption. `self` owns
+  // this list (it may be an aliasing pointer into a larger state).
   void wake_all(Executor& ex, const std::shared_ptr<WaiterList>& self) {
     for (auto& [id, h] : waiting_) {
-      woken_.emplace(id, h);
+      woken_.emplace_back(id, h);
       ex.post([weak = std::weak_ptr<WaiterList>(self), id = id] {
         if (auto list = weak.lock()) list->resume(id);
       });
     }
     waiting_.clear();
   }
+  // Resumes every waiter now, on the caller's stack. Only for callers that
+  // run as an event of their own with nothing left to do afterwards (a
+  // transport's completion), where re-entrance cannot hurt.
+  void resume_all_now() {
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& [id, h] : waiting) h.resume();
+  }
   bool empty() const { return waiting_.empty(); }
 
  private:
+  using Entries = std::vector<std::pair<std::uint64_t, std::coroutine_handle<>>>;
+  static void erase(Entries& v, std::uint64_t id) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (it->first == id) {
+        v.erase(it);
+        return;
+      }
+  }
   void resume(std::uint64_t id) {
-    auto it = woken_.find(id);
-    if (it == woken_.end()) return;
-    auto h = it->second;
-    woken_.erase(it);
-    h.resume();
+    for (auto it = woken_.begin(); it != woken_.end(); ++it) {
+      if (it->first != id) continue;
+      auto h = it->second;
+      woken_.erase(it);
+      h.resume();
+      return;
+    }
   }
   std::uint64_t next_ = 1;
-  std::map<std::uint64_t, std::coroutine_handle<>> waiting_;
-  std::map<std::uint64_t, std::coroutine_handle<>> woken_;
+  Entries waiting_;
+  Entries woken_;
 };
 
 // Registers on await_suspend, unregisters on destruction.
@@ -77,7 +100,9 @@ class Notifier {
   Notifier(const Notifier&) = delete;
   Notifier& operator=(const Notifier&) = delete;
 
-  void notify_all() { waiters_->wake_all(*executor_, waiters_); }
+  void notify_all() {
+    if (!waiters_->empty()) waiters_->wake_all(*executor_, waiters_);
+  }
   bool has_waiters() const { return !waiters_->empty(); }
 
   struct Awaiter {
@@ -101,13 +126,19 @@ template <typename T>
 class Future;
 
 namespace detail {
+// The value and its waiters in one allocation; the waiter list is reached
+// through an aliasing pointer that shares the state's ownership.
 template <typename T>
 struct FutureState {
-  explicit FutureState(Executor& ex) : executor(&ex), waiters(std::make_shared<WaiterList>()) {}
+  explicit FutureState(Executor& ex) : executor(&ex) {}
   Executor* executor;
   std::optional<T> value;
-  std::shared_ptr<WaiterList> waiters;
+  WaiterList waiters;
 };
+template <typename T>
+std::shared_ptr<WaiterList> waiters_of(const std::shared_ptr<FutureState<T>>& state) {
+  return std::shared_ptr<WaiterList>(state, &state->waiters);
+}
 }  // namespace detail
 
 // A single-assignment value with one consumer. The producer (often a transport
@@ -125,7 +156,17 @@ class Promise {
   bool set(T value) {
     if (state_->value) return false;
     state_->value.emplace(std::move(value));
-    state_->waiters->wake_all(*state_->executor, state_->waiters);
+    if (!state_->waiters.empty()) state_->waiters.wake_all(*state_->executor, detail::waiters_of(state_));
+    return true;
+  }
+  // set(), resuming the consumer at once instead of in a later event. Only
+  // from a callback that is an event of its own and does nothing after this
+  // (a transport's `done`): it saves an event per call.
+  bool set_and_resume(T value) {
+    if (state_->value) return false;
+    state_->value.emplace(std::move(value));
+    auto keep = state_;  // the consumer may drop its Future while running
+    keep->waiters.resume_all_now();
     return true;
   }
 
@@ -148,8 +189,8 @@ class Future {
     detail::WaiterTicket ticket;
     bool await_ready() const noexcept { return state->value.has_value(); }
     void await_suspend(std::coroutine_handle<> h) {
-      ticket.list = state->waiters;
-      ticket.id = state->waiters->add(h);
+      ticket.list = detail::waiters_of(state);
+      ticket.id = state->waiters.add(h);
     }
     T await_resume() {
       ticket.id = 0;

@@ -1,5 +1,6 @@
 #include "core/runtime/trace.h"
 
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -11,10 +12,11 @@ namespace twinps {
 void TraceHasher::mix_bytes(const void* data, std::size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   mix(n);
-  // Bytes are assembled little-endian by hand, so big-endian machines agree.
+  // Words are read little-endian, so big-endian machines agree.
   auto load = [](const unsigned char* q, std::size_t k) {
     std::uint64_t word = 0;
-    for (std::size_t i = 0; i < k; ++i) word |= static_cast<std::uint64_t>(q[i]) << (8 * i);
+    std::memcpy(&word, q, k);
+    if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap64(word);
     return word;
   };
   for (; n >= 8; n -= 8, p += 8) mix(load(p, 8));

@@ -54,8 +54,10 @@ inline Future<StatusOr<Response>> call_async(Executor& ex, Transport& transport,
                                              CallOptions options = {}) {
   Promise<StatusOr<Response>> promise(ex);
   auto future = promise.future();
+  // `done` is an event of its own on this executor (the transport contract),
+  // so the awaiting coroutine resumes right there rather than one event later.
   transport.call(to, std::move(request), std::move(options),
-                 [promise = std::move(promise)](StatusOr<Response> r) mutable { promise.set(std::move(r)); });
+                 [promise = std::move(promise)](StatusOr<Response> r) mutable { promise.set_and_resume(std::move(r)); });
   return future;
 }
 

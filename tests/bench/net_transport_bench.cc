@@ -1,6 +1,8 @@
 // Push -> pull round trips through two GrpcTransports in one process over
 // 127.0.0.1, the shape of ps-lite's benchmark: a worker pushes N bytes, waits,
-// pulls N bytes back, waits.
+// pulls N bytes back, waits. Pull and Push take the TCP data plane (the
+// default); TWINPS_BENCH_DATA_PLANE=grpc measures them over gRPC instead.
+// (`twinps bench ps` measures the same against real ps processes.)
 //
 //   client: "worker:0", its executor driven by the benchmark thread (run_until)
 //   server: "ps:0", its executor on a thread of its own (start())
@@ -54,6 +56,11 @@ const TaskId kPs = TaskId::ps(0);
 // TWINPS_BENCH_GRPC_ARGS="grpc.key=1,grpc.other=2" adds gRPC arguments (for tuning experiments).
 GrpcTransportOptions tuning_from_env() {
   GrpcTransportOptions o;
+  // TWINPS_BENCH_DATA_PLANE=grpc measures Pull/Push over gRPC instead of the TCP data plane.
+  if (const char* d = std::getenv("TWINPS_BENCH_DATA_PLANE"); d && std::string(d) == "grpc")
+    o.data_plane = DataPlaneMode::kGrpc;
+  if (const char* b = std::getenv("TWINPS_BENCH_DATA_SOCKBUF")) o.data_socket_buffer_bytes = std::stoi(b);
+  if (const char* c = std::getenv("TWINPS_BENCH_DATA_CONNECTIONS")) o.data_connections_per_peer = std::stoi(c);
   const char* env = std::getenv("TWINPS_BENCH_GRPC_ARGS");
   if (!env) return o;
   std::stringstream ss(env);

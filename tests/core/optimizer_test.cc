@@ -1,5 +1,6 @@
 // Each optimizer against updates worked out from Keras's formulas, step by
 // step, for a few steps; every learning-rate schedule; config validation.
+#include "tests/core/matrix_literal.h"
 #include "core/ps/optimizer.h"
 
 #include <gtest/gtest.h>
@@ -9,16 +10,7 @@
 namespace twinps {
 namespace {
 
-Matrix mat(std::initializer_list<std::initializer_list<float>> rows) {
-  Matrix m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows.begin()->size()));
-  Eigen::Index r = 0;
-  for (const auto& row : rows) {
-    Eigen::Index c = 0;
-    for (float v : row) m(r, c++) = v;
-    ++r;
-  }
-  return m;
-}
+using testutil::mat;
 
 void expect_matrix_near(const Matrix& got, const Matrix& want, double tol = 1e-6) {
   ASSERT_EQ(got.rows(), want.rows());

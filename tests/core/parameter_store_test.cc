@@ -1,5 +1,6 @@
 // The parameter server's state: creating shards, pulls, pushes through the
 // optimizer, duplicate pushes, fences, and refusing malformed requests whole.
+#include "tests/core/matrix_literal.h"
 #include "core/ps/parameter_store.h"
 
 #include <gtest/gtest.h>
@@ -10,16 +11,7 @@
 namespace twinps {
 namespace {
 
-Matrix mat(std::initializer_list<std::initializer_list<float>> rows) {
-  Matrix m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows.begin()->size()));
-  Eigen::Index r = 0;
-  for (const auto& row : rows) {
-    Eigen::Index c = 0;
-    for (float v : row) m(r, c++) = v;
-    ++r;
-  }
-  return m;
-}
+using testutil::mat;
 
 OptimizerConfig sgd(double lr) {
   OptimizerConfig c;
@@ -372,6 +364,28 @@ struct BadPush {
   Update update;
   std::vector<std::string> expected_text;  // in the message, besides the store name
 };
+
+TEST(ParameterStoreTest, ANonFiniteValueAnywhereInALargeGradientIsRefused) {
+  // Long and of odd length: the check's vectorised body and its scalar tail.
+  constexpr Eigen::Index kCols = 1001;
+  ParameterStore store;
+  CreateShardsRequest req;
+  req.optimizer = sgd(0.5);
+  req.shards = {shard(kDense, "wide", VariableKind::kTrainable, Matrix::Zero(1, kCols))};
+  ASSERT_TRUE(store.create_shards(req).ok());
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity()}) {
+    for (const Eigen::Index at : {Eigen::Index{0}, Eigen::Index{500}, kCols - 1}) {
+      Matrix g = Matrix::Constant(1, kCols, 1.0f);
+      g(0, at) = bad;
+      auto r = store.push(push_of({dense_grad(kDense, g)}));
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad << " at " << at;
+    }
+  }
+  Matrix huge = Matrix::Constant(1, kCols, std::numeric_limits<float>::max());  // finite, though x*x would not be
+  ASSERT_TRUE(store.push(push_of({dense_grad(kDense, huge)})).ok());
+  EXPECT_EQ(store.stats().rejected_requests, 9u);
+}
 
 TEST(ParameterStoreTest, EveryMalformedPushIsInvalidArgumentAndTheStoreKeepsServing) {
   const float nan = std::numeric_limits<float>::quiet_NaN();

@@ -1,3 +1,4 @@
+#include "tests/core/matrix_literal.h"
 #include "core/variables/sharded_variable.h"
 
 #include <gmock/gmock.h>
@@ -7,6 +8,8 @@
 
 namespace twinps {
 namespace {
+
+using testutil::mat;
 
 using ::testing::HasSubstr;
 using Ints = std::vector<std::int64_t>;
@@ -24,17 +27,6 @@ VariableLayout make_layout(const std::string& name, const Shape& shape, std::int
 Matrix counting(std::int64_t rows, std::int64_t cols) {
   Matrix m(rows, cols);
   for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<float>(i + 1);
-  return m;
-}
-
-Matrix rows_matrix(std::initializer_list<std::initializer_list<float>> rows) {
-  Matrix m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows.begin()->size()));
-  Eigen::Index r = 0;
-  for (const auto& row : rows) {
-    Eigen::Index c = 0;
-    for (float x : row) m(r, c++) = x;
-    ++r;
-  }
   return m;
 }
 
@@ -116,7 +108,7 @@ TEST(EmbeddingLookupTest, OneGatherPerTouchedShard) {
   });
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(gathers, 3);
-  EXPECT_EQ(*result, rows_matrix({{1, 2}, {7, 8}, {9, 10}}));
+  EXPECT_EQ(*result, mat({{1, 2}, {7, 8}, {9, 10}}));
 }
 
 TEST(EmbeddingLookupTest, PlanAsksEachShardOnceForEachRowOnce) {
@@ -134,7 +126,7 @@ TEST(EmbeddingLookupTest, PlanAsksEachShardOnceForEachRowOnce) {
   for (const auto& g : plan->gathers) gathered.push_back(*gather_rows(shards[g.shard], g.local_rows));
   auto result = assemble(*plan, gathered);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(*result, rows_matrix({{7, 8}, {1, 2}, {7, 8}, {3, 4}, {1, 2}}));
+  EXPECT_EQ(*result, mat({{7, 8}, {1, 2}, {7, 8}, {3, 4}, {1, 2}}));
 }
 
 TEST(EmbeddingLookupTest, TutorialVocabularyOfNine) {
@@ -187,22 +179,22 @@ TEST(EmbeddingLookupTest, BadIdsAndBadGathersAreErrors) {
 TEST(SplitSparseTest, RoutesRowsAndSumsDuplicates) {
   VariableLayout v = make_layout("emb", {5, 2}, 3);  // rows [2, 2, 1]
   RowIds rows = {3, 0, 3, 4, 1, 0};
-  Matrix values = rows_matrix({{1, 1}, {2, 2}, {10, 10}, {5, 5}, {7, 7}, {100, 100}});
+  Matrix values = mat({{1, 1}, {2, 2}, {10, 10}, {5, 5}, {7, 7}, {100, 100}});
   auto split = split_sparse(v, rows, values);
   ASSERT_TRUE(split.ok()) << split.status();
   ASSERT_EQ(split->size(), 3u);
 
   EXPECT_EQ((*split)[0].shard, 0u);
   EXPECT_EQ((*split)[0].update.rows, (RowIds{0, 1}));
-  EXPECT_EQ((*split)[0].update.values, rows_matrix({{102, 102}, {7, 7}}));
+  EXPECT_EQ((*split)[0].update.values, mat({{102, 102}, {7, 7}}));
 
   EXPECT_EQ((*split)[1].shard, 1u);
   EXPECT_EQ((*split)[1].update.rows, (RowIds{1}));  // global 3 = shard 1, local 1
-  EXPECT_EQ((*split)[1].update.values, rows_matrix({{11, 11}}));
+  EXPECT_EQ((*split)[1].update.values, mat({{11, 11}}));
 
   EXPECT_EQ((*split)[2].shard, 2u);
   EXPECT_EQ((*split)[2].update.rows, (RowIds{0}));
-  EXPECT_EQ((*split)[2].update.values, rows_matrix({{5, 5}}));
+  EXPECT_EQ((*split)[2].update.values, mat({{5, 5}}));
 }
 
 TEST(SplitSparseTest, UntouchedShardsAreLeftOut) {
@@ -254,8 +246,8 @@ TEST(DenseTest, PsstBasicSplitOfFiveByTwo) {
   Matrix full = counting(5, 2).array() - 1;
   auto shards = split_dense(v, full);
   ASSERT_TRUE(shards.ok());
-  EXPECT_EQ((*shards)[0], rows_matrix({{0, 1}, {2, 3}, {4, 5}}));
-  EXPECT_EQ((*shards)[1], rows_matrix({{6, 7}, {8, 9}}));
+  EXPECT_EQ((*shards)[0], mat({{0, 1}, {2, 3}, {4, 5}}));
+  EXPECT_EQ((*shards)[1], mat({{6, 7}, {8, 9}}));
 }
 
 TEST(DenseTest, ShapeMismatchesAreErrors) {

@@ -1,9 +1,12 @@
 #include "net/asio_executor.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
 #include "core/runtime/sync.h"
@@ -126,6 +129,40 @@ TEST(AsioExecutorTest, WorkKeepsTheLoopWaitingForAnotherThread) {
   EXPECT_TRUE(ex.run_until([&] { return done; }, ex.now() + kBound));
   other.join();
   EXPECT_FALSE(ex.run_until([] { return false; }));
+}
+
+TEST(AsioExecutorTest, SocketsWaitingOnTheLoopDoNotKeepItAliveButWorkDoes) {
+  using boost::asio::ip::tcp;
+  AsioExecutor ex;
+  tcp::acceptor acceptor(ex.context(), tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  std::optional<tcp::socket> server_side;
+  acceptor.async_accept([&](const boost::system::error_code& ec, tcp::socket s) {
+    if (!ec) server_side.emplace(std::move(s));
+  });
+  // A pending accept alone is nothing anyone waits for: the loop is idle at once.
+  const Time t0 = ex.now();
+  EXPECT_FALSE(ex.run_until([] { return false; }, t0 + kBound));
+  EXPECT_LT(ex.now(), t0 + kBound / 2);
+  // I/O that is ready runs while the loop is driven.
+  tcp::socket client(ex.context());
+  client.connect(acceptor.local_endpoint());
+  EXPECT_TRUE(ex.run_until([&] { return server_side.has_value(); }, ex.now() + kBound));
+  // With Work held for it, the loop waits for a byte another thread sends later.
+  AsioExecutor::Work work(ex);
+  bool got = false;
+  char byte = 0;
+  client.async_read_some(boost::asio::buffer(&byte, 1), [&](const boost::system::error_code& ec, std::size_t n) {
+    got = !ec && n == 1;
+    work.reset();
+  });
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const char x = 'x';
+    boost::asio::write(*server_side, boost::asio::buffer(&x, 1));
+  });
+  EXPECT_TRUE(ex.run_until([&] { return got; }, ex.now() + kBound));
+  sender.join();
+  EXPECT_EQ(byte, 'x');
 }
 
 TEST(AsioExecutorTest, PostIsThreadSafe) {

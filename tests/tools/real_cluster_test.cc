@@ -89,6 +89,35 @@ TEST(RealClusterTest, TutorialTrainsToAccuracyOneInProcess) {
   EXPECT_EQ(read_json(dir + "/r.json")["epochs"].back()["accuracy"], 1.0) << train.out();
 }
 
+TEST(RealClusterTest, TutorialTrainsOnEveryDataPlaneSetting) {
+  for (const char* plane : {"grpc", "tcp-all"}) {
+    SCOPED_TRACE(plane);
+    const std::string dir = testing::temp_dir(std::string("plane-") + plane);
+    Process train = Process::start({testing::twinps_binary(), "train", "--in-process", "--data-plane", plane,
+                                    "--report", dir + "/r.json"});
+    ASSERT_TRUE(train.wait(120s));
+    ASSERT_EQ(train.exit_code(), 0) << train.err();
+    EXPECT_EQ(read_json(dir + "/r.json")["epochs"].back()["accuracy"], 1.0) << train.out();
+  }
+  Process bad = Process::start({testing::twinps_binary(), "train", "--in-process", "--data-plane", "udp"});
+  ASSERT_TRUE(bad.wait(30s));
+  EXPECT_EQ(bad.exit_code(), 2);
+  EXPECT_NE(bad.err().find("--data-plane must be"), std::string::npos) << bad.err();
+}
+
+TEST(RealClusterTest, TasksWithoutADataPlaneServeACoordinatorThatHasOne) {
+  // Parameter servers and workers on gRPC alone; the coordinator (and the
+  // workers' calls to the ps) find no data plane and fall back to gRPC.
+  RealCluster cluster(2, 2);
+  for (const auto& t : {TaskId::ps(0), TaskId::ps(1), TaskId::worker(0), TaskId::worker(1)})
+    cluster.start(t, {"--data-plane", "grpc"});
+  const std::string dir = testing::temp_dir("mixed");
+  Process train = cluster.train({"--report", dir + "/report.json"});
+  ASSERT_TRUE(train.wait(120s)) << "training did not finish";
+  ASSERT_EQ(train.exit_code(), 0) << train.err();
+  EXPECT_EQ(read_json(dir + "/report.json")["epochs"].back()["accuracy"], 1.0) << train.out();
+}
+
 TEST(RealClusterTest, KilledWorkerIsRetriedElsewhereAndRejoinsWithItsDatasetRebuilt) {
   RealCluster cluster(3, 2);
   // Slow steps (0.4 s each) make sure closures are running when the kill lands.

@@ -19,6 +19,8 @@ struct BenchTarget {
 // Every target, in the order --help lists them.
 const BenchTarget kTargets[] = {
     {"sim", "the simulator: a timing-only cluster (default 1000 workers x 100 ps)", run_bench_sim},
+    {"ps", "push/pull throughput against real ps processes on loopback", run_bench_ps},
+    {"train", "tutorial training throughput in real mode (in-process and as processes)", run_bench_train},
 };
 
 void usage(std::FILE* out) {

@@ -9,7 +9,7 @@ const std::vector<Command>& commands() {
       {"eval", "side-car evaluator: evaluate each new checkpoint", run_eval},
       {"sim", "run a scenario on the deterministic simulator and check its expectations", run_sim},
       {"tune", "sweep ps count x partitioner x shards by simulation and recommend one", run_tune},
-      {"bench", "performance measurements (targets: sim)", run_bench},
+      {"bench", "performance measurements (targets: sim, ps, train)", run_bench},
   };
   return all;
 }

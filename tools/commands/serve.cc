@@ -4,10 +4,12 @@
 
 #include "core/models/synthetic/synthetic.h"
 #include "core/models/tutorial/tutorial.h"
+#include "net/allocator_tuning.h"
 #include "net/real_node.h"
 #include "sim/scenario_loader.h"
 #include "sim/workload.h"
 #include "tools/cli.h"
+#include "tools/data_plane_flag.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 
@@ -35,6 +37,7 @@ int run_serve(int argc, char** argv) {
   int index = -1;
   double ps_call_timeout = 30, step_delay = 0;
   std::size_t max_message_mb = 256;
+  std::string data_plane = "tcp";
   po::options_description opts("twinps serve options");
   opts.add_options()("help,h", "show this help")
       ("role", po::value(&role), "ps or worker (default: the task type in TF_CONFIG)")
@@ -42,6 +45,7 @@ int run_serve(int argc, char** argv) {
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
       ("ps-call-timeout", po::value(&ps_call_timeout)->default_value(30), "workers: seconds before a call to a ps fails")
       ("max-message-mb", po::value(&max_message_mb)->default_value(256), "largest message accepted or sent, in MiB")
+      ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp)
       ("inject-step-delay", po::value(&step_delay)->default_value(0),
        "fault injection (workers): seconds added to every step, as on a slow machine")
       ("model", po::value(&model_path),
@@ -51,6 +55,8 @@ int run_serve(int argc, char** argv) {
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
     return rc;
+  net::GrpcTransportOptions transport;
+  if (!apply_data_plane("serve", data_plane, &transport)) return kExitBadInput;
   auto tfc = load_tf_config(tf_config);
   if (!tfc.ok()) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(tfc.status().message()).c_str());
@@ -81,6 +87,8 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(address.status().message()).c_str());
     return kExitBadInput;
   }
+  // Tensors arrive in fresh buffers: keep freed ones mapped rather than fault pages in again.
+  net::tune_allocator_for_large_tensors();
   FunctionRegistry registry;
   tutorial::register_functions(registry);
   std::unique_ptr<synthetic::Workload> synthetic_model;
@@ -102,6 +110,7 @@ int run_serve(int argc, char** argv) {
   o.resolve = resolver(tfc->cluster);
   o.registry = &registry;
   o.worker.ps_call_timeout = from_seconds(ps_call_timeout);
+  o.transport = transport;
   o.transport.max_message_bytes = max_message_mb << 20;
   FixedStepDelay delay(from_seconds(step_delay));
   if (step_delay > 0) o.cost = &delay;

@@ -15,6 +15,7 @@
 #include "net/locked_trace.h"
 #include "net/real_node.h"
 #include "tools/cli.h"
+#include "tools/data_plane_flag.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 
@@ -30,6 +31,7 @@ struct TrainSettings {
   int keep_checkpoints = 3;
   std::string trace_path;
   std::string report_path;
+  net::GrpcTransportOptions transport;  // --data-plane
 };
 
 // What the run did, for --report (tests and notebooks read it).
@@ -192,6 +194,7 @@ int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink
   o.ps = s.shape.ps;
   o.registry = &registry;
   o.trace = locked.get();
+  o.transport = s.transport;
   auto cluster = net::InProcessCluster::start(o);
   if (!cluster.ok()) {
     std::fprintf(stderr, "twinps train: cannot start the in-process cluster: %s\n", describe(cluster.status()).c_str());
@@ -229,6 +232,7 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
   o.task = TaskId::chief();
   o.resolve = resolver(tfc->cluster);
   o.trace = trace;
+  o.transport = s.transport;
   auto node = net::RealNode::create(std::move(o));
   if (!node.ok()) {
     std::fprintf(stderr, "twinps train: %s\n", describe(node.status()).c_str());
@@ -245,7 +249,7 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
 int run_train(int argc, char** argv) {
   TrainSettings s;
   std::uint64_t seed = 1;
-  std::string tf_config;
+  std::string tf_config, data_plane = "tcp";
   double connect_timeout = 60, rpc_timeout = 30, heartbeat = 1;
   po::options_description opts("twinps train options");
   opts.add_options()("help,h", "show this help")
@@ -268,11 +272,13 @@ int run_train(int argc, char** argv) {
       ("rpc-timeout", po::value(&rpc_timeout)->default_value(30), "seconds before a control call fails")
       ("heartbeat", po::value(&heartbeat)->default_value(1), "seconds between worker health checks while closures run")
       ("trace", po::value(&s.trace_path), "write a Chrome Trace Event file (open in Perfetto)")
-      ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log");
+      ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log")
+      ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp);
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps train (--in-memory | --in-process | with TF_CONFIG) [options]", opts, vm);
       rc >= 0)
     return rc;
+  if (!apply_data_plane("train", data_plane, &s.transport)) return kExitBadInput;
   if (vm.count("in-memory") && vm.count("in-process")) {
     std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
     return kExitBadInput;

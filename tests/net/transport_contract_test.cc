@@ -1,6 +1,8 @@
 // GrpcTransport on 127.0.0.1, held to the same contract as InMemoryNetwork
-// (tests/core/runtime_test.cc). Every wait is bounded by a generous limit that
-// only a broken transport reaches; nothing asserts on timing.
+// (tests/core/runtime_test.cc), once with every call over gRPC and once with
+// every call over the TCP data plane (net/data_plane.h). Every wait is bounded
+// by a generous limit that only a broken transport reaches; nothing asserts on
+// timing.
 #include "net/grpc_transport.h"
 
 #include <arpa/inet.h>
@@ -46,8 +48,23 @@ struct Addresses {
   void set(const TaskId& t, int port) { (*map)[t] = "127.0.0.1:" + std::to_string(port); }
 };
 
+// Which plane the running test exercises (set by the fixture).
+DataPlaneMode g_plane = DataPlaneMode::kGrpc;
+
+class TransportContractTest : public ::testing::TestWithParam<DataPlaneMode> {
+ protected:
+  void SetUp() override { g_plane = GetParam(); }
+};
+
+std::string plane_name(const ::testing::TestParamInfo<DataPlaneMode>& info) {
+  return info.param == DataPlaneMode::kGrpc ? "Grpc" : "DataPlane";
+}
+
 std::unique_ptr<GrpcTransport> make(const TaskId& self, AsioExecutor& ex, Addresses& book, bool serve = true,
                                     GrpcTransportOptions options = {}, int port = 0) {
+  options.data_plane = g_plane;
+  // On the data plane, every request (not only Pull and Push) so that the whole suite runs there.
+  options.data_plane_for_every_request = g_plane == DataPlaneMode::kTcp;
   if (serve) options.listen_address = "127.0.0.1:" + std::to_string(port);
   options.resolve = book.resolver();
   auto t = GrpcTransport::create(self, ex, std::move(options));
@@ -99,7 +116,7 @@ class DeadPort {
   int port_ = 0;
 };
 
-TEST(GrpcTransportTest, CallReachesHandlerAndReplyComesBackOnce) {
+TEST_P(TransportContractTest, CallReachesHandlerAndReplyComesBackOnce) {
   Pair p;
   ASSERT_TRUE(p.a && p.b);
   EXPECT_GT(p.b->port(), 0);
@@ -130,7 +147,7 @@ TEST(GrpcTransportTest, CallReachesHandlerAndReplyComesBackOnce) {
   EXPECT_EQ(p.a->calls_in_flight(), 0u);
 }
 
-TEST(GrpcTransportTest, EveryMessageTypeCrossesTheWireIntact) {
+TEST_P(TransportContractTest, EveryMessageTypeCrossesTheWireIntact) {
   Pair p;
   // The handler echoes a canned response chosen by the request type.
   auto responses = testing::sample_responses(2000);  // 40 KB tensors: out of band
@@ -149,7 +166,7 @@ TEST(GrpcTransportTest, EveryMessageTypeCrossesTheWireIntact) {
   }
 }
 
-TEST(GrpcTransportTest, LargeTensorsBothWays) {
+TEST_P(TransportContractTest, LargeTensorsBothWays) {
   Pair p;
   p.b->serve([&](IncomingCall call, Responder respond) {
     auto& push = std::get<PushRequest>(call.request);
@@ -172,7 +189,7 @@ TEST(GrpcTransportTest, LargeTensorsBothWays) {
   }
 }
 
-TEST(GrpcTransportTest, DeadlineFailsAHungCallWithTheCalleeAsFailedTask) {
+TEST_P(TransportContractTest, DeadlineFailsAHungCallWithTheCalleeAsFailedTask) {
   Pair p;
   std::vector<Responder> parked;
   std::vector<CancelRegistration> regs;
@@ -203,7 +220,7 @@ TEST(GrpcTransportTest, DeadlineFailsAHungCallWithTheCalleeAsFailedTask) {
   EXPECT_EQ(calls, 1);
 }
 
-TEST(GrpcTransportTest, APassedDeadlineFailsAtOnce) {
+TEST_P(TransportContractTest, APassedDeadlineFailsAtOnce) {
   Pair p;
   int handled = 0;
   p.b->serve([&](IncomingCall, Responder respond) {
@@ -217,7 +234,7 @@ TEST(GrpcTransportTest, APassedDeadlineFailsAtOnce) {
   EXPECT_EQ(failed_task(r.status()), kPs);
 }
 
-TEST(GrpcTransportTest, CancellingACallCompletesItAndTellsTheCallee) {
+TEST_P(TransportContractTest, CancellingACallCompletesItAndTellsTheCallee) {
   Pair p;
   std::vector<Responder> parked;
   bool callee_saw_cancel = false;
@@ -247,7 +264,7 @@ TEST(GrpcTransportTest, CancellingACallCompletesItAndTellsTheCallee) {
   EXPECT_EQ(calls, 1);
 }
 
-TEST(GrpcTransportTest, AnAlreadyCancelledTokenFailsWithoutReachingTheCallee) {
+TEST_P(TransportContractTest, AnAlreadyCancelledTokenFailsWithoutReachingTheCallee) {
   Pair p;
   int handled = 0;
   p.b->serve([&](IncomingCall, Responder respond) {
@@ -264,7 +281,7 @@ TEST(GrpcTransportTest, AnAlreadyCancelledTokenFailsWithoutReachingTheCallee) {
   EXPECT_EQ(handled, 0);
 }
 
-TEST(GrpcTransportTest, CallsToADeadServerFailUnavailable) {
+TEST_P(TransportContractTest, CallsToADeadServerFailUnavailable) {
   DeadPort dead;
   AsioExecutor ex;
   Addresses book;
@@ -279,7 +296,7 @@ TEST(GrpcTransportTest, CallsToADeadServerFailUnavailable) {
   }
 }
 
-TEST(GrpcTransportTest, CallsToAnUnknownTaskFail) {
+TEST_P(TransportContractTest, CallsToAnUnknownTaskFail) {
   Pair p;
   std::optional<Status> got;
   p.a->call(TaskId::ps(5), HealthRequest{}, {}, [&](StatusOr<Response> r) { got = r.status(); });
@@ -289,14 +306,14 @@ TEST(GrpcTransportTest, CallsToAnUnknownTaskFail) {
   EXPECT_EQ(failed_task(*got), TaskId::ps(5));
 }
 
-TEST(GrpcTransportTest, ATaskWithoutAHandlerIsUnavailable) {
+TEST_P(TransportContractTest, ATaskWithoutAHandlerIsUnavailable) {
   Pair p;
   auto r = call_and_wait(p, HealthRequest{});
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
   EXPECT_EQ(failed_task(r.status()), kPs);
 }
 
-TEST(GrpcTransportTest, CallsInFlightFailWhenTheCalleeGoesDown) {
+TEST_P(TransportContractTest, CallsInFlightFailWhenTheCalleeGoesDown) {
   Pair p;
   std::vector<Responder> parked;
   p.b->serve([&](IncomingCall, Responder respond) { parked.push_back(std::move(respond)); });
@@ -316,7 +333,7 @@ TEST(GrpcTransportTest, CallsInFlightFailWhenTheCalleeGoesDown) {
   EXPECT_EQ(failed_task(r.status()), kPs);
 }
 
-TEST(GrpcTransportTest, StopServingFailsCallsInFlightAndRefusesNewOnes) {
+TEST_P(TransportContractTest, StopServingFailsCallsInFlightAndRefusesNewOnes) {
   Pair p;
   std::vector<Responder> parked;
   p.b->serve([&](IncomingCall, Responder respond) { parked.push_back(std::move(respond)); });
@@ -332,7 +349,7 @@ TEST(GrpcTransportTest, StopServingFailsCallsInFlightAndRefusesNewOnes) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
 }
 
-TEST(GrpcTransportTest, ARestartedServerOnTheSamePortIsReachableAgain) {
+TEST_P(TransportContractTest, ARestartedServerOnTheSamePortIsReachableAgain) {
   Pair p;
   auto serve_health = [](GrpcTransport& t, Incarnation inc) {
     t.serve([inc](IncomingCall, Responder respond) { respond(Response(HealthResponse{kPs, inc})); });
@@ -363,7 +380,7 @@ TEST(GrpcTransportTest, ARestartedServerOnTheSamePortIsReachableAgain) {
   EXPECT_EQ(std::get<HealthResponse>(*r).incarnation, 2u);
 }
 
-TEST(GrpcTransportTest, HandlerErrorsArriveUnchangedWithTheirPayloads) {
+TEST_P(TransportContractTest, HandlerErrorsArriveUnchangedWithTheirPayloads) {
   Pair p;
   Status sent = with_error_kind(with_failed_task(absl::AbortedError("update from a cancelled generation"), TaskId::ps(3)),
                                 ErrorKind::kFenced);
@@ -381,7 +398,7 @@ TEST(GrpcTransportTest, HandlerErrorsArriveUnchangedWithTheirPayloads) {
   EXPECT_EQ(failed_task(r.status()), std::nullopt);
 }
 
-TEST(GrpcTransportTest, OversizedMessagesAreRejectedAndTheServerKeepsServing) {
+TEST_P(TransportContractTest, OversizedMessagesAreRejectedAndTheServerKeepsServing) {
   AsioExecutor ex;
   Addresses book;
   GrpcTransportOptions small;
@@ -433,7 +450,7 @@ TEST(GrpcTransportTest, OversizedMessagesAreRejectedAndTheServerKeepsServing) {
   EXPECT_EQ(handled, before + 1);
 }
 
-TEST(GrpcTransportTest, MalformedRequestsAreInvalidArgumentAndTheServerKeepsServing) {
+TEST_P(TransportContractTest, MalformedRequestsAreInvalidArgumentAndTheServerKeepsServing) {
   Pair p;
   int handled = 0;
   p.b->serve([&](IncomingCall, Responder respond) {
@@ -493,7 +510,7 @@ TEST(GrpcTransportTest, MalformedRequestsAreInvalidArgumentAndTheServerKeepsServ
   EXPECT_TRUE(call_and_wait(p, HealthRequest{}).ok());
 }
 
-TEST(GrpcTransportTest, HandlersRunOnTheServersOwnExecutorThread) {
+TEST_P(TransportContractTest, HandlersRunOnTheServersOwnExecutorThread) {
   AsioExecutor client_ex, server_ex;
   Addresses book;
   auto b = make(kPs, server_ex, book);
@@ -528,7 +545,7 @@ TEST(GrpcTransportTest, HandlersRunOnTheServersOwnExecutorThread) {
   server_ex.stop();
 }
 
-TEST(GrpcTransportTest, DestroyingTheCallerDropsItsCallsInFlightAndTellsTheCallee) {
+TEST_P(TransportContractTest, DestroyingTheCallerDropsItsCallsInFlightAndTellsTheCallee) {
   Pair p;
   std::vector<Responder> parked;
   std::vector<CancelRegistration> regs;
@@ -547,7 +564,7 @@ TEST(GrpcTransportTest, DestroyingTheCallerDropsItsCallsInFlightAndTellsTheCalle
   EXPECT_EQ(calls, 0) << "a task that went down never hears back";
 }
 
-TEST(GrpcTransportTest, ManyConcurrentCallsEachCompleteExactlyOnce) {
+TEST_P(TransportContractTest, ManyConcurrentCallsEachCompleteExactlyOnce) {
   Pair p;
   std::vector<Responder> parked;
   p.b->serve([&](IncomingCall call, Responder respond) {
@@ -577,10 +594,11 @@ TEST(GrpcTransportTest, ManyConcurrentCallsEachCompleteExactlyOnce) {
   for (int i = 0; i < kCalls; ++i) EXPECT_EQ(completions[i], 1) << i;
 }
 
-TEST(GrpcTransportTest, BindingATakenPortFails) {
+TEST_P(TransportContractTest, BindingATakenPortFails) {
   Pair p;
   GrpcTransportOptions o;
   o.listen_address = "127.0.0.1:" + std::to_string(p.b->port());
+  o.data_plane = GetParam();
   auto t = GrpcTransport::create(TaskId::ps(1), p.ex, o);
   EXPECT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kUnavailable) << t.status();
@@ -588,7 +606,7 @@ TEST(GrpcTransportTest, BindingATakenPortFails) {
   EXPECT_FALSE(GrpcTransport::create(TaskId::ps(1), p.ex, o).ok());
 }
 
-TEST(GrpcTransportTest, AwaitableCallWorksFromACoroutine) {
+TEST_P(TransportContractTest, AwaitableCallWorksFromACoroutine) {
   Pair p;
   p.b->serve([](IncomingCall, Responder respond) { respond(Response(HealthResponse{kPs, 3})); });
   std::optional<Incarnation> got;
@@ -601,6 +619,9 @@ TEST(GrpcTransportTest, AwaitableCallWorksFromACoroutine) {
   ASSERT_TRUE(p.run([&] { return got.has_value(); }));
   EXPECT_EQ(*got, 3u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Planes, TransportContractTest, ::testing::Values(DataPlaneMode::kGrpc, DataPlaneMode::kTcp),
+                         plane_name);
 
 }  // namespace
 }  // namespace twinps::net

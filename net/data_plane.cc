@@ -1,0 +1,1219 @@
+#include "net/data_plane.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "net/convert.h"
+#include "net/data_frame.h"
+#include "net/proto/twinps.pb.h"
+
+namespace twinps::net {
+
+bool split_host_port(const std::string& address, std::string* host, int* port) {
+  std::string h, p;
+  if (!address.empty() && address.front() == '[') {
+    const auto close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') return false;
+    h = address.substr(1, close - 1);
+    p = address.substr(close + 2);
+  } else {
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos) return false;
+    h = address.substr(0, colon);
+    p = address.substr(colon + 1);
+  }
+  if (h.empty() || p.empty() || p.size() > 5 || !std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  const int v = std::stoi(p);
+  if (v > 65535) return false;
+  *host = h;
+  *port = v;
+  return true;
+}
+
+// Not an anonymous namespace: DataPlane::State, which has linkage, holds these types.
+namespace dp {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+namespace df = dataframe;
+
+constexpr std::size_t kReadBufferBytes = 64 << 10;
+// Attachment bytes still on the socket are read straight into the tensors
+// when at least this many remain; a smaller rest goes through the read buffer
+// (one more small copy, but it shares a read with whatever follows).
+constexpr std::uint64_t kDirectReadMin = 16 << 10;
+constexpr std::uint32_t kMaxHelloBytes = 1024;
+constexpr Duration kDiscoveryTimeout = 10 * kSecond;
+// A connection still not open after this fails its calls (a black-holed peer
+// would otherwise hold them until their deadlines, and every later call too).
+constexpr Duration kConnectTimeout = 10 * kSecond;
+
+std::string call_name(const char* name, const TaskId& to) { return std::string(name) + " to " + to.short_name(); }
+
+// Where one out-of-band tensor's bytes go.
+struct Target {
+  std::uint64_t offset;
+  std::size_t len;
+  char* dst;
+};
+
+// Decoding against this reader records where each tensor's bytes belong
+// instead of copying them: they are still on the socket. convert.cc writes a
+// tensor's bytes into its final storage (the Matrix is moved afterwards,
+// never copied), so the recorded addresses stay valid.
+class TargetRecorder final : public AttachmentReader {
+ public:
+  explicit TargetRecorder(std::uint64_t size) : size_(size) {}
+  std::uint64_t size() const override { return size_; }
+  void copy(std::uint64_t offset, std::size_t len, void* dst) const override {
+    if (len) targets_.push_back(Target{offset, len, static_cast<char*>(dst)});
+  }
+  std::vector<Target>& targets() const { return targets_; }
+
+ private:
+  std::uint64_t size_;
+  mutable std::vector<Target> targets_;
+};
+
+// One frame to write: header + envelope in `head`, then the attachment spans,
+// whose memory `owner` keeps alive until the write completes.
+struct OutFrame {
+  std::string head;
+  std::vector<AttachmentWriter::Span> spans;
+  std::shared_ptr<const void> owner;
+};
+
+OutFrame make_frame(df::Kind kind, std::uint8_t flags, std::uint64_t call_id,
+                    const google::protobuf::MessageLite* envelope, std::size_t envelope_bytes,
+                    const AttachmentWriter* attachments, std::shared_ptr<const void> owner) {
+  OutFrame f;
+  f.head.resize(df::kHeaderBytes + envelope_bytes);
+  auto* p = reinterpret_cast<std::uint8_t*>(f.head.data());
+  df::Header h;
+  h.kind = kind;
+  h.flags = flags;
+  h.call_id = call_id;
+  h.envelope_bytes = static_cast<std::uint32_t>(envelope_bytes);
+  h.attachment_bytes = attachments ? attachments->total() : 0;
+  df::encode_header(h, p);
+  if (envelope) envelope->SerializeWithCachedSizesToArray(p + df::kHeaderBytes);
+  if (attachments) f.spans = attachments->spans();
+  f.owner = std::move(owner);
+  return f;
+}
+
+class Connection;
+
+// ================================================================== calls
+
+struct OutCall {
+  TaskId to;
+  const char* name = "";
+  std::optional<Request> request;  // until encoded
+  CallOptions options;
+  ResponseCallback done;
+  CancelRegistration cancel_registration;
+  AsioExecutor::Work work;
+  std::multimap<Time, std::shared_ptr<OutCall>>::iterator deadline_entry;
+  bool has_deadline_entry = false;
+  std::weak_ptr<Connection> conn;  // once sent
+  std::uint64_t wire_id = 0;
+  bool waiting = false;  // for discovery
+  bool finished = false;
+};
+
+struct InCall {
+  std::weak_ptr<Connection> conn;
+  std::uint64_t wire_id = 0;
+  std::optional<CancellationSource> cancel;
+  AsioExecutor::Work work;
+  bool finished = false;
+};
+
+}  // namespace dp
+
+using dp::Connection;
+using dp::InCall;
+using dp::OutCall;
+using dp::Target;
+using dp::TargetRecorder;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+namespace df = dataframe;
+
+// ================================================================== state
+
+struct DataPlane::State : std::enable_shared_from_this<State> {
+  struct Peer {
+    enum class Phase { kUnknown, kDiscovering, kReady, kNoDataPlane };
+    Phase phase = Phase::kUnknown;
+    DataEndpoint endpoint;
+    std::vector<std::shared_ptr<Connection>> conns;
+    std::size_t next = 0;
+    std::vector<std::shared_ptr<OutCall>> waiting;
+    std::uint64_t generation = 0;  // of the discovery in progress
+  };
+
+  State(const TaskId& s, AsioExecutor& e, DataPlaneOptions o)
+      : self(s), executor(e), options(std::move(o)), resolver(e.context()) {}
+
+  TaskId self;
+  AsioExecutor& executor;
+  DataPlaneOptions options;
+  DataPlaneStats stats;
+
+  // callee
+  std::optional<tcp::acceptor> acceptor;
+  int port = 0;
+  std::shared_ptr<const CallHandler> handler;
+  std::set<std::shared_ptr<Connection>> accepted;
+
+  // caller
+  tcp::resolver resolver;
+  std::map<TaskId, Peer> peers;
+  std::size_t in_flight = 0;
+  std::multimap<Time, std::shared_ptr<OutCall>> deadlines;
+  TimerId deadline_timer = kNoTimer;
+  Time deadline_timer_at = kTimeNever;
+
+  // ---- caller side
+  void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done);
+  void start_discovery(const TaskId& to, Peer& peer);
+  void on_discovered(const TaskId& to, std::uint64_t generation, StatusOr<DataEndpoint> found);
+  void dispatch(Peer& peer, const std::shared_ptr<OutCall>& c);
+  void hand_to_grpc(const std::shared_ptr<OutCall>& c);
+  void finish(const std::shared_ptr<OutCall>& c, StatusOr<Response> result, bool post);
+  void cancel_call(const std::shared_ptr<OutCall>& c, Status why);
+  void add_deadline(const std::shared_ptr<OutCall>& c);
+  void remove_deadline(OutCall& c);
+  void arm_deadline_timer();
+  void on_deadline_timer();
+  void on_caller_connection_closed(Connection* conn);
+  void drop(OutCall& c);
+
+  // ---- callee side
+  void accept_next();
+  void serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id, IncomingCall call);
+  void stop_serving();
+
+  ~State();
+};
+
+namespace dp {
+
+// ================================================================== connection
+
+// One TCP connection, either end. Caller: sends hello, requests and cancels,
+// reads responses. Callee: reads hello, requests and cancels, sends
+// responses. Lives as long as a pending asynchronous operation or the state
+// holds it; `state_` is valid while the connection is open.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  enum class Role { kCaller, kCallee };
+  enum class CloseMode { kFail, kDrop };  // peer trouble / our own shutdown
+
+  Connection(DataPlane::State* state, Role role, tcp::socket socket, TaskId peer)
+      : state_(state), role_(role), socket_(std::move(socket)), peer_(peer),
+        rbuf_(std::make_unique<char[]>(kReadBufferBytes)), rcap_(kReadBufferBytes) {}
+
+  bool closed() const { return closed_; }
+  Role role() const { return role_; }
+  const TaskId& peer() const { return peer_; }
+  const DataEndpoint& endpoint() const { return endpoint_; }
+
+  // ---- caller
+  void connect(const DataEndpoint& ep);
+  std::uint64_t add_call(const std::shared_ptr<OutCall>& c) {
+    const std::uint64_t id = next_wire_id_++;
+    calls_.emplace(id, c);
+    return id;
+  }
+  void forget_call(std::uint64_t wire_id) { calls_.erase(wire_id); }
+  void send_cancel(std::uint64_t wire_id) {
+    send(make_frame(df::Kind::kCancel, 0, wire_id, nullptr, 0, nullptr, nullptr));
+  }
+
+  // ---- callee
+  void start_callee() {
+    connected_ = true;
+    set_socket_options();
+    read_more();
+  }
+  void forget_live(std::uint64_t wire_id) { live_.erase(wire_id); }
+  void add_live(std::uint64_t wire_id, const std::shared_ptr<InCall>& call) { live_.emplace(wire_id, call); }
+  void reply(std::uint64_t wire_id, StatusOr<Response> result);
+  void reply_transport_error(std::uint64_t wire_id, const Status& error);
+
+  void send(OutFrame f) {
+    if (closed_) return;
+    queue_.push_back(std::move(f));
+    if (!batching_) flush();
+  }
+
+  void close(const Status& why, CloseMode mode);
+
+ private:
+  enum class Phase { kHeader, kEnvelope, kAttachments, kDiscard };
+
+  void flush() {
+    if (closed_ || !connected_ || writing_ || queue_.empty()) return;
+    start_write();
+  }
+  void start_write();
+  void on_written(const boost::system::error_code& ec);
+
+  void read_more();
+  void on_read(const boost::system::error_code& ec, std::size_t n);
+  void process();
+  bool begin_frame();   // after a header; false: the connection closed
+  void on_envelope(const char* p, std::size_t n);
+  void on_hello(const char* p, std::size_t n);
+  void on_request(const char* p, std::size_t n);
+  void on_response(const char* p, std::size_t n);
+  void on_cancel(std::uint64_t wire_id);
+  void expect_attachments(TargetRecorder& recorder);
+  void fill(const char* src, std::size_t n);
+  void read_direct();
+  void finish_inbound();
+  void discard(std::uint64_t bytes) {
+    phase_ = Phase::kDiscard;
+    left_ = bytes;
+  }
+  void make_room(std::size_t need);
+  void protocol_error(const std::string& what);
+  void io_error(const char* op, const boost::system::error_code& ec);
+  void set_socket_options();
+  void cancel_connect_timer() {
+    if (connect_timer_ != kNoTimer) state_->executor.cancel(connect_timer_);
+    connect_timer_ = kNoTimer;
+  }
+
+  DataPlane::State* state_;
+  Role role_;
+  tcp::socket socket_;
+  TaskId peer_;
+  DataEndpoint endpoint_;
+  bool connected_ = false;
+  bool closed_ = false;
+  TimerId connect_timer_ = kNoTimer;
+  bool hello_seen_ = false;
+
+  // writing
+  std::deque<OutFrame> queue_;
+  std::vector<OutFrame> writing_frames_;
+  bool writing_ = false;
+  bool batching_ = false;  // inside process(): replies are written together at its end
+
+  // reading
+  std::unique_ptr<char[]> rbuf_;
+  std::size_t rcap_;
+  std::size_t rbegin_ = 0, rend_ = 0;
+  Phase phase_ = Phase::kHeader;
+  df::Header frame_;
+  std::uint64_t left_ = 0;  // attachment (or discarded) bytes of the frame still to read
+  // the message being received
+  struct Inbound {
+    Request request;  // callee
+    TaskId from;
+    RequestId request_id = 0;
+    Time deadline = kTimeNever;
+    std::shared_ptr<OutCall> call;  // caller
+    Response response;
+    std::vector<Target> targets;
+    std::size_t next_target = 0;
+    std::size_t target_filled = 0;
+    std::vector<char> scratch;      // when the tensors do not tile the attachments
+    std::vector<Target> scattered;  // where scratch goes afterwards
+  } in_;
+
+  // caller: calls sent, by wire id; callee: calls being served
+  std::uint64_t next_wire_id_ = 1;
+  std::unordered_map<std::uint64_t, std::shared_ptr<OutCall>> calls_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<InCall>> live_;
+};
+
+// ---------------------------------------------------------------- connecting
+
+void Connection::set_socket_options() {
+  boost::system::error_code ig;
+  socket_.set_option(tcp::no_delay(true), ig);
+  if (state_->options.socket_buffer_bytes > 0) {
+    socket_.set_option(asio::socket_base::send_buffer_size(state_->options.socket_buffer_bytes), ig);
+    socket_.set_option(asio::socket_base::receive_buffer_size(state_->options.socket_buffer_bytes), ig);
+  }
+}
+
+void Connection::connect(const DataEndpoint& ep) {
+  endpoint_ = ep;
+  wire::DataPlaneHello hello;
+  to_proto(state_->self, hello.mutable_from());
+  to_proto(peer_, hello.mutable_to());
+  const std::size_t bytes = hello.ByteSizeLong();
+  send(make_frame(df::Kind::kHello, 0, 0, &hello, bytes, nullptr, nullptr));
+
+  connect_timer_ = state_->executor.post_after(kConnectTimeout, [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self || self->closed_ || self->connected_) return;
+    self->connect_timer_ = kNoTimer;
+    self->io_error("connect to", asio::error::timed_out);
+  });
+  auto on_connected = [self = shared_from_this()](const boost::system::error_code& ec) {
+    if (self->closed_) return;
+    self->cancel_connect_timer();
+    if (ec) return self->io_error("connect to", ec);
+    self->connected_ = true;
+    self->set_socket_options();
+    self->read_more();
+    self->flush();
+  };
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(ep.host, ec);
+  if (!ec) {
+    socket_.async_connect(tcp::endpoint(address, static_cast<unsigned short>(ep.port)), std::move(on_connected));
+    return;
+  }
+  state_->resolver.async_resolve(
+      ep.host, std::to_string(ep.port),
+      [self = shared_from_this(), on_connected = std::move(on_connected)](const boost::system::error_code& rec,
+                                                                         tcp::resolver::results_type results) mutable {
+        if (self->closed_) return;
+        if (rec) return self->io_error("resolve the address of", rec);
+        asio::async_connect(self->socket_, results,
+                            [on_connected = std::move(on_connected)](const boost::system::error_code& cec,
+                                                                     const tcp::endpoint&) { on_connected(cec); });
+      });
+}
+
+// ---------------------------------------------------------------- writing
+
+void Connection::start_write() {
+  writing_ = true;
+  writing_frames_.clear();
+  while (!queue_.empty()) {
+    writing_frames_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  std::vector<asio::const_buffer> buffers;
+  for (const auto& f : writing_frames_) {
+    buffers.emplace_back(f.head.data(), f.head.size());
+    for (const auto& s : f.spans) buffers.emplace_back(s.data, s.size);
+  }
+  asio::async_write(socket_, buffers, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+    self->on_written(ec);
+  });
+}
+
+void Connection::on_written(const boost::system::error_code& ec) {
+  writing_ = false;
+  writing_frames_.clear();  // releases the messages' tensors
+  if (closed_) return;
+  if (ec) return io_error("write to", ec);
+  flush();
+}
+
+// ---------------------------------------------------------------- reading
+
+void Connection::read_more() {
+  if (closed_) return;
+  if (rbegin_ == rend_) {
+    rbegin_ = rend_ = 0;
+  } else if (rcap_ - rend_ < (kReadBufferBytes >> 2)) {
+    std::memmove(rbuf_.get(), rbuf_.get() + rbegin_, rend_ - rbegin_);
+    rend_ -= rbegin_;
+    rbegin_ = 0;
+  }
+  socket_.async_read_some(asio::buffer(rbuf_.get() + rend_, rcap_ - rend_),
+                          [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                            self->on_read(ec, n);
+                          });
+}
+
+void Connection::on_read(const boost::system::error_code& ec, std::size_t n) {
+  if (closed_) return;
+  if (ec) return io_error("read from", ec);
+  rend_ += n;
+  process();
+}
+
+void Connection::make_room(std::size_t need) {
+  if (need > rcap_) {
+    auto bigger = std::make_unique<char[]>(need);
+    std::memcpy(bigger.get(), rbuf_.get() + rbegin_, rend_ - rbegin_);
+    rbuf_ = std::move(bigger);
+    rcap_ = need;
+    rend_ -= rbegin_;
+    rbegin_ = 0;
+  } else if (rcap_ - rbegin_ < need) {
+    std::memmove(rbuf_.get(), rbuf_.get() + rbegin_, rend_ - rbegin_);
+    rend_ -= rbegin_;
+    rbegin_ = 0;
+  }
+}
+
+void Connection::process() {
+  auto keep = shared_from_this();  // a handler or `done` may close this connection
+  batching_ = true;
+  for (;;) {
+    if (closed_) return;
+    const std::size_t avail = rend_ - rbegin_;
+    const char* at = rbuf_.get() + rbegin_;
+    if (phase_ == Phase::kHeader) {
+      if (avail < df::kHeaderBytes) break;
+      if (!df::decode_header(reinterpret_cast<const std::uint8_t*>(at), &frame_))
+        return protocol_error("a frame header that is not twinps' data-plane protocol");
+      rbegin_ += df::kHeaderBytes;
+      if (!begin_frame()) return;
+      continue;
+    }
+    if (phase_ == Phase::kEnvelope) {
+      if (avail < frame_.envelope_bytes) {
+        make_room(frame_.envelope_bytes);
+        break;
+      }
+      rbegin_ += frame_.envelope_bytes;
+      on_envelope(at, frame_.envelope_bytes);
+      continue;
+    }
+    const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(avail, left_));
+    if (phase_ == Phase::kAttachments) fill(at, take);
+    rbegin_ += take;
+    left_ -= take;
+    if (left_ == 0) {
+      if (phase_ == Phase::kAttachments) finish_inbound();
+      phase_ = Phase::kHeader;
+      continue;
+    }
+    if (phase_ == Phase::kAttachments && left_ >= kDirectReadMin) {
+      // The buffer is drained; the rest goes straight into the tensors.
+      rbegin_ = rend_ = 0;
+      batching_ = false;
+      flush();
+      return read_direct();
+    }
+    break;
+  }
+  batching_ = false;
+  flush();
+  read_more();
+}
+
+bool Connection::begin_frame() {
+  const std::uint64_t body = std::uint64_t{frame_.envelope_bytes} + frame_.attachment_bytes;
+  const std::size_t max = state_->options.max_message_bytes;
+  if (role_ == Role::kCallee) {
+    if (!hello_seen_ && frame_.kind != df::Kind::kHello) {
+      protocol_error("a frame before the hello");
+      return false;
+    }
+    switch (frame_.kind) {
+      case df::Kind::kHello:
+        if (hello_seen_ || frame_.envelope_bytes > kMaxHelloBytes || frame_.attachment_bytes != 0) {
+          protocol_error("a second or oversized hello");
+          return false;
+        }
+        phase_ = Phase::kEnvelope;
+        return true;
+      case df::Kind::kCancel:
+        if (body != 0) {
+          protocol_error("a cancel frame with a body");
+          return false;
+        }
+        on_cancel(frame_.call_id);
+        phase_ = Phase::kHeader;
+        return true;
+      case df::Kind::kRequest:
+        if (frame_.call_id == 0 || live_.count(frame_.call_id)) {
+          protocol_error("a request whose call id is 0 or still in use");
+          return false;
+        }
+        if (body > max) {
+          reply_transport_error(frame_.call_id,
+                                absl::ResourceExhaustedError(
+                                    state_->self.short_name() + " refused a request of " + std::to_string(body) +
+                                    " bytes: it exceeds the max message size of " + std::to_string(max) + " bytes"));
+          discard(body);
+          return true;
+        }
+        phase_ = Phase::kEnvelope;
+        return true;
+      case df::Kind::kResponse:
+        break;
+    }
+    protocol_error("a response sent to the callee");
+    return false;
+  }
+  // Caller: only responses come back.
+  if (frame_.kind != df::Kind::kResponse) {
+    protocol_error("a frame other than a response sent to the caller");
+    return false;
+  }
+  auto it = calls_.find(frame_.call_id);
+  if (it == calls_.end()) {  // completed already (cancelled, deadline): skip the reply
+    discard(body);
+    return true;
+  }
+  in_.call = std::move(it->second);
+  calls_.erase(it);
+  if (body > max) {
+    auto call = std::move(in_.call);
+    state_->finish(call,
+                   with_failed_task(absl::ResourceExhaustedError(
+                                        call_name(call->name, peer_) + ": the reply of " + std::to_string(body) +
+                                        " bytes exceeds the max message size of " + std::to_string(max) + " bytes"),
+                                    peer_),
+                   /*post=*/false);
+    discard(body);
+    return true;
+  }
+  phase_ = Phase::kEnvelope;
+  return true;
+}
+
+void Connection::on_envelope(const char* p, std::size_t n) {
+  phase_ = Phase::kHeader;
+  left_ = 0;
+  if (frame_.kind == df::Kind::kHello) return on_hello(p, n);
+  if (role_ == Role::kCallee) return on_request(p, n);
+  on_response(p, n);
+}
+
+void Connection::on_hello(const char* p, std::size_t n) {
+  wire::DataPlaneHello hello;
+  TaskId from, to;
+  if (!hello.ParseFromArray(p, static_cast<int>(n)) || !from_proto(hello.from(), &from).ok() ||
+      !from_proto(hello.to(), &to).ok())
+    return protocol_error("a malformed hello");
+  if (to != state_->self)
+    return protocol_error("a hello for " + to.short_name() + " (this is " + state_->self.short_name() + ")");
+  hello_seen_ = true;
+  peer_ = from;
+}
+
+void Connection::on_request(const char* p, std::size_t n) {
+  wire::RpcRequest envelope;
+  Status st;
+  if (!envelope.ParseFromArray(p, static_cast<int>(n))) {
+    st = absl::InvalidArgumentError("malformed message: the envelope does not parse");
+  } else if (!envelope.attachment_data().empty()) {
+    st = absl::InvalidArgumentError("RpcRequest.attachment_data: must be empty on the data plane");
+  }
+  TaskId from;
+  if (st.ok()) {
+    st = from_proto(envelope.from(), &from);
+    if (!st.ok()) st = absl::InvalidArgumentError("RpcRequest.from." + std::string(st.message()));
+  }
+  TargetRecorder recorder(frame_.attachment_bytes);
+  in_.request = Request();
+  if (st.ok()) st = from_proto(envelope.request(), &in_.request, &recorder);
+  if (!st.ok()) {
+    reply_transport_error(frame_.call_id, absl::InvalidArgumentError(state_->self.short_name() +
+                                                                     " rejected a request: " + std::string(st.message())));
+    in_.request = Request();
+    discard(frame_.attachment_bytes);
+    return;
+  }
+  in_.from = from;
+  in_.request_id = envelope.request_id();
+  in_.deadline = envelope.timeout_nanos() == 0
+                     ? kTimeNever
+                     : add_saturating(state_->executor.now(), static_cast<Duration>(std::min<std::uint64_t>(
+                                                                   envelope.timeout_nanos(), kTimeNever / 2)));
+  expect_attachments(recorder);
+}
+
+void Connection::on_response(const char* p, std::size_t n) {
+  auto fail = [&](const std::string& why) {
+    auto call = std::move(in_.call);
+    state_->finish(call,
+                   with_failed_task(absl::InvalidArgumentError(call_name(call->name, peer_) + ": malformed reply: " + why),
+                                    peer_),
+                   /*post=*/false);
+    discard(frame_.attachment_bytes);
+  };
+  wire::RpcResponse envelope;
+  if (!envelope.ParseFromArray(p, static_cast<int>(n))) return fail("the envelope does not parse");
+  if ((frame_.flags & df::kTransportError) || (envelope.has_status() && envelope.status().code() != 0)) {
+    Status error;
+    Status st = from_proto(envelope.status(), &error);
+    if (!st.ok()) return fail(std::string(st.message()));
+    if (error.ok()) return fail("an error reply without an error");
+    auto call = std::move(in_.call);
+    if (frame_.flags & df::kTransportError) {
+      // The callee's transport refused the call: attribute it to the callee.
+      error = with_failed_task(Status(error.code(), call_name(call->name, peer_) + " failed: " +
+                                                        std::string(error.message())),
+                               peer_);
+    }
+    state_->finish(call, std::move(error), /*post=*/false);
+    discard(frame_.attachment_bytes);
+    return;
+  }
+  TargetRecorder recorder(frame_.attachment_bytes);
+  in_.response = Response();
+  Status st = from_proto(envelope.response(), &in_.response, &recorder);
+  if (!st.ok()) {
+    in_.response = Response();
+    return fail(std::string(st.message()));
+  }
+  expect_attachments(recorder);
+}
+
+void Connection::expect_attachments(TargetRecorder& recorder) {
+  in_.targets = std::move(recorder.targets());
+  in_.next_target = 0;
+  in_.target_filled = 0;
+  in_.scattered.clear();
+  in_.scratch.clear();
+  const std::uint64_t total = frame_.attachment_bytes;
+  // Our senders lay the tensors out back to back; anything else (gaps,
+  // overlaps, bytes no tensor uses) is read into a buffer and copied out.
+  std::uint64_t end = 0;
+  bool tiles = true;
+  for (const auto& t : in_.targets) {
+    if (t.offset != end) tiles = false;
+    end = t.offset + t.len;
+  }
+  if (end != total) tiles = false;
+  if (!tiles) {
+    in_.scattered = std::move(in_.targets);
+    in_.scratch.resize(static_cast<std::size_t>(total));
+    in_.targets.assign(1, Target{0, static_cast<std::size_t>(total), in_.scratch.data()});
+    if (total == 0) in_.targets.clear();
+  }
+  if (total == 0) return finish_inbound();
+  phase_ = Phase::kAttachments;
+  left_ = total;
+}
+
+void Connection::fill(const char* src, std::size_t n) {
+  while (n > 0) {
+    Target& t = in_.targets[in_.next_target];
+    const std::size_t k = std::min(n, t.len - in_.target_filled);
+    std::memcpy(t.dst + in_.target_filled, src, k);
+    src += k;
+    n -= k;
+    in_.target_filled += k;
+    if (in_.target_filled == t.len) {
+      ++in_.next_target;
+      in_.target_filled = 0;
+    }
+  }
+}
+
+void Connection::read_direct() {
+  std::vector<asio::mutable_buffer> buffers;
+  buffers.reserve(in_.targets.size() - in_.next_target);
+  for (std::size_t i = in_.next_target; i < in_.targets.size(); ++i) {
+    const std::size_t skip = i == in_.next_target ? in_.target_filled : 0;
+    buffers.emplace_back(in_.targets[i].dst + skip, in_.targets[i].len - skip);
+  }
+  asio::async_read(socket_, buffers,
+                   [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                     if (self->closed_) return;
+                     if (ec) return self->io_error("read from", ec);
+                     self->left_ = 0;
+                     self->phase_ = Phase::kHeader;
+                     self->batching_ = true;
+                     self->finish_inbound();
+                     self->process();
+                   });
+}
+
+void Connection::finish_inbound() {
+  for (const auto& t : in_.scattered) std::memcpy(t.dst, in_.scratch.data() + t.offset, t.len);
+  in_.scattered.clear();
+  in_.scratch.clear();
+  in_.targets.clear();
+  if (role_ == Role::kCallee) {
+    Request request = std::move(in_.request);
+    in_.request = Request();
+    state_->serve_request(shared_from_this(), frame_.call_id,
+                          IncomingCall{in_.from, std::move(request), in_.request_id, in_.deadline, {}});
+    return;
+  }
+  auto call = std::move(in_.call);
+  Response response = std::move(in_.response);
+  in_.response = Response();
+  if (call && !call->finished) state_->finish(call, std::move(response), /*post=*/false);
+}
+
+void Connection::on_cancel(std::uint64_t wire_id) {
+  auto it = live_.find(wire_id);
+  if (it == live_.end()) return;  // answered already
+  auto call = std::move(it->second);
+  live_.erase(it);
+  call->finished = true;
+  call->work.reset();
+  if (call->cancel) {
+    CancellationSource source = std::move(*call->cancel);
+    call->cancel.reset();
+    source.cancel();
+  }
+}
+
+// ---------------------------------------------------------------- replies
+
+void Connection::reply(std::uint64_t wire_id, StatusOr<Response> result) {
+  if (closed_) return;
+  const auto& options = state_->options;
+  auto owner = std::make_shared<StatusOr<Response>>(std::move(result));
+  wire::RpcResponse envelope;
+  AttachmentWriter attachments(options.attachment_threshold);
+  if (owner->ok()) {
+    to_proto(**owner, envelope.mutable_response(), &attachments);
+  } else {
+    to_proto(owner->status(), envelope.mutable_status());
+  }
+  std::size_t bytes = envelope.ByteSizeLong();
+  if (bytes + attachments.total() > options.max_message_bytes || bytes > UINT32_MAX) {
+    const std::uint64_t total = bytes + attachments.total();
+    envelope.Clear();
+    attachments = AttachmentWriter(options.attachment_threshold);
+    owner.reset();
+    to_proto(with_failed_task(absl::ResourceExhaustedError(state_->self.short_name() + "'s reply of " +
+                                                           std::to_string(total) +
+                                                           " bytes exceeds the max message size of " +
+                                                           std::to_string(options.max_message_bytes) + " bytes"),
+                              state_->self),
+             envelope.mutable_status());
+    bytes = envelope.ByteSizeLong();
+  }
+  send(make_frame(df::Kind::kResponse, 0, wire_id, &envelope, bytes, &attachments, std::move(owner)));
+}
+
+void Connection::reply_transport_error(std::uint64_t wire_id, const Status& error) {
+  ++state_->stats.frames_rejected;
+  wire::RpcResponse envelope;
+  envelope.mutable_status()->set_code(static_cast<int>(error.code()));
+  envelope.mutable_status()->set_message(std::string(error.message()));
+  const std::size_t bytes = envelope.ByteSizeLong();
+  send(make_frame(df::Kind::kResponse, df::kTransportError, wire_id, &envelope, bytes, nullptr, nullptr));
+}
+
+// ---------------------------------------------------------------- errors and closing
+
+void Connection::protocol_error(const std::string& what) {
+  ++state_->stats.frames_rejected;
+  close(absl::UnavailableError("the data-plane connection " +
+                               std::string(role_ == Role::kCaller ? "to " : "from ") + peer_.short_name() +
+                               " sent " + what),
+        CloseMode::kFail);
+}
+
+void Connection::io_error(const char* op, const boost::system::error_code& ec) {
+  std::string where = peer_.short_name();
+  if (role_ == Role::kCaller) where += " (" + endpoint_.host + ":" + std::to_string(endpoint_.port) + ")";
+  close(absl::UnavailableError(std::string("cannot ") + op + " the data plane of " + where + ": " + ec.message()),
+        CloseMode::kFail);
+}
+
+void Connection::close(const Status& why, CloseMode mode) {
+  if (closed_) return;
+  cancel_connect_timer();
+  closed_ = true;
+  boost::system::error_code ig;
+  socket_.close(ig);
+  queue_.clear();
+  DataPlane::State* state = state_;
+  auto keep = shared_from_this();
+  if (role_ == Role::kCallee) {
+    state->accepted.erase(keep);
+    auto live = std::move(live_);
+    live_.clear();
+    for (auto& [id, call] : live) {
+      call->finished = true;
+      call->work.reset();
+      if (!call->cancel) continue;
+      CancellationSource source = std::move(*call->cancel);
+      call->cancel.reset();
+      if (mode == CloseMode::kFail) source.cancel();  // the caller went away
+    }
+    return;
+  }
+  std::vector<std::shared_ptr<OutCall>> calls;
+  if (in_.call) calls.push_back(std::move(in_.call));
+  for (auto& [id, c] : calls_) calls.push_back(std::move(c));
+  calls_.clear();
+  state->on_caller_connection_closed(this);
+  for (auto& c : calls) {
+    if (mode == CloseMode::kDrop) {
+      state->drop(*c);
+    } else if (!c->finished) {
+      // Posted: a `done` may destroy the transport, and more calls follow.
+      state->finish(c, with_failed_task(Status(why.code(), call_name(c->name, peer_) + " failed: " +
+                                                               std::string(why.message())),
+                                        peer_),
+                    /*post=*/true);
+    }
+  }
+}
+
+}  // namespace dp
+
+using dp::call_name;
+using dp::make_frame;
+
+// ================================================================== state: caller side
+
+void DataPlane::State::call(const TaskId& to, Request request, CallOptions opts, ResponseCallback done) {
+  Peer& peer = peers[to];
+  if (peer.phase == Peer::Phase::kNoDataPlane) {
+    ++stats.fallbacks;
+    options.fallback(to, std::move(request), std::move(opts), std::move(done));
+    return;
+  }
+  auto c = std::make_shared<OutCall>();
+  c->to = to;
+  c->name = request_name(request);
+  c->request.emplace(std::move(request));
+  c->done = std::move(done);
+  c->work = AsioExecutor::Work(executor);
+  c->options = std::move(opts);
+  ++in_flight;
+  ++stats.calls;
+
+  if (c->options.cancel.cancelled())
+    return finish(c, with_failed_task(absl::CancelledError(call_name(c->name, to) + " was cancelled"), to), true);
+  if (c->options.deadline != kTimeNever && c->options.deadline <= executor.now())
+    return finish(c, with_failed_task(absl::DeadlineExceededError(call_name(c->name, to) + " passed its deadline"), to),
+                  true);
+  if (c->options.cancel.can_be_cancelled()) {
+    c->cancel_registration = c->options.cancel.on_cancel(
+        [weak = weak_from_this(), weak_call = std::weak_ptr<OutCall>(c)] {
+          auto s = weak.lock();
+          auto call = weak_call.lock();
+          if (!s || !call || call->finished) return;
+          s->cancel_call(call, absl::CancelledError(call_name(call->name, call->to) + " was cancelled"));
+        });
+  }
+  add_deadline(c);
+  switch (peer.phase) {
+    case Peer::Phase::kReady:
+      return dispatch(peer, c);
+    case Peer::Phase::kUnknown:
+      c->waiting = true;
+      peer.waiting.push_back(c);
+      return start_discovery(to, peer);
+    case Peer::Phase::kDiscovering:
+      c->waiting = true;
+      peer.waiting.push_back(c);
+      return;
+    case Peer::Phase::kNoDataPlane:
+      break;
+  }
+}
+
+void DataPlane::State::start_discovery(const TaskId& to, Peer& peer) {
+  peer.phase = Peer::Phase::kDiscovering;
+  const std::uint64_t generation = ++peer.generation;
+  ++stats.discoveries;
+  options.discover(to, add_saturating(executor.now(), dp::kDiscoveryTimeout),
+                   [weak = weak_from_this(), to, generation](StatusOr<DataEndpoint> found) {
+                     if (auto s = weak.lock()) s->on_discovered(to, generation, std::move(found));
+                   });
+}
+
+void DataPlane::State::on_discovered(const TaskId& to, std::uint64_t generation, StatusOr<DataEndpoint> found) {
+  Peer& peer = peers[to];
+  if (peer.phase != Peer::Phase::kDiscovering || peer.generation != generation) return;
+  auto waiting = std::move(peer.waiting);
+  peer.waiting.clear();
+  for (auto& c : waiting) c->waiting = false;
+  if (!found.ok()) {
+    peer.phase = Peer::Phase::kUnknown;
+    const Status& st = found.status();
+    for (auto& c : waiting)
+      if (!c->finished)
+        finish(c, with_failed_task(Status(st.code(), call_name(c->name, to) + " failed: " + std::string(st.message())), to),
+               /*post=*/true);
+    return;
+  }
+  if (found->port == 0) {
+    peer.phase = Peer::Phase::kNoDataPlane;
+    for (auto& c : waiting)
+      if (!c->finished) hand_to_grpc(c);
+    return;
+  }
+  // Connections to an old endpoint belong to an earlier incarnation of the peer.
+  if (peer.endpoint.host != found->host || peer.endpoint.port != found->port) {
+    auto old = std::move(peer.conns);
+    peer.conns.clear();
+    for (auto& conn : old)
+      conn->close(absl::UnavailableError(to.short_name() + " moved its data plane"), Connection::CloseMode::kFail);
+  }
+  peer.phase = Peer::Phase::kReady;
+  peer.endpoint = *found;
+  for (auto& c : waiting)
+    if (!c->finished) dispatch(peer, c);
+}
+
+void DataPlane::State::hand_to_grpc(const std::shared_ptr<OutCall>& c) {
+  remove_deadline(*c);
+  c->cancel_registration.reset();
+  c->work.reset();
+  c->finished = true;
+  --in_flight;
+  ++stats.fallbacks;
+  options.fallback(c->to, std::move(*c->request), std::move(c->options), std::move(c->done));
+}
+
+void DataPlane::State::dispatch(Peer& peer, const std::shared_ptr<OutCall>& c) {
+  std::shared_ptr<Connection> conn;
+  if (peer.conns.size() < static_cast<std::size_t>(std::max(options.connections_per_peer, 1))) {
+    conn = std::make_shared<Connection>(this, Connection::Role::kCaller, tcp::socket(executor.context()), c->to);
+    peer.conns.push_back(conn);
+    ++stats.connections_opened;
+    conn->connect(peer.endpoint);
+  } else {
+    conn = peer.conns[peer.next++ % peer.conns.size()];
+  }
+
+  // Encode now; the request moves to the heap, where the socket reads its tensors in place.
+  auto owner = std::make_shared<Request>(std::move(*c->request));
+  c->request.reset();
+  wire::RpcRequest envelope;
+  to_proto(self, envelope.mutable_from());
+  envelope.set_request_id(c->options.request_id);
+  if (c->options.deadline != kTimeNever)
+    envelope.set_timeout_nanos(static_cast<std::uint64_t>(std::max<Duration>(c->options.deadline - executor.now(), 1)));
+  AttachmentWriter attachments(options.attachment_threshold);
+  to_proto(*owner, envelope.mutable_request(), &attachments);
+  const std::size_t bytes = envelope.ByteSizeLong();
+  if (bytes + attachments.total() > options.max_message_bytes || bytes > UINT32_MAX) {
+    return finish(c,
+                  with_failed_task(absl::ResourceExhaustedError(
+                                       call_name(c->name, c->to) + ": request of " +
+                                       std::to_string(bytes + attachments.total()) +
+                                       " bytes exceeds the max message size of " +
+                                       std::to_string(options.max_message_bytes) + " bytes"),
+                                   c->to),
+                  true);
+  }
+  c->conn = conn;
+  c->wire_id = conn->add_call(c);
+  conn->send(make_frame(dataframe::Kind::kRequest, 0, c->wire_id, &envelope, bytes, &attachments, std::move(owner)));
+}
+
+void DataPlane::State::finish(const std::shared_ptr<OutCall>& c, StatusOr<Response> result, bool post) {
+  if (c->finished) return;
+  c->finished = true;
+  remove_deadline(*c);
+  c->cancel_registration.reset();
+  c->work.reset();  // a posted completion keeps the executor busy by itself
+  if (auto conn = c->conn.lock(); conn && c->wire_id) conn->forget_call(c->wire_id);
+  if (c->waiting) {
+    auto& w = peers[c->to].waiting;
+    w.erase(std::remove(w.begin(), w.end(), c), w.end());
+    c->waiting = false;
+  }
+  auto run = [](State& s, OutCall& call, StatusOr<Response> r) {
+    --s.in_flight;
+    auto done = std::move(call.done);
+    call.done = nullptr;
+    done(std::move(r));
+  };
+  if (!post) return run(*this, *c, std::move(result));
+  executor.post([weak = weak_from_this(), c, r = std::move(result), run]() mutable {
+    if (auto s = weak.lock()) run(*s, *c, std::move(r));
+  });
+}
+
+void DataPlane::State::drop(OutCall& c) {
+  c.finished = true;
+  remove_deadline(c);
+  c.cancel_registration.reset();
+  c.work.reset();
+  c.done = nullptr;
+}
+
+void DataPlane::State::cancel_call(const std::shared_ptr<OutCall>& c, Status why) {
+  auto conn = c->conn.lock();
+  const std::uint64_t wire_id = c->wire_id;
+  finish(c, with_failed_task(std::move(why), c->to), /*post=*/true);
+  // Tell the callee, which fires its IncomingCall::cancelled.
+  if (conn && wire_id && !conn->closed()) conn->send_cancel(wire_id);
+}
+
+void DataPlane::State::add_deadline(const std::shared_ptr<OutCall>& c) {
+  if (c->options.deadline == kTimeNever) return;
+  c->deadline_entry = deadlines.emplace(c->options.deadline, c);
+  c->has_deadline_entry = true;
+  // One executor timer for all calls, armed for the earliest deadline; calls
+  // completing never re-arm it (it finds nothing due and re-arms for the next).
+  if (c->options.deadline < deadline_timer_at) arm_deadline_timer();
+}
+
+void DataPlane::State::remove_deadline(OutCall& c) {
+  if (!c.has_deadline_entry) return;
+  deadlines.erase(c.deadline_entry);
+  c.has_deadline_entry = false;
+}
+
+void DataPlane::State::arm_deadline_timer() {
+  if (deadline_timer != kNoTimer) executor.cancel(deadline_timer);
+  deadline_timer = kNoTimer;
+  deadline_timer_at = kTimeNever;
+  if (deadlines.empty()) return;
+  deadline_timer_at = deadlines.begin()->first;
+  deadline_timer = executor.post_at(deadline_timer_at, [weak = weak_from_this()] {
+    if (auto s = weak.lock()) s->on_deadline_timer();
+  });
+}
+
+void DataPlane::State::on_deadline_timer() {
+  deadline_timer = kNoTimer;
+  deadline_timer_at = kTimeNever;
+  const Time now = executor.now();
+  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+    auto c = deadlines.begin()->second;
+    cancel_call(c, absl::DeadlineExceededError(call_name(c->name, c->to) + " passed its deadline"));
+  }
+  if (deadline_timer == kNoTimer) arm_deadline_timer();
+}
+
+void DataPlane::State::on_caller_connection_closed(Connection* conn) {
+  auto it = peers.find(conn->peer());
+  if (it == peers.end()) return;
+  Peer& peer = it->second;
+  auto& conns = peer.conns;
+  conns.erase(std::remove_if(conns.begin(), conns.end(), [&](const auto& c) { return c.get() == conn; }), conns.end());
+  // The peer may have restarted elsewhere: ask gRPC again on the next call.
+  if (peer.phase == Peer::Phase::kReady) peer.phase = Peer::Phase::kUnknown;
+}
+
+// ================================================================== state: callee side
+
+void DataPlane::State::accept_next() {
+  if (!acceptor) return;
+  acceptor->async_accept(executor.context(), [weak = weak_from_this()](const boost::system::error_code& ec,
+                                                                        tcp::socket socket) {
+    auto s = weak.lock();
+    if (!s || !s->acceptor || ec == asio::error::operation_aborted) return;
+    if (ec) {  // out of descriptors, say: try again shortly rather than spin
+      s->executor.post_after(10 * kMillisecond, [weak = std::weak_ptr<State>(s)] {
+        if (auto st = weak.lock()) st->accept_next();
+      });
+      return;
+    }
+    {
+      auto conn = std::make_shared<Connection>(s.get(), Connection::Role::kCallee, std::move(socket), TaskId());
+      conn->start_callee();
+      s->accepted.insert(conn);
+      ++s->stats.connections_accepted;
+    }
+    s->accept_next();
+  });
+}
+
+void DataPlane::State::serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id,
+                                     IncomingCall incoming) {
+  auto h = handler;  // serve() may replace it while it runs
+  if (!h || !*h) {
+    conn->reply_transport_error(wire_id, absl::UnavailableError(self.short_name() + " has no service running"));
+    return;
+  }
+  ++stats.requests_served;
+  auto call = std::make_shared<InCall>();
+  call->conn = conn;
+  call->wire_id = wire_id;
+  call->work = AsioExecutor::Work(executor);  // until answered, the executor is not idle
+  call->cancel.emplace();
+  incoming.cancelled = call->cancel->token();
+  conn->add_live(wire_id, call);
+  (*h)(std::move(incoming), [call](StatusOr<Response> result) mutable {
+    if (call->finished) return;  // cancelled, or the connection went away
+    call->finished = true;
+    call->cancel.reset();
+    call->work.reset();
+    auto c = call->conn.lock();
+    if (!c || c->closed()) return;
+    c->forget_live(call->wire_id);
+    c->reply(call->wire_id, std::move(result));
+  });
+}
+
+void DataPlane::State::stop_serving() {
+  if (acceptor) {
+    boost::system::error_code ig;
+    acceptor->close(ig);
+    acceptor.reset();
+  }
+  auto conns = accepted;
+  for (auto& conn : conns)
+    conn->close(absl::UnavailableError(self.short_name() + " stopped serving"), Connection::CloseMode::kDrop);
+  accepted.clear();
+}
+
+DataPlane::State::~State() {
+  stop_serving();
+  std::vector<std::shared_ptr<Connection>> conns;
+  for (auto& [task, peer] : peers) {
+    for (auto& c : peer.waiting) drop(*c);
+    peer.waiting.clear();
+    for (auto& conn : peer.conns) conns.push_back(conn);
+  }
+  for (auto& conn : conns) conn->close(absl::UnavailableError("shutting down"), Connection::CloseMode::kDrop);
+  for (auto& [t, c] : deadlines) {
+    c->has_deadline_entry = false;
+    drop(*c);
+  }
+  deadlines.clear();
+  if (deadline_timer != kNoTimer) executor.cancel(deadline_timer);
+  resolver.cancel();
+}
+
+// ================================================================== DataPlane
+
+DataPlane::DataPlane(const TaskId& self, AsioExecutor& executor, DataPlaneOptions options)
+    : state_(std::make_shared<State>(self, executor, std::move(options))) {}
+
+DataPlane::~DataPlane() = default;
+
+Status DataPlane::listen(const std::string& host) {
+  boost::system::error_code ec;
+  tcp::resolver resolver(state_->executor.context());
+  auto results = resolver.resolve(host, "0", tcp::resolver::passive, ec);
+  if (ec || results.empty())
+    return absl::UnavailableError(state_->self.short_name() + " cannot resolve '" + host +
+                                  "' to listen for its data plane: " + ec.message());
+  const tcp::endpoint endpoint = results.begin()->endpoint();
+  tcp::acceptor acceptor(state_->executor.context());
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return absl::UnavailableError(state_->self.short_name() + " cannot listen for its data plane on " + host + ": " +
+                                  ec.message());
+  state_->port = acceptor.local_endpoint().port();
+  state_->acceptor.emplace(std::move(acceptor));
+  state_->accept_next();
+  return absl::OkStatus();
+}
+
+int DataPlane::port() const { return state_->acceptor ? state_->port : 0; }
+
+void DataPlane::set_handler(std::shared_ptr<const CallHandler> handler) { state_->handler = std::move(handler); }
+
+void DataPlane::stop_serving() { state_->stop_serving(); }
+
+void DataPlane::call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) {
+  state_->call(to, std::move(request), std::move(options), std::move(done));
+}
+
+std::size_t DataPlane::calls_in_flight() const { return state_->in_flight; }
+const DataPlaneStats& DataPlane::stats() const { return state_->stats; }
+
+}  // namespace twinps::net

@@ -1,0 +1,106 @@
+#pragma once
+// The data plane: Pull and Push (the parameter servers' traffic) over framed
+// TCP connections (net/data_frame.h) that live on the task's own AsioExecutor.
+// Reads complete on the executor's thread, handlers run there inline, replies
+// are written from there: no thread hand-off anywhere on the path, unlike
+// gRPC, whose completions arrive on its own threads. Tensors are written
+// straight from their memory (scatter-gather) and read straight into the
+// destination Matrix storage (the one copy TCP makes).
+//
+// GrpcTransport owns one and routes calls to it; gRPC stays the control
+// plane, and tells callers where a task's data plane listens (DiscoverFn), so
+// a cluster configures one address per task. This class keeps the Transport
+// contract (core/runtime/transport.h) for the calls it carries:
+//   * `done` runs exactly once, on the executor, never inside call();
+//   * deadlines give DEADLINE_EXCEEDED, cancellation CANCELLED at once; both
+//     send a cancel frame, which fires the callee's IncomingCall::cancelled
+//     (as does the caller's connection dropping);
+//   * a peer that cannot be reached (refused, or not connected within 10 s),
+//     or whose connection drops, gives UNAVAILABLE for the calls it had; the
+//     next call asks gRPC again where the peer listens (a restarted peer has
+//     a new port). A peer that answers it has no data plane gets its calls
+//     over gRPC from then on;
+//   * errors of the transport carry the callee as failed task; a handler's
+//     own error arrives unchanged with its payloads;
+//   * a request or reply over max_message_bytes is RESOURCE_EXHAUSTED, a
+//     malformed one INVALID_ARGUMENT naming the field; the callee answers,
+//     skips the frame and keeps the connection. A byte stream that is not
+//     this protocol ends that connection only.
+// Calls on one connection are served in order; with several connections per
+// peer they may overtake each other (as gRPC calls may).
+//
+// Threading: everything on the executor's thread, or while it is not running.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/runtime/transport.h"
+#include "net/asio_executor.h"
+
+namespace twinps::net {
+
+struct DataEndpoint {
+  std::string host;  // as in the peer's configured address (an IP literal or a name)
+  int port = 0;      // 0: the peer serves no data plane
+};
+
+// Finds where `to` serves its data plane; `done` runs on the executor, never
+// inside the call. An error (peer down, unknown) fails the calls waiting on it.
+using DiscoverFn =
+    std::function<void(const TaskId& to, Time deadline, UniqueFunction<void(StatusOr<DataEndpoint>)> done)>;
+// Carries a call the data plane will not (the peer has none): gRPC.
+using FallbackFn = std::function<void(const TaskId& to, Request request, CallOptions options, ResponseCallback done)>;
+
+struct DataPlaneOptions {
+  std::size_t max_message_bytes = std::size_t{256} << 20;
+  std::size_t attachment_threshold = 2048;  // tensors of at least this many bytes go out of band
+  int connections_per_peer = 1;
+  int socket_buffer_bytes = 0;  // SO_SNDBUF and SO_RCVBUF; 0 leaves the kernel's autotuning
+  DiscoverFn discover;
+  FallbackFn fallback;
+};
+
+struct DataPlaneStats {
+  std::uint64_t calls = 0;                  // started through the data plane
+  std::uint64_t fallbacks = 0;              // handed to gRPC: the peer serves no data plane
+  std::uint64_t discoveries = 0;            // asked where a peer listens
+  std::uint64_t connections_opened = 0;     // as caller
+  std::uint64_t connections_accepted = 0;   // as callee
+  std::uint64_t requests_served = 0;        // reached the handler
+  std::uint64_t frames_rejected = 0;        // answered with a transport error, or ended a connection
+};
+
+class DataPlane {
+ public:
+  DataPlane(const TaskId& self, AsioExecutor& executor, DataPlaneOptions options);
+  // Stops serving and drops this task's calls in flight (their `done` is
+  // destroyed unrun), as GrpcTransport does.
+  ~DataPlane();
+  DataPlane(const DataPlane&) = delete;
+  DataPlane& operator=(const DataPlane&) = delete;
+
+  // Listens on `host` (an IP literal or a name), on a port the OS picks.
+  Status listen(const std::string& host);
+  int port() const;  // 0 when not listening
+  void set_handler(std::shared_ptr<const CallHandler> handler);
+  // Closes the listener and every incoming connection: their callers' calls
+  // fail with UNAVAILABLE; handlers still holding a Responder answer no one.
+  void stop_serving();
+
+  void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done);
+
+  std::size_t calls_in_flight() const;
+  const DataPlaneStats& stats() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// "host:port" -> {host, port}; the host without IPv6 brackets. False if malformed.
+bool split_host_port(const std::string& address, std::string* host, int* port);
+
+}  // namespace twinps::net

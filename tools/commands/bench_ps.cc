@@ -1,0 +1,462 @@
+// twinps bench ps: push/pull throughput against real parameter-server
+// processes on loopback — the shape of ps-lite's benchmark (tests/
+// test_benchmark.cc): S server processes (`twinps serve --role ps`), W worker
+// processes that each push and pull K keys of N floats, over and over.
+//
+//   parent     starts the servers, creates the keys (CreateShards, SGD), starts
+//              the load generators, gathers their counts, prints the summary;
+//   generator  this binary again (`--load-generator`), one process per worker,
+//              as worker:i with its own executor and transport, driving calls
+//              from its main thread.
+//
+// Every generator counts the push->pull pairs it completes in each of
+// --repeats windows of --window seconds, all windows aligned on a common start
+// (CLOCK_MONOTONIC is shared by the processes); per window the parent sums over
+// workers. Modes (per key and iteration; an iteration covers every key and
+// waits for all of them, as ps-lite's does):
+//   pipelined   push then pull issued back to back, both in flight (ps-lite's PUSH_PULL);
+//   sequential  push, wait, pull, wait — one message in flight per worker;
+//   push-pull   one Push carrying the pull (then_pull): one round trip.
+// A pair moves N floats each way (or the pulled rows with --pull rows). GB/s
+// counts both directions; "goodput" counts one, as ps-lite's benchmark prints it.
+// The servers run the real ParameterStore: each push is validated and applied
+// by SGD, each pull copies the shard into the reply (ps-lite's benchmark
+// server neither sums nor copies).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/runtime/block_on.h"
+#include "net/allocator_tuning.h"
+#include "net/grpc_transport.h"
+#include "tools/cli.h"
+#include "tools/commands/commands.h"
+#include "tools/data_plane_flag.h"
+#include "tools/subprocess.h"
+#include "tools/tf_config.h"
+
+namespace twinps::cli {
+namespace {
+
+struct BenchConfig {
+  int servers = 1;
+  int workers = 1;
+  int keys = 0;  // 0: one per server
+  std::int64_t values_per_key = 262144;
+  std::int64_t rows = 1;
+  bool row_pulls = false;
+  std::int64_t rows_per_pull = 0;  // 0: rows / 8 (at least 1)
+  std::string mode = "pipelined";
+  int repeats = 5;
+  double window = 2.0;
+  double warmup = 1.0;
+  std::string data_plane = "tcp";
+  net::GrpcTransportOptions transport;  // from --data-plane
+  std::size_t max_message_mb = 512;
+};
+
+std::int64_t cols_of(const BenchConfig& c) { return c.values_per_key / c.rows; }
+ShardId shard_of(int key) { return static_cast<ShardId>(key + 1); }
+int ps_of(const BenchConfig& c, int key) { return key % c.servers; }
+
+// How the parent starts this command again as a load generator.
+const std::vector<std::string> kThisCommand = {"bench", "ps"};
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Rows a worker pulls (and pushes gradients for) from each key: spread over the shard.
+RowIds pulled_rows(const BenchConfig& c, int worker, int key) {
+  RowIds ids(static_cast<std::size_t>(c.rows_per_pull));
+  const std::int64_t stride = std::max<std::int64_t>(c.rows / c.rows_per_pull, 1);
+  for (std::int64_t i = 0; i < c.rows_per_pull; ++i)
+    ids[static_cast<std::size_t>(i)] = (i * stride + worker + key) % c.rows;
+  return ids;
+}
+
+// ================================================================== load generator
+
+class LoadGenerator {
+ public:
+  LoadGenerator(const BenchConfig& c, int index, std::unique_ptr<net::GrpcTransport> transport,
+                net::AsioExecutor& ex, std::int64_t start_ns)
+      : c_(c), index_(index), ex_(ex), transport_(std::move(transport)), start_ns_(start_ns),
+        counts_(static_cast<std::size_t>(c.repeats), 0) {
+    const std::int64_t cols = cols_of(c);
+    for (int k = 0; k < c.keys; ++k) {
+      buffers_.push_back(Matrix::Constant(c.row_pulls ? c.rows_per_pull : c.rows, cols, 1e-3f));
+      rows_.push_back(c.row_pulls ? pulled_rows(c, index, k) : RowIds());
+    }
+    pair_bytes_ = 2.0 * static_cast<double>(byte_size(buffers_[0]));
+  }
+
+  // Runs until the last window closes; false (after printing why) on an error.
+  bool run() {
+    end_ns_ = start_ns_ + static_cast<std::int64_t>(c_.repeats * c_.window * 1e9);
+    next_iteration();
+    ex_.run_until([&] { return finished_ || failed_; });
+    if (failed_) return false;
+    nlohmann::json out;
+    out["worker"] = index_;
+    out["pairs"] = counts_;
+    out["pair_bytes"] = pair_bytes_;
+    out["calls_per_pair"] = c_.mode == "push-pull" ? 1 : 2;
+    std::printf("%s\n", out.dump().c_str());
+    std::fflush(stdout);
+    return true;
+  }
+
+ private:
+  CallOptions options(bool push) {
+    CallOptions o;
+    o.deadline = ex_.now() + 30 * kSecond;
+    if (push) o.request_id = (static_cast<RequestId>(index_ + 1) << 40) + ++request_counter_;
+    return o;
+  }
+
+  PushRequest push_request(int k, bool with_pull) {
+    PushRequest push;
+    Update u;
+    u.shard = shard_of(k);
+    u.op = Update::Op::kApplyGradient;
+    u.sparse = c_.row_pulls;
+    u.rows = rows_[static_cast<std::size_t>(k)];
+    u.values = std::move(buffers_[static_cast<std::size_t>(k)]);  // the last pull's values travel back
+    push.updates.push_back(std::move(u));
+    if (with_pull) push.then_pull = pull_request(k);
+    return push;
+  }
+  PullRequest pull_request(int k) {
+    return PullRequest{{PullItem{shard_of(k), !c_.row_pulls, rows_[static_cast<std::size_t>(k)]}}};
+  }
+
+  void fail(const Status& s) {
+    if (!failed_) std::fprintf(stderr, "twinps bench ps: worker %d: %s\n", index_, describe(s).c_str());
+    failed_ = true;
+  }
+
+  void pair_done(int k, Matrix values) {
+    buffers_[static_cast<std::size_t>(k)] = std::move(values);
+    const std::int64_t now = steady_now_ns();
+    if (now >= start_ns_ && now < end_ns_) {
+      const auto w = static_cast<std::size_t>((now - start_ns_) / static_cast<std::int64_t>(c_.window * 1e9));
+      if (w < counts_.size()) ++counts_[w];
+    }
+    if (--outstanding_ == 0) next_iteration();
+  }
+
+  void next_iteration() {
+    if (failed_) return;
+    if (steady_now_ns() >= end_ns_) {
+      finished_ = true;
+      return;
+    }
+    outstanding_ = c_.keys;
+    if (c_.mode == "sequential") return sequential(0);
+    for (int k = 0; k < c_.keys; ++k) {
+      const TaskId ps = TaskId::ps(ps_of(c_, k));
+      if (c_.mode == "push-pull") {
+        transport_->call(ps, push_request(k, true), options(true), [this, k](StatusOr<Response> r) {
+          auto push = response_as<PushResponse>(std::move(r));
+          if (!push.ok()) return fail(push.status());
+          if (push->pulled.items.size() != 1) return fail(absl::InternalError("no pulled values"));
+          pair_done(k, std::move(push->pulled.items[0].values));
+        });
+        continue;
+      }
+      transport_->call(ps, push_request(k, false), options(true), [this](StatusOr<Response> r) {
+        if (!r.ok()) fail(r.status());
+      });
+      transport_->call(ps, pull_request(k), options(false), [this, k](StatusOr<Response> r) {
+        auto pull = response_as<PullResponse>(std::move(r));
+        if (!pull.ok()) return fail(pull.status());
+        pair_done(k, std::move(pull->items.at(0).values));
+      });
+    }
+  }
+
+  void sequential(int k) {
+    const TaskId ps = TaskId::ps(ps_of(c_, k));
+    transport_->call(ps, push_request(k, false), options(true), [this, k, ps](StatusOr<Response> r) {
+      if (!r.ok()) return fail(r.status());
+      transport_->call(ps, pull_request(k), options(false), [this, k](StatusOr<Response> p) {
+        auto pull = response_as<PullResponse>(std::move(p));
+        if (!pull.ok()) return fail(pull.status());
+        pair_done(k, std::move(pull->items.at(0).values));
+        if (k + 1 < c_.keys && !failed_) sequential(k + 1);
+      });
+    });
+  }
+
+  const BenchConfig& c_;
+  int index_;
+  net::AsioExecutor& ex_;
+  std::unique_ptr<net::GrpcTransport> transport_;
+  std::int64_t start_ns_, end_ns_ = 0;
+  std::vector<Matrix> buffers_;
+  std::vector<RowIds> rows_;
+  std::vector<std::uint64_t> counts_;
+  double pair_bytes_ = 0;
+  std::uint64_t request_counter_ = 0;
+  int outstanding_ = 0;
+  bool finished_ = false, failed_ = false;
+};
+
+int run_load_generator(const BenchConfig& c, int index, const std::string& tf_config, std::int64_t start_ns) {
+  auto tfc = parse_tf_config(tf_config, "--tf-config");
+  if (!tfc.ok()) {
+    std::fprintf(stderr, "twinps bench ps: %s\n", std::string(tfc.status().message()).c_str());
+    return kExitBadInput;
+  }
+  net::AsioExecutor ex;
+  net::GrpcTransportOptions o = c.transport;
+  o.resolve = resolver(tfc->cluster);
+  o.max_message_bytes = c.max_message_mb << 20;
+  auto transport = net::GrpcTransport::create(TaskId::worker(index), ex, o);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "twinps bench ps: %s\n", describe(transport.status()).c_str());
+    return kExitFailed;
+  }
+  LoadGenerator gen(c, index, std::move(*transport), ex, start_ns);
+  return gen.run() ? kExitOk : kExitFailed;
+}
+
+// ================================================================== parent
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return s;
+}
+std::string show(const Summary& s, const char* fmt) {
+  return format(fmt, s.median) + "  [" + format(fmt, s.min) + " .. " + format(fmt, s.max) + "]";
+}
+
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+// Creates every key on its ps; the bench is their coordinator, unfenced.
+Status create_keys(const BenchConfig& c, const std::function<std::string(const TaskId&)>& resolve) {
+  net::AsioExecutor ex;
+  net::GrpcTransportOptions o;
+  o.resolve = resolve;
+  o.max_message_bytes = c.max_message_mb << 20;
+  auto transport = net::GrpcTransport::create(TaskId::chief(), ex, o);
+  if (!transport.ok()) return transport.status();
+  std::map<int, CreateShardsRequest> per_ps;
+  for (int k = 0; k < c.keys; ++k) {
+    auto& req = per_ps[ps_of(c, k)];
+    req.optimizer.kind = OptimizerConfig::Kind::kSgd;
+    req.optimizer.learning_rate = LearningRateSchedule::constant(1e-9);  // values stay put, and finite
+    ShardState shard;
+    shard.spec = ShardSpec{shard_of(k), "key_" + std::to_string(k), VariableKind::kTrainable, c.rows, cols_of(c)};
+    shard.value = Matrix::Constant(c.rows, cols_of(c), 0.5f);
+    req.shards.push_back(std::move(shard));
+  }
+  for (auto& [ps, req] : per_ps) {
+    // The ps may still be starting its gRPC server: retry briefly.
+    StatusOr<Response> r = absl::UnavailableError("not tried");
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      auto f = call_async(ex, **transport, TaskId::ps(ps), req, CallOptions{ex.now() + 30 * kSecond, {}, 0});
+      auto got = block_on(ex, [](Future<StatusOr<Response>> f) -> Task<StatusOr<Response>> { co_return co_await f; }(
+                                  std::move(f)));
+      r = got ? std::move(*got) : StatusOr<Response>(absl::DeadlineExceededError("no answer"));
+      if (r.ok() || r.status().code() != StatusCode::kUnavailable) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!r.ok()) return r.status();
+  }
+  return absl::OkStatus();
+}
+
+int run_parent(const BenchConfig& c) {
+  const std::string dir = make_temp_dir("bench-ps");
+  std::map<TaskId, std::string> addresses;
+  for (int i = 0; i < c.servers; ++i) addresses[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(free_port());
+  for (int i = 0; i < c.workers; ++i) addresses[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(free_port());
+  addresses[TaskId::chief()] = "127.0.0.1:" + std::to_string(free_port());
+  TfConfig tfc;
+  tfc.cluster = make_cluster(c.workers, c.servers, /*chief=*/true, [&](TaskId t) { return addresses.at(t); });
+  const std::string cluster_json = tfc.to_json();
+  const std::string self = self_binary();
+  const std::string load_before = loadavg();
+
+  std::vector<Child> servers;
+  for (int i = 0; i < c.servers; ++i) {
+    TfConfig task = tfc;
+    task.task = TaskId::ps(i);
+    servers.push_back(Child::start({self, "serve", "--data-plane", c.data_plane, "--max-message-mb",
+                                    std::to_string(c.max_message_mb)},
+                                   {"TF_CONFIG=" + task.to_json()}, dir, "ps" + std::to_string(i)));
+  }
+  for (int i = 0; i < c.servers; ++i) {
+    if (!servers[static_cast<std::size_t>(i)].wait_for_output("serving on", std::chrono::seconds(30))) {
+      std::fprintf(stderr, "twinps bench ps: ps:%d did not start: %s\n", i,
+                   servers[static_cast<std::size_t>(i)].err().c_str());
+      return kExitFailed;
+    }
+  }
+  if (Status st = create_keys(c, net::address_map(addresses)); !st.ok()) {
+    std::fprintf(stderr, "twinps bench ps: creating the keys failed: %s\n", describe(st).c_str());
+    return kExitFailed;
+  }
+
+  // Generators connect and warm up until the common start, then count.
+  const std::int64_t start_ns = steady_now_ns() + static_cast<std::int64_t>((1.0 + c.warmup) * 1e9);
+  std::vector<Child> generators;
+  for (int w = 0; w < c.workers; ++w) {
+    std::vector<std::string> args{self};
+    args.insert(args.end(), kThisCommand.begin(), kThisCommand.end());
+    const std::vector<std::string> rest{
+         "--load-generator", "--worker-index", std::to_string(w), "--tf-config", cluster_json,
+         "--start-at-ns", std::to_string(start_ns), "--servers", std::to_string(c.servers), "--workers",
+         std::to_string(c.workers), "--keys", std::to_string(c.keys), "--values-per-key",
+         std::to_string(c.values_per_key), "--rows", std::to_string(c.rows), "--pull", c.row_pulls ? "rows" : "dense",
+         "--rows-per-pull", std::to_string(c.rows_per_pull), "--mode", c.mode, "--repeats", std::to_string(c.repeats),
+         "--window", std::to_string(c.window), "--data-plane", c.data_plane, "--max-message-mb",
+         std::to_string(c.max_message_mb)};
+    args.insert(args.end(), rest.begin(), rest.end());
+    generators.push_back(Child::start(args, {}, dir, "worker" + std::to_string(w)));
+  }
+  const auto limit = std::chrono::milliseconds(static_cast<std::int64_t>((c.warmup + c.repeats * c.window) * 1000) + 120000);
+  std::vector<double> pairs(static_cast<std::size_t>(c.repeats), 0.0), bytes(pairs.size(), 0.0), calls(pairs.size(), 0.0);
+  bool ok = true;
+  for (int w = 0; w < c.workers; ++w) {
+    auto& g = generators[static_cast<std::size_t>(w)];
+    if (!g.wait(limit) || g.exit_code() != 0) {
+      std::fprintf(stderr, "twinps bench ps: worker %d failed (exit %d): %s\n", w, g.exit_code(), g.err().c_str());
+      ok = false;
+      continue;
+    }
+    try {
+      auto j = nlohmann::json::parse(g.out());
+      const auto counts = j["pairs"].get<std::vector<double>>();
+      for (std::size_t r = 0; r < pairs.size() && r < counts.size(); ++r) {
+        pairs[r] += counts[r];
+        bytes[r] += counts[r] * j["pair_bytes"].get<double>();
+        calls[r] += counts[r] * j["calls_per_pair"].get<double>();
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "twinps bench ps: unreadable output from worker %d: %s\n", w, e.what());
+      ok = false;
+    }
+  }
+  for (int i = 0; i < c.servers; ++i) {
+    if (!servers[static_cast<std::size_t>(i)].wait(std::chrono::milliseconds(0))) continue;
+    std::fprintf(stderr, "twinps bench ps: ps:%d exited early: %s\n", i, servers[static_cast<std::size_t>(i)].err().c_str());
+    ok = false;
+  }
+  if (!ok) return kExitFailed;
+  for (auto* v : {&pairs, &bytes, &calls})
+    for (auto& x : *v) x /= c.window;
+
+  const double key_bytes = static_cast<double>(c.values_per_key) * sizeof(float);
+  std::printf("twinps bench ps: %d server(s) x %d worker(s) as processes, %d key(s) of %s (%lldx%lld floats), "
+              "%s pulls, mode %s, data plane %s\n",
+              c.servers, c.workers, c.keys,
+              key_bytes >= (1 << 20) ? format("%.0f MiB", key_bytes / (1 << 20)).c_str()
+                                     : format("%.0f KiB", key_bytes / 1024).c_str(),
+              static_cast<long long>(c.rows), static_cast<long long>(cols_of(c)),
+              c.row_pulls ? format("row (%lld rows)", static_cast<long long>(c.rows_per_pull)).c_str() : "dense",
+              c.mode.c_str(), c.data_plane.c_str());
+  Table t;
+  t.row("push->pull pairs/s", show(summarize(pairs), "%.0f"));
+  t.row("GB/s (push+pull bytes)", show(summarize([&] {
+          auto g = bytes;
+          for (auto& x : g) x /= 1e9;
+          return g;
+        }()), "%.3f"));
+  t.row("goodput GB/s (ps-lite's: one way)", show(summarize([&] {
+          auto g = bytes;
+          for (auto& x : g) x /= 2e9;
+          return g;
+        }()), "%.3f"));
+  t.row("calls/s", show(summarize(calls), "%.0f"));
+  t.row("windows", format("%d x %.1f s (median [min .. max])", c.repeats, c.window));
+  t.row("load average", load_before + " -> " + loadavg());
+  t.print();
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_bench_ps(int argc, char** argv) {
+  BenchConfig c;
+  std::string tf_config;
+  int worker_index = -1;
+  std::int64_t start_ns = 0;
+  std::string pull = "dense";
+  po::options_description opts("twinps bench ps options");
+  opts.add_options()("help,h", "show this help")
+      ("servers", po::value(&c.servers)->default_value(1), "parameter-server processes")
+      ("workers", po::value(&c.workers)->default_value(1), "load-generator processes (one worker task each)")
+      ("keys", po::value(&c.keys)->default_value(0), "keys (variables), spread round-robin over the servers (default: one per server)")
+      ("values-per-key", po::value(&c.values_per_key)->default_value(262144), "float32 values per key (262144 = 1 MiB)")
+      ("rows", po::value(&c.rows)->default_value(1), "rows per key (values-per-key must be a multiple)")
+      ("pull", po::value(&pull)->default_value("dense"), "dense (whole keys) or rows (some rows of each key, sparse pushes)")
+      ("rows-per-pull", po::value(&c.rows_per_pull)->default_value(0), "rows pulled per key with --pull rows (default rows/8)")
+      ("mode", po::value(&c.mode)->default_value("pipelined"), "pipelined, sequential or push-pull (see --help text)")
+      ("repeats", po::value(&c.repeats)->default_value(5), "measurement windows")
+      ("window", po::value(&c.window)->default_value(2.0), "seconds per window")
+      ("warmup", po::value(&c.warmup)->default_value(1.0), "seconds of load before the first window")
+      ("data-plane", po::value(&c.data_plane)->default_value("tcp"), kDataPlaneHelp)
+      ("max-message-mb", po::value(&c.max_message_mb)->default_value(512), "largest message, MiB")
+      ("load-generator", "internal: run as one load generator")
+      ("worker-index", po::value(&worker_index), "internal: this generator's worker index")
+      ("tf-config", po::value(&tf_config), "internal: the cluster")
+      ("start-at-ns", po::value(&start_ns), "internal: CLOCK_MONOTONIC ns of the first window");
+  po::variables_map vm;
+  if (int rc = parse(argc, argv,
+                     "usage: twinps bench ps [--servers S] [--workers W] [--keys K] [--values-per-key N] ...\n"
+                     "Push/pull throughput against `twinps serve --role ps` processes on loopback, load from\n"
+                     "separate worker processes; each pair pushes a key's values and pulls them back.",
+                     opts, vm);
+      rc >= 0)
+    return rc;
+  if (!apply_data_plane("bench ps", c.data_plane, &c.transport)) return kExitBadInput;
+  if (c.keys == 0) c.keys = c.servers;
+  if (pull != "dense" && pull != "rows") {
+    std::fprintf(stderr, "twinps bench ps: --pull must be dense or rows\n");
+    return kExitBadInput;
+  }
+  c.row_pulls = pull == "rows";
+  if (c.rows_per_pull == 0) c.rows_per_pull = std::max<std::int64_t>(c.rows / 8, 1);
+  if (c.servers < 1 || c.workers < 1 || c.keys < 1 || c.values_per_key < 1 || c.rows < 1 ||
+      c.values_per_key % c.rows != 0 || c.repeats < 1 || c.window <= 0 || c.warmup < 0 || c.rows_per_pull < 1 ||
+      c.rows_per_pull > c.rows || (c.mode != "pipelined" && c.mode != "sequential" && c.mode != "push-pull")) {
+    std::fprintf(stderr,
+                 "twinps bench ps: --servers, --workers, --keys, --values-per-key, --rows, --repeats, --window must be "
+                 "positive, --values-per-key a multiple of --rows, --rows-per-pull within the rows, --mode pipelined, "
+                 "sequential or push-pull\n");
+    return kExitBadInput;
+  }
+  // Large tensors: keep freed buffers mapped (net/allocator_tuning.h), in every process of the bench.
+  net::tune_allocator_for_large_tensors();
+  if (vm.count("load-generator")) return run_load_generator(c, worker_index, tf_config, start_ns);
+  return run_parent(c);
+}
+
+}  // namespace twinps::cli

@@ -1,0 +1,164 @@
+// twinps bench train: training throughput of the tutorial model (TensorFlow's
+// parameter-server tutorial: 2 ps, 3 workers, batch 8 by default) in real
+// mode, as users run it: each repeat is a fresh `twinps train`, either
+// --in-process (every task in one process, one thread each) or as separate
+// processes (`twinps serve` per ps and worker, `twinps train` as chief with
+// TF_CONFIG). The number is the coordinator's own: examples trained per
+// second from the first scheduled step to the last epoch's end (startup,
+// shard creation and the final evaluations excluded).
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster/cluster_spec.h"
+#include "tools/cli.h"
+#include "tools/commands/commands.h"
+#include "tools/data_plane_flag.h"
+#include "tools/subprocess.h"
+
+namespace twinps::cli {
+namespace {
+
+struct TrainBench {
+  int workers = 3, ps = 2, batch_size = 8;
+  int epochs = 10, steps_per_epoch = 1000;
+  std::vector<int> steps_per_execution{1, 10};
+  int repeats = 3;
+  std::string where = "both";
+  std::string data_plane = "tcp";
+};
+
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::vector<std::string> train_args(const TrainBench& b, int spe, const std::string& report) {
+  return {"--epochs", std::to_string(b.epochs), "--steps-per-epoch", std::to_string(b.steps_per_epoch),
+          "--steps-per-execution", std::to_string(spe), "--batch-size", std::to_string(b.batch_size),
+          "--data-plane", b.data_plane, "--report", report};
+}
+
+// One run; examples/s, or a negative number after printing why it failed.
+double run_once(const TrainBench& b, bool in_process, int spe, const std::string& dir, int run) {
+  const std::string self = self_binary();
+  const std::string tag = (in_process ? "inproc" : "procs") + std::to_string(spe) + "_" + std::to_string(run);
+  const std::string report = dir + "/" + tag + ".json";
+  std::vector<Child> servers;
+  std::vector<std::string> env;
+  std::vector<std::string> args{self, "train"};
+  if (in_process) {
+    args.insert(args.end(), {"--in-process", "--workers", std::to_string(b.workers), "--ps", std::to_string(b.ps)});
+  } else {
+    std::map<TaskId, std::string> addresses;
+    addresses[TaskId::chief()] = "127.0.0.1:" + std::to_string(free_port());
+    for (int i = 0; i < b.ps; ++i) addresses[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(free_port());
+    for (int i = 0; i < b.workers; ++i) addresses[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(free_port());
+    TfConfig tfc;
+    tfc.cluster = make_cluster(b.workers, b.ps, /*chief=*/true, [&](TaskId t) { return addresses.at(t); });
+    std::vector<TaskId> tasks;
+    for (int i = 0; i < b.ps; ++i) tasks.push_back(TaskId::ps(i));
+    for (int i = 0; i < b.workers; ++i) tasks.push_back(TaskId::worker(i));
+    for (const auto& t : tasks) {
+      TfConfig task = tfc;
+      task.task = t;
+      servers.push_back(Child::start({self, "serve", "--data-plane", b.data_plane}, {"TF_CONFIG=" + task.to_json()}, dir,
+                                     tag + "_" + t.short_name()));
+    }
+    for (std::size_t i = 0; i < servers.size(); ++i) {
+      if (!servers[i].wait_for_output("serving on", std::chrono::seconds(30))) {
+        std::fprintf(stderr, "twinps bench train: %s did not start: %s\n", tasks[i].short_name().c_str(),
+                     servers[i].err().c_str());
+        return -1;
+      }
+    }
+    TfConfig chief = tfc;
+    chief.task = TaskId::chief();
+    env.push_back("TF_CONFIG=" + chief.to_json());
+  }
+  const auto extra = train_args(b, spe, report);
+  args.insert(args.end(), extra.begin(), extra.end());
+  Child train = Child::start(args, env, dir, tag + "_train");
+  if (!train.wait(std::chrono::minutes(30)) || train.exit_code() != 0) {
+    std::fprintf(stderr, "twinps bench train: training failed (exit %d): %s\n", train.exit_code(), train.err().c_str());
+    return -1;
+  }
+  try {
+    std::ifstream in(report);
+    return nlohmann::json::parse(in)["examples_per_second"].get<double>();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "twinps bench train: unreadable report %s: %s\n", report.c_str(), e.what());
+    return -1;
+  }
+}
+
+}  // namespace
+
+int run_bench_train(int argc, char** argv) {
+  TrainBench b;
+  po::options_description opts("twinps bench train options");
+  opts.add_options()("help,h", "show this help")
+      ("where", po::value(&b.where)->default_value("both"), "in-process, processes or both")
+      ("steps-per-execution", po::value(&b.steps_per_execution)->multitoken()->default_value({1, 10}, "1 10"),
+       "steps each closure runs (several values: one measurement each)")
+      ("epochs", po::value(&b.epochs)->default_value(10), "epochs per run")
+      ("steps-per-epoch", po::value(&b.steps_per_epoch)->default_value(1000), "steps per epoch")
+      ("repeats", po::value(&b.repeats)->default_value(3), "runs per configuration")
+      ("workers", po::value(&b.workers)->default_value(3), "worker tasks")
+      ("ps", po::value(&b.ps)->default_value(2), "parameter-server tasks")
+      ("batch-size", po::value(&b.batch_size)->default_value(8), "examples per step")
+      ("data-plane", po::value(&b.data_plane)->default_value("tcp"), kDataPlaneHelp);
+  po::variables_map vm;
+  if (int rc = parse(argc, argv,
+                     "usage: twinps bench train [--where in-process|processes|both] [--steps-per-execution N...]\n"
+                     "Tutorial training throughput (examples/s) in real mode, median of fresh runs.",
+                     opts, vm);
+      rc >= 0)
+    return rc;
+  net::GrpcTransportOptions checked;
+  if (!apply_data_plane("bench train", b.data_plane, &checked)) return kExitBadInput;
+  if (b.where != "in-process" && b.where != "processes" && b.where != "both") {
+    std::fprintf(stderr, "twinps bench train: --where must be in-process, processes or both\n");
+    return kExitBadInput;
+  }
+  if (b.epochs < 1 || b.steps_per_epoch < 1 || b.repeats < 1 || b.workers < 1 || b.ps < 1 || b.batch_size < 1 ||
+      b.steps_per_execution.empty() ||
+      std::any_of(b.steps_per_execution.begin(), b.steps_per_execution.end(), [](int s) { return s < 1; })) {
+    std::fprintf(stderr, "twinps bench train: every count must be positive\n");
+    return kExitBadInput;
+  }
+  const std::string dir = make_temp_dir("bench-train");
+  const std::string load_before = loadavg();
+  std::printf("twinps bench train: tutorial model, %d ps x %d workers, batch %d, %d epochs x %d steps, data plane %s, "
+              "%d run(s) each\n",
+              b.ps, b.workers, b.batch_size, b.epochs, b.steps_per_epoch, b.data_plane.c_str(), b.repeats);
+  Table t;
+  for (bool in_process : {true, false}) {
+    if (b.where == (in_process ? "processes" : "in-process")) continue;
+    for (int spe : b.steps_per_execution) {
+      std::vector<double> runs;
+      for (int r = 0; r < b.repeats; ++r) {
+        const double v = run_once(b, in_process, spe, dir, r);
+        if (v < 0) return kExitFailed;
+        runs.push_back(v);
+      }
+      std::sort(runs.begin(), runs.end());
+      const double median =
+          runs.size() % 2 ? runs[runs.size() / 2] : (runs[runs.size() / 2 - 1] + runs[runs.size() / 2]) / 2;
+      t.row(format("%s, steps-per-execution %d", in_process ? "in-process" : "processes", spe),
+            format("%.0f examples/s  [%.0f .. %.0f]", median, runs.front(), runs.back()));
+    }
+  }
+  t.row("load average", load_before + " -> " + loadavg());
+  t.print();
+  return kExitOk;
+}
+
+}  // namespace twinps::cli

@@ -1,0 +1,31 @@
+#pragma once
+// --data-plane: where calls travel in real mode (net/grpc_transport.h).
+#include <cstdio>
+#include <string>
+
+#include "net/grpc_transport.h"
+
+namespace twinps::cli {
+
+inline constexpr char kDataPlaneHelp[] =
+    "where calls travel: tcp (Pull and Push on the data plane, framed TCP on each task's own event loop; the rest "
+    "over gRPC), grpc (everything over gRPC, for comparison), or tcp-all (every call on the data plane, gRPC only "
+    "locating it: an experiment)";
+
+// Sets the transport's plane; false (after printing why) if `value` names none.
+inline bool apply_data_plane(const char* command, const std::string& value, net::GrpcTransportOptions* out) {
+  if (value == "tcp" || value == "tcp-all") {
+    out->data_plane = net::DataPlaneMode::kTcp;
+    out->data_plane_for_every_request = value == "tcp-all";
+    return true;
+  }
+  if (value == "grpc") {
+    out->data_plane = net::DataPlaneMode::kGrpc;
+    out->data_plane_for_every_request = false;
+    return true;
+  }
+  std::fprintf(stderr, "twinps %s: --data-plane must be tcp, grpc or tcp-all, not '%s'\n", command, value.c_str());
+  return false;
+}
+
+}  // namespace twinps::cli
