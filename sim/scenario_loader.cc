@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -96,6 +97,14 @@ class Validator {
     workers_ = ps_ = 1;
     workload();
   }
+  // Only the costs, read from a cost profile file: `tree` is the profile's,
+  // whose network, compute and ps_service sit at the root as a scenario's do.
+  void run_profile_only() {
+    profile_only_ = true;
+    network();
+    compute();
+    service();
+  }
 
  private:
   // Reports at the field's position, or at its closest parent that has one.
@@ -106,7 +115,10 @@ class Validator {
     ScenarioError e{file_, 0, 0, field, message};
     const pb::TextFormat::ParseInfoTree* tree = tree_;
     for (std::size_t i = first; tree != nullptr && i < p.steps.size(); ++i) {
-      const auto [field, index] = p.steps[i];
+      auto [field, index] = p.steps[i];
+      // A profile's tree is keyed by CostProfile's fields of the same names.
+      if (profile_only_ && i == 0) field = scenario::CostProfile::descriptor()->FindFieldByName(field->name());
+      if (field == nullptr) break;
       const auto loc = tree->GetLocation(field, index);
       if (loc.line < 0) break;
       e.line = loc.line + 1;
@@ -210,6 +222,7 @@ class Validator {
   std::vector<ScenarioError>& out_;
   Path root_;
   bool model_only_ = false;
+  bool profile_only_ = false;
   int workers_ = 0, ps_ = 0;
   std::set<std::string> variables_;
   std::map<std::string, const scenario::Action*> labels_;
@@ -258,6 +271,10 @@ void Validator::network() {
   positive(p(n, "rack_uplink_gbps"), n.rack_uplink_gbps(), "rack_uplink_gbps");
   time_ok(p(n, "rack_uplink_latency_us"), n.rack_uplink_latency_us(), "rack_uplink_latency_us");
   positive(p(n, "connection_timeout_s"), n.connection_timeout_s(), "connection_timeout_s");
+  if (profile_only_ && n.host_link_size() > 0) {
+    error(p(n, "host_link", 0), "a cost profile describes every host alike; per-task links belong in a scenario");
+    return;
+  }
   for (int i = 0; i < n.host_link_size(); ++i) {
     const auto& h = n.host_link(i);
     const Path hp = p(n, "host_link", i);
@@ -361,6 +378,11 @@ void Validator::compute() {
   const Path p = root_(s_, "compute");
   if (c.has_step_time()) distribution_ok(p(c, "step_time"), c.step_time());
   time_ok(p(c, "per_example_s"), c.per_example_s(), "per_example_s");
+  time_ok(p(c, "per_gflop_s"), c.per_gflop_s(), "per_gflop_s");
+  if (profile_only_ && c.straggler_size() > 0) {
+    error(p(c, "straggler", 0), "a cost profile describes every worker alike; stragglers belong in a scenario");
+    return;
+  }
   for (int i = 0; i < c.straggler_size(); ++i) {
     const Path sp = p(c, "straggler", i);
     worker_ok(sp(c.straggler(i), "worker"), c.straggler(i).worker());
@@ -637,10 +659,54 @@ std::optional<std::string> read_text_file(const std::string& path, const char* w
 
 }  // namespace
 
+void apply_profile(const scenario::CostProfile& profile, Scenario& s) {
+  // MergeFrom copies the fields set in its argument: the profile's first, then
+  // the scenario's over them.
+  auto merge = [](const auto& from_profile, auto* in_scenario) {
+    auto merged = from_profile;
+    merged.MergeFrom(*in_scenario);
+    *in_scenario = std::move(merged);
+  };
+  if (profile.has_network()) merge(profile.network(), s.mutable_network());
+  if (profile.has_compute()) merge(profile.compute(), s.mutable_compute());
+  if (profile.has_ps_service()) merge(profile.ps_service(), s.mutable_ps_service());
+}
+
+namespace {
+
+// Reads the scenario's `cost_profile` (relative to the scenario's directory)
+// and merges it in. A file that cannot be read is reported at the scenario's
+// `cost_profile` field; what is wrong inside it, at its own line:column.
+void include_profile(Scenario& s, const std::string& file, const pb::TextFormat::ParseInfoTree& tree,
+                     std::vector<ScenarioError>& errors) {
+  const auto loc = tree.GetLocation(Scenario::descriptor()->FindFieldByName("cost_profile"), -1);
+  auto at_field = [&](const std::string& message) {
+    errors.push_back(ScenarioError{file, loc.line + 1, loc.column + 1, "cost_profile", message});
+  };
+  if (s.cost_profile().empty()) {
+    at_field("must name a cost profile file");
+    return;
+  }
+  std::filesystem::path path(s.cost_profile());
+  if (path.is_relative()) path = std::filesystem::path(file).parent_path() / path;
+  LoadedProfile loaded = load_profile_file(path.string());
+  for (auto& e : loaded.errors) {
+    if (e.line == 0) {
+      at_field("\"" + s.cost_profile() + "\" (" + path.string() + "): " + e.message);
+    } else {
+      errors.push_back(std::move(e));
+    }
+  }
+  if (loaded.ok()) apply_profile(loaded.profile, s);
+}
+
+}  // namespace
+
 LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
   LoadedScenario out;
   pb::TextFormat::ParseInfoTree tree;
   if (!parse_text(text, file, "scenario", out.scenario, tree, out.errors)) return out;
+  if (out.scenario.has_cost_profile()) include_profile(out.scenario, file, tree, out.errors);
   Validator(out.scenario, file, &tree, out.errors).run();
   return out;
 }
@@ -668,6 +734,25 @@ LoadedModel load_model_file(const std::string& path) {
   auto text = read_text_file(path, "model", out.errors);
   if (!text) return out;
   return parse_model(*text, path);
+}
+
+LoadedProfile parse_profile(std::string_view text, const std::string& file) {
+  LoadedProfile out;
+  pb::TextFormat::ParseInfoTree tree;
+  if (!parse_text(text, file, "cost profile", out.profile, tree, out.errors)) return out;
+  Scenario holder;  // the Validator checks a scenario's costs; hold the profile's in one
+  if (out.profile.has_network()) *holder.mutable_network() = out.profile.network();
+  if (out.profile.has_compute()) *holder.mutable_compute() = out.profile.compute();
+  if (out.profile.has_ps_service()) *holder.mutable_ps_service() = out.profile.ps_service();
+  Validator(holder, file, &tree, out.errors).run_profile_only();
+  return out;
+}
+
+LoadedProfile load_profile_file(const std::string& path) {
+  LoadedProfile out;
+  auto text = read_text_file(path, "cost profile", out.errors);
+  if (!text) return out;
+  return parse_profile(*text, path);
 }
 
 }  // namespace twinps::sim
