@@ -190,12 +190,14 @@ StatusOr<scenario::Partitioner> partitioner_for(const scenario::SyntheticModel& 
   return p;
 }
 
-ClosureCounts closures_for(int workers, int ps_per_step, std::uint64_t event_budget) {
+ClosureCounts closures_for(int workers, int ps_per_step, std::int64_t rows_per_step, std::uint64_t event_budget) {
   ClosureCounts c;
   c.warmup = 2 * workers;
   // A closure: dispatch and completion on the coordinator, then per ps a pull
-  // and a push, each a delivery, a reply and a resumption.
-  const std::uint64_t per_closure = 10 + 6 * static_cast<std::uint64_t>(std::max(ps_per_step, 1));
+  // and a push, each a delivery, a reply and a resumption; a timing-only step
+  // also draws its rows (a power law and a sort: about 25 per event's time).
+  const std::uint64_t per_closure = 10 + 6 * static_cast<std::uint64_t>(std::max(ps_per_step, 1)) +
+                                    static_cast<std::uint64_t>(std::max<std::int64_t>(rows_per_step, 0)) / 25;
   const std::int64_t affordable =
       static_cast<std::int64_t>(event_budget / per_closure) - static_cast<std::int64_t>(c.warmup);
   const std::int64_t least = std::max<std::int64_t>(4 * std::int64_t{workers}, 200);
@@ -211,6 +213,7 @@ namespace {
 struct Layout {
   std::string signature;
   int ps_per_step = 0;  // distinct ps a step visits, at most
+  std::int64_t rows_per_step = 0;  // embedding rows a step draws
 };
 
 StatusOr<Layout> layout_of(const scenario::SyntheticModel& model, int ps) {
@@ -226,8 +229,9 @@ StatusOr<Layout> layout_of(const scenario::SyntheticModel& model, int ps) {
     for (const auto& sh : v.shards) out.signature += std::to_string(sh.ps) + "/" + std::to_string(sh.rows) + ",";
     out.signature += ";";
     const bool per_step = i >= spec->variables.size() ? v.name == kIterationsVar : spec->variables[i].per_step;
-    if (per_step)
-      for (const auto& sh : v.shards) visited.insert(sh.ps);
+    if (!per_step) continue;
+    for (const auto& sh : v.shards) visited.insert(sh.ps);
+    if (i < spec->variables.size()) out.rows_per_step += spec->variables[i].rows_per_step;
   }
   out.ps_per_step = static_cast<int>(visited.size());
   return out;
@@ -299,7 +303,7 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
 
 // Prefers the cheaper of the configurations close to the fastest, and says
 // why from the numbers.
-void recommend(SweepResult& out, double tolerance) {
+void recommend(SweepResult& out, double tolerance, const std::set<int>& ps_counts) {
   const SweepRow& fastest = out.rows.front();
   const double floor = fastest.prediction.steps_per_second * (1 - tolerance);
   int best = 0;
@@ -324,6 +328,9 @@ void recommend(SweepResult& out, double tolerance) {
                   ")");
   }
   for (auto& o : observations(chosen)) why.push_back(o);
+  const int most_ps = *std::max_element(ps_counts.begin(), ps_counts.end());
+  if (chosen.ps == most_ps && chosen.max_ps_utilisation >= 0.85 && ps_counts.size() > 1)
+    why.push_back("its ps are busy at the most ps tried (" + std::to_string(most_ps) + "): more may be faster");
   // Why more ps do not pay: what limits the best configuration that has more.
   const SweepRow* more = nullptr;
   for (const auto& r : out.rows)
@@ -408,7 +415,7 @@ StatusOr<SweepResult> sweep(const SweepRequest& request, const std::function<voi
       c.row.measured = earlier.measured;
       c.row.same_as_earlier = true;
     } else {
-      const ClosureCounts counts = closures_for(request.workers, c.layout.ps_per_step, request.event_budget);
+      const ClosureCounts counts = closures_for(request.workers, c.layout.ps_per_step, c.layout.rows_per_step, request.event_budget);
       PredictRequest p;
       p.model = c.model;
       p.workers = request.workers;
@@ -438,7 +445,7 @@ StatusOr<SweepResult> sweep(const SweepRequest& request, const std::function<voi
     return a.prediction.steps_per_second > b.prediction.steps_per_second;
   });
   for (std::size_t i = 0; i < out.rows.size(); ++i) out.rows[i].rank = static_cast<int>(i) + 1;
-  recommend(out, request.tolerance);
+  recommend(out, request.tolerance, ps_set);
   return out;
 }
 

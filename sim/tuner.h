@@ -76,7 +76,7 @@ struct SweepRequest {
   double tolerance = 0.02;
   // Simulated events a configuration may cost, roughly: bounds the
   // measured closures (see closures_for()). The speed of the sweep.
-  std::uint64_t event_budget = 400000;
+  std::uint64_t event_budget = 300000;
 };
 
 struct SweepRow {
@@ -106,13 +106,14 @@ struct SweepResult {
 // How many closures a configuration is predicted with: `warmup` is 2 per
 // worker (every worker has run and the ps queues have formed); `measured`
 // aims at 20 per worker but is cut so that the configuration costs about
-// `event_budget` simulated events (a step costs about 6 events per ps it
-// visits), keeping at least 4 per worker and 200 in all so that the
-// measurement's end — the last closures draining — stays a small part of it.
+// `event_budget` simulated events, keeping at least 4 per worker and 200 in
+// all so that the measurement's end — the last closures draining — stays a
+// small part of it. A step costs about 10 + 6 events per ps it visits, and
+// drawing its embedding rows about one event's time per 25 rows.
 struct ClosureCounts {
   int warmup = 0, measured = 0;
 };
-ClosureCounts closures_for(int workers, int ps_per_step, std::uint64_t event_budget);
+ClosureCounts closures_for(int workers, int ps_per_step, std::int64_t rows_per_step, std::uint64_t event_budget);
 
 // Every candidate, ranked. `progress(done, total)` after each prediction.
 // INVALID_ARGUMENT if no candidate can exist; the error of a prediction that

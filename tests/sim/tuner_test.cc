@@ -147,11 +147,12 @@ TEST(PartitionerForTest, EveryKindGivesTheLargestVariableTheShardsAskedFor) {
 }
 
 TEST(ClosuresForTest, BoundedByTheBudgetBetweenFourAndTwentyPerWorker) {
-  EXPECT_EQ(closures_for(4, 2, 400000).measured, 200);     // small clusters: at least 200
-  EXPECT_EQ(closures_for(100, 2, 10000000).measured, 2000);  // plenty of budget: 20 per worker
-  EXPECT_EQ(closures_for(1000, 8, 400000).measured, 4896);   // 400000 / 58 - 2000
-  EXPECT_EQ(closures_for(1000, 64, 400000).measured, 4000);  // never fewer than 4 per worker
-  EXPECT_EQ(closures_for(1000, 8, 400000).warmup, 2000);
+  EXPECT_EQ(closures_for(4, 2, 0, 300000).measured, 200);       // small clusters: at least 200
+  EXPECT_EQ(closures_for(100, 2, 0, 10000000).measured, 2000);  // plenty of budget: 20 per worker
+  EXPECT_EQ(closures_for(1000, 8, 0, 400000).measured, 4896);   // 400000 / (10 + 6 x 8) - 2000
+  EXPECT_EQ(closures_for(1000, 2, 500, 400000).measured, 7523);  // 400000 / (10 + 12 + 500 / 25) - 2000
+  EXPECT_EQ(closures_for(1000, 64, 0, 400000).measured, 4000);  // never fewer than 4 per worker
+  EXPECT_EQ(closures_for(1000, 8, 0, 400000).warmup, 2000);
 }
 
 SweepRequest zipf_sweep() {
