@@ -12,7 +12,8 @@
 #include "net/in_process_cluster.h"
 #include "net/real_node.h"
 #include "sim/workload.h"
-#include "tools/tune/launcher.h"
+#include "tools/data_plane_flag.h"
+#include "tools/tune/process_cluster.h"
 
 namespace twinps::cli {
 
@@ -72,28 +73,35 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
   if (!spec.ok()) return spec.status();
   auto variables = synthetic::build_variables(*spec, o.ps, /*timing_only=*/false, o.seed);
   if (!variables.ok()) return variables.status();
+  net::GrpcTransportOptions transport;
+  if (!apply_data_plane("tune", o.data_plane, &transport))
+    return absl::InvalidArgumentError("unknown data plane '" + o.data_plane + "'");
+  // The coordinator holds the step functions too (it schedules them by name).
   synthetic::Workload workload(*spec, /*timing_only=*/false);
   FunctionRegistry registry;
   workload.register_functions(registry);
   const ClusterShape shape{o.workers, o.ps};
   const Plan plan{*spec, *variables, o};
   const Time limit = 30 * 60 * kSecond;
+  auto drive = [&](net::RealNode& node) -> StatusOr<RealRunResult> {
+    ClusterCoordinator coordinator(node.runtime(), shape, registry, coordinator_options());
+    auto r = block_on(node.executor(), program(coordinator, plan), node.executor().now() + limit);
+    if (!r) return absl::DeadlineExceededError("the real run did not finish within 30 minutes");
+    return std::move(*r);
+  };
 
   if (!o.processes) {
     net::InProcessClusterOptions co;
     co.workers = o.workers;
     co.ps = o.ps;
     co.registry = &registry;
+    co.transport = transport;
     auto cluster = net::InProcessCluster::start(co);
     if (!cluster.ok()) return cluster.status();
-    net::RealNode& node = (*cluster)->coordinator();
-    ClusterCoordinator coordinator(node.runtime(), shape, registry, coordinator_options());
-    auto r = block_on(node.executor(), program(coordinator, plan), node.executor().now() + limit);
-    if (!r) return absl::DeadlineExceededError("the real run did not finish within 30 minutes");
-    return std::move(*r);
+    return drive((*cluster)->coordinator());
   }
 
-  // Every server reads the model from a file: the same binary, the same step functions.
+  // Every worker reads the model from a file: the same binary, the same step functions.
   const std::string model_path = o.work_dir + "/model.textproto";
   {
     std::string text;
@@ -102,18 +110,21 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
     out << text;
     if (!out) return absl::UnavailableError("cannot write " + model_path);
   }
-  auto cluster = ProcessCluster::start(o.workers, o.ps, {"--model", model_path}, o.work_dir);
+  const std::vector<std::string> plane{"--data-plane", o.data_plane};
+  std::vector<std::string> worker_args = plane;
+  worker_args.insert(worker_args.end(), {"--model", model_path});
+  auto cluster = ProcessCluster::start(o.workers, o.ps, plane, worker_args, o.work_dir);
   if (!cluster.ok()) return cluster.status();
   net::RealNodeOptions no;
   no.task = TaskId::chief();
   no.resolve = net::address_map((*cluster)->addresses());
+  no.transport = transport;
   auto node = net::RealNode::create(std::move(no));
   if (!node.ok()) return node.status();
-  StatusOr<RealRunResult> result = absl::UnknownError("not run");
-  {
-    ClusterCoordinator coordinator((*node)->runtime(), shape, registry, coordinator_options());
-    auto r = block_on((*node)->executor(), program(coordinator, plan), (*node)->executor().now() + limit);
-    result = r ? std::move(*r) : StatusOr<RealRunResult>(absl::DeadlineExceededError("the real run did not finish within 30 minutes"));
+  auto result = drive(**node);
+  // A failed run usually means a server died: say which, with its stderr.
+  if (!result.ok()) {
+    if (Status alive = (*cluster)->check_alive(); !alive.ok()) return alive;
   }
   return result;
 }

@@ -23,7 +23,8 @@ struct RealRunOptions {
   int measured = 0;       // closures measured; 0: enough for about `seconds` (from the warm-up's pace)
   double seconds = 2;
   std::uint64_t seed = 1;
-  std::string work_dir;  // for the model file and the servers' logs (processes)
+  std::string data_plane = "tcp";  // as `twinps serve --data-plane` (tools/data_plane_flag.h)
+  std::string work_dir;            // for the model file and the servers' logs (processes)
 };
 
 struct RealRunResult {
