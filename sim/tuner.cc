@@ -281,17 +281,21 @@ std::vector<std::string> observations(const SweepRow& r) {
     out.push_back(std::to_string(r.shards) + " shard" + (r.shards == 1 ? "" : "s") + " leave " + ps_list(idle) +
                   " idle");
   const int active = r.ps - static_cast<int>(idle.size());
+  int busiest = 0;  // by utilisation
+  for (std::size_t i = 0; i < r.prediction.ps_utilisation.size(); ++i)
+    if (r.prediction.ps_utilisation[i] > r.prediction.ps_utilisation[static_cast<std::size_t>(busiest)])
+      busiest = static_cast<int>(i);
+  const bool saturated = r.max_ps_utilisation >= 0.85;
   // A hotspot: the busiest ps carries half again its fair share of the active ps.
-  if (active > 1 && r.max_ps_bytes_share > 1.5 / active)
+  const bool hotspot = active > 1 && r.max_ps_bytes_share > 1.5 / active;
+  if (hotspot)
     out.push_back("ps " + std::to_string(r.busiest_ps) + " is a hotspot: " + percent(r.max_ps_bytes_share) +
-                  " of bytes");
-  if (r.max_ps_utilisation >= 0.85) {
-    int busiest = 0;
-    for (std::size_t i = 0; i < r.prediction.ps_utilisation.size(); ++i)
-      if (r.prediction.ps_utilisation[i] > r.prediction.ps_utilisation[static_cast<std::size_t>(busiest)])
-        busiest = static_cast<int>(i);
+                  " of bytes (busy " +
+                  percent(r.prediction.ps_utilisation[static_cast<std::size_t>(r.busiest_ps)]) + ")");
+  if (saturated && !(hotspot && busiest == r.busiest_ps))
     out.push_back("ps " + std::to_string(busiest) + " is saturated (busy " + percent(r.max_ps_utilisation) + ")");
-  }
+  if (r.max_ps_utilisation < 0.5)
+    out.push_back("no ps limits it (the busiest is " + percent(r.max_ps_utilisation) + " busy)");
   return out;
 }
 
@@ -301,8 +305,8 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   return s;
 }
 
-// Prefers the cheaper of the configurations close to the fastest, and says
-// why from the numbers.
+// Prefers the cheaper of the configurations close to the fastest — the
+// fewest ps, then the fastest with that many — and says why from the numbers.
 void recommend(SweepResult& out, double tolerance, const std::set<int>& ps_counts) {
   const SweepRow& fastest = out.rows.front();
   const double floor = fastest.prediction.steps_per_second * (1 - tolerance);
@@ -310,8 +314,8 @@ void recommend(SweepResult& out, double tolerance, const std::set<int>& ps_count
   for (std::size_t i = 1; i < out.rows.size(); ++i) {
     const SweepRow& r = out.rows[i];
     const SweepRow& b = out.rows[static_cast<std::size_t>(best)];
-    if (r.prediction.steps_per_second < floor) continue;
-    if (r.ps < b.ps || (r.ps == b.ps && r.shards < b.shards)) best = static_cast<int>(i);
+    // Rows are ranked: the first with the fewest ps is the fastest of those.
+    if (r.prediction.steps_per_second >= floor && r.ps < b.ps) best = static_cast<int>(i);
   }
   out.recommended = best;
   SweepRow& chosen = out.rows[static_cast<std::size_t>(best)];
@@ -323,9 +327,8 @@ void recommend(SweepResult& out, double tolerance, const std::set<int>& ps_count
   } else {
     const double behind = 1 - chosen.prediction.steps_per_second / fastest.prediction.steps_per_second;
     why.push_back("within " + percent1(behind) + " of the fastest (" + describe_row(fastest) + ", " +
-                  steps_string(fastest.prediction.steps_per_second) + ") with " +
-                  (chosen.ps < fastest.ps ? "fewer ps" : "fewer shards") + " (tolerance " + percent1(tolerance) +
-                  ")");
+                  steps_string(fastest.prediction.steps_per_second) + ") with fewer ps (tolerance " +
+                  percent1(tolerance) + ")");
   }
   for (auto& o : observations(chosen)) why.push_back(o);
   const int most_ps = *std::max_element(ps_counts.begin(), ps_counts.end());
@@ -335,7 +338,8 @@ void recommend(SweepResult& out, double tolerance, const std::set<int>& ps_count
   const SweepRow* more = nullptr;
   for (const auto& r : out.rows)
     if (r.ps > chosen.ps && (more == nullptr || r.ps > more->ps)) more = &r;  // rows are ranked: the first is its best
-  if (more != nullptr) {
+  // (Unless that is the fastest, already named, and nothing stands out in it.)
+  if (more != nullptr && !(more == &out.rows.front() && observations(*more).empty())) {
     const double gain = more->prediction.steps_per_second / chosen.prediction.steps_per_second - 1;
     std::string s = "at " + std::to_string(more->ps) + " ps the best (" + partitioner_name(more->partitioner) + ", " +
                     std::to_string(more->shards) + " shards) is " +

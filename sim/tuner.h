@@ -71,8 +71,9 @@ struct SweepRequest {
   std::vector<int> shards;                 // candidate shard counts of the largest variable
   scenario::CostProfile profile;
   std::uint64_t seed = 1;
-  // A configuration with fewer ps (then fewer shards) whose predicted steps/s
-  // is within this fraction of the fastest is recommended instead.
+  // A configuration with fewer ps whose predicted steps/s is within this
+  // fraction of the fastest is recommended instead (the fastest of those
+  // with the fewest ps).
   double tolerance = 0.02;
   // Simulated events a configuration may cost, roughly: bounds the
   // measured closures (see closures_for()). The speed of the sweep.

@@ -208,7 +208,7 @@ TEST(SweepTest, PrefersFewerPsWithinTheTolerance) {
   ASSERT_TRUE(r.ok()) << r.status();
   const SweepRow& chosen = r->rows[static_cast<std::size_t>(r->recommended)];
   EXPECT_EQ(chosen.ps, 1);
-  EXPECT_EQ(chosen.shards, 1);
+  for (int i = 0; i < r->recommended; ++i) EXPECT_NE(r->rows[static_cast<std::size_t>(i)].ps, 1);  // its fastest
   if (r->recommended != 0) {
     EXPECT_NE(r->reason.find("of the fastest"), std::string::npos) << r->reason;
   }

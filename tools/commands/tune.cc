@@ -35,9 +35,8 @@ constexpr char kUsage[] =
     "Predicts, by timing-only simulation of the whole cluster (the same coordinator, workers,\n"
     "parameter servers and step functions as `twinps sim`), the training steps per second of\n"
     "every combination of ps count, partitioner kind and shard count, ranks them, and\n"
-    "recommends one: the configuration with the fewest ps (then shards) whose speed is\n"
-    "within --tolerance of the fastest, with what limits it (a hotspot ps, idle ps, a\n"
-    "saturated ps).\n"
+    "recommends one: of the configurations within --tolerance of the fastest, the fastest\n"
+    "with the fewest ps, with what limits it (a hotspot ps, idle ps, a saturated ps).\n"
     "\n"
     "Shard counts are of the model's largest variable (in bytes). So that the three\n"
     "partitioner kinds are compared at the same shard counts, the size-based ones get the\n"
@@ -45,8 +44,9 @@ constexpr char kUsage[] =
     "MinSizePartitioner(min_shard_bytes = its bytes / shards, max_shards = shards) and\n"
     "max_size is MaxSizePartitioner(max_shard_bytes = the bytes of ceil(rows / shards)\n"
     "rows, max_shards = shards). Smaller variables then get fewer shards (as TensorFlow\n"
-    "would give them), where fixed splits every variable into `shards`. Candidates with the\n"
-    "same layout are simulated once.\n"
+    "would give them), where fixed splits every variable into `shards`. A partitioner in the\n"
+    "model file is replaced by each candidate's. Candidates with the same layout are\n"
+    "simulated once.\n"
     "\n"
     "Costs come from --profile (a CostProfile text file, as `twinps calibrate` writes it);\n"
     "without it, the defaults documented in sim/scenario.proto (10 Gb/s and 10 us host\n"
@@ -117,8 +117,8 @@ std::string seconds_string(double s) {
 }
 
 void print_table(const sim::SweepResult& r, int top) {
-  std::printf("%4s  %3s  %-9s  %6s  %12s  %10s  %10s  %8s  %15s\n", "rank", "ps", "partition", "shards", "steps/s",
-              "step p50", "step p99", "max util", "bytes/step max");
+  std::printf("%4s  %3s  %-11s  %6s  %12s  %10s  %10s  %8s  %s\n", "rank", "ps", "partitioner", "shards", "steps/s",
+              "step p50", "step p99", "max util", "bytes/step of the busiest ps");
   std::size_t hidden = 0;
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const auto& row = r.rows[i];
@@ -126,7 +126,7 @@ void print_table(const sim::SweepResult& r, int top) {
       ++hidden;
       continue;
     }
-    std::printf("%4d  %3d  %-9s  %6d  %12.1f  %10s  %10s  %7.0f%%  %8s (ps %d, %2.0f%%)%s\n", row.rank, row.ps,
+    std::printf("%4d  %3d  %-11s  %6d  %12.1f  %10s  %10s  %7.0f%%  %8s (ps %d, %2.0f%%)%s\n", row.rank, row.ps,
                 sim::partitioner_name(row.partitioner), row.shards, row.prediction.steps_per_second,
                 seconds_string(row.prediction.step_p50_s).c_str(), seconds_string(row.prediction.step_p99_s).c_str(),
                 row.max_ps_utilisation * 100, bytes_string(row.bytes_per_step_max_ps).c_str(), row.busiest_ps,
@@ -171,7 +171,7 @@ int run_tune(int argc, char** argv) {
       ("bandwidth-gbps", po::value(&bandwidth_gbps), "host link bandwidth, overriding the profile's")
       ("seed", po::value(&req.seed)->default_value(1), "seed of every simulated run")
       ("tolerance", po::value(&req.tolerance)->default_value(req.tolerance, "0.02"),
-       "prefer fewer ps (then shards) within this fraction of the fastest")
+       "prefer fewer ps within this fraction of the fastest")
       ("csv", po::value(&csv_path), "write every configuration to this CSV file")
       ("top", po::value(&top)->default_value(top), "rows to print (0: all); the recommended one always is");
   po::variables_map vm;
