@@ -179,14 +179,25 @@ StatusOr<scenario::Partitioner> partitioner_for(const scenario::SyntheticModel& 
       p.mutable_min_size()->set_max_shards(shards);
       break;
     case PartitionerKind::kMaxSize: {
-      // ceil(rows / shards) rows per shard; capped so that a rounding that
-      // would give more shards cannot.
+      // ceil(rows / shards) rows per shard, which makes ceil(rows / that)
+      // shards: `shards`, or fewer for some small row counts (checked below).
       const std::int64_t rows_per_shard = (big.rows + shards - 1) / shards;
       p.mutable_max_size()->set_max_shard_bytes(rows_per_shard * (big.bytes / big.rows));
       p.mutable_max_size()->set_max_shards(shards);
       break;
     }
   }
+  // What core's partitioner really gives the variable.
+  scenario::SyntheticModel with = model;
+  *with.mutable_partitioner() = p;
+  auto spec = model_spec(with);
+  if (!spec.ok()) return spec.status();
+  const Shape shape(big.variable->shape().begin(), big.variable->shape().end());
+  const std::int64_t got = spec->partitioner->partition(shape, kElementBytes)[0];
+  if (got != shards)
+    return absl::InvalidArgumentError(std::string(partitioner_name(kind)) + " cannot split \"" +
+                                      big.variable->name() + "\" (" + std::to_string(big.rows) + " rows) into " +
+                                      std::to_string(shards) + " shards; it gives " + std::to_string(got));
   return p;
 }
 
@@ -271,9 +282,7 @@ std::vector<std::string> observations(const SweepRow& r) {
   std::vector<std::string> out;
   const auto& bytes = r.prediction.ps_bytes_per_step;
   std::vector<int> idle;
-  double total = 0;
   for (std::size_t i = 0; i < bytes.size(); ++i) {
-    total += bytes[i];
     // A ps that only holds the step counter, or nothing, moves almost nothing.
     if (bytes[i] < 1e-3 * bytes[static_cast<std::size_t>(r.busiest_ps)]) idle.push_back(static_cast<int>(i));
   }

@@ -59,7 +59,8 @@ StatusOr<PartitionerKind> parse_partitioner_kind(const std::string& name);
 // shards); MaxSizePartitioner(max_shard_bytes = bytes of ceil(rows / shards)
 // rows). Size-based kinds give smaller variables fewer shards, as they would
 // in TensorFlow. INVALID_ARGUMENT if the largest variable has fewer rows
-// than `shards`.
+// than `shards`, or if the kind's arithmetic cannot give exactly `shards`
+// (max_size: 10 rows in 6 shards of 2 rows are 5).
 StatusOr<scenario::Partitioner> partitioner_for(const scenario::SyntheticModel& model, PartitionerKind kind,
                                                 int shards);
 

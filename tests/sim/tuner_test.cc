@@ -144,6 +144,11 @@ TEST(PartitionerForTest, EveryKindGivesTheLargestVariableTheShardsAskedFor) {
   }
   EXPECT_EQ(partitioner_for(model("variable { name: \"w\" shape: [4, 4] }"), PartitionerKind::kFixed, 8).status().code(),
             StatusCode::kInvalidArgument);
+  // 10 rows in shards of at most ceil(10 / 6) = 2 rows are 5 shards, not 6.
+  auto uneven = partitioner_for(model("variable { name: \"w\" shape: [10, 4] }"), PartitionerKind::kMaxSize, 6);
+  EXPECT_EQ(uneven.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(uneven.status().message().find("it gives 5"), std::string::npos) << uneven.status();
+  EXPECT_TRUE(partitioner_for(model("variable { name: \"w\" shape: [10, 4] }"), PartitionerKind::kFixed, 6).ok());
 }
 
 TEST(ClosuresForTest, BoundedByTheBudgetBetweenFourAndTwentyPerWorker) {
