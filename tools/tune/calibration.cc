@@ -31,13 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // CPU time every thread of process `pid` has used, in seconds: the first
 // field of /proc/<pid>/task/<tid>/schedstat is nanoseconds on a CPU (finer
 // than the clock ticks of /proc/<pid>/stat).
@@ -263,37 +256,65 @@ struct ComputeCosts {
   double intercept_s = 0;
 };
 
-// Seconds per GFLOP of synthetic::compute_gradient over a range of sizes.
+// Seconds per call of synthetic::compute_gradient(w, batch), over about `seconds`.
+double time_gradient(const Matrix& w, int batch, double seconds) {
+  int n = 0;
+  double sink = 0;
+  const auto t0 = Clock::now();
+  while (n < 3 || seconds_since(t0) < seconds) {
+    sink += synthetic::compute_gradient(w, batch)(0, 0);
+    ++n;
+  }
+  const double t = seconds_since(t0) / n;
+  return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
+}
+
+// The [rows x cols] matrices whose gradients a step computes: with a model,
+// what its step pulls of each variable (the looked-up rows of an embedding,
+// the whole of the others); without, a range of sizes.
+std::vector<std::pair<std::int64_t, std::int64_t>> gradient_shapes(const scenario::SyntheticModel* model) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  if (!model) {
+    for (std::int64_t rows : {256, 1024, 4096, 16384}) out.emplace_back(rows, 64);
+    return out;
+  }
+  for (const auto& v : model->variable()) {
+    if (!v.per_step() || v.shape_size() == 0) continue;
+    std::int64_t cols = 1;
+    for (int d = 1; d < v.shape_size(); ++d) cols *= v.shape(d);
+    out.emplace_back(v.rows_per_step() > 0 ? v.rows_per_step() : v.shape(0), cols);
+  }
+  return out;
+}
+
+// Seconds per GFLOP of synthetic::compute_gradient: with a model, its whole
+// step's gradients (time over GFLOP); without, the slope over a range of sizes.
 ComputeCosts measure_compute(const CalibrationOptions& o, int batch, std::string* report) {
   std::vector<std::vector<double>> x;
   std::vector<double> y;
-  *report += format("compute (synthetic::compute_gradient, batch %d):\n", batch);
-  for (std::int64_t elements : {16384, 65536, 262144, 1048576}) {
-    const std::int64_t cols = 64, rows = elements / cols;
+  double total_s = 0, total_gflop = 0;
+  *report += format("compute (synthetic::compute_gradient, batch %d, %s):\n", batch,
+                    o.model ? "the model's pulled shapes" : "a range of sizes");
+  for (const auto& [rows, cols] : gradient_shapes(o.model)) {
     const Matrix w = Matrix::Constant(rows, cols, 0.01f);
-    const double gflop = 4.0 * batch * static_cast<double>(elements) / 1e9;
+    const double gflop = 4.0 * batch * static_cast<double>(rows * cols) / 1e9;
     std::vector<double> per_call;
-    for (int b = 0; b < o.repeats; ++b) {
-      int n = 0;
-      double sink = 0;
-      const auto t0 = Clock::now();
-      while (n < 3 || seconds_since(t0) < o.seconds_per_batch) {
-        sink += synthetic::compute_gradient(w, batch)(0, 0);
-        ++n;
-      }
-      per_call.push_back(seconds_since(t0) / n);
-      if (!std::isfinite(sink)) per_call.back() = 0;  // keeps the work observable to the optimiser
-    }
+    for (int b = 0; b < o.repeats; ++b) per_call.push_back(time_gradient(w, batch, o.seconds_per_batch));
     const double t = median(per_call);
     x.push_back({1.0, gflop});
     y.push_back(t);
-    *report += format("  %7lld x %-3lld %8.4f GFLOP: %9.1f us\n", static_cast<long long>(rows),
+    total_s += t;
+    total_gflop += gflop;
+    *report += format("  %7lld x %-5lld %8.4f GFLOP: %9.1f us\n", static_cast<long long>(rows),
                       static_cast<long long>(cols), gflop, t * 1e6);
   }
+  if (o.model || x.size() < 2) {
+    *report += format("  step: %.1f us for %.4f GFLOP\n", total_s * 1e6, total_gflop);
+    return ComputeCosts{std::max(total_s / std::max(total_gflop, 1e-12), 1e-6), 0};
+  }
   const auto fit = least_squares(x, y);
-  ComputeCosts c{std::max(fit[1], 1e-6), fit[0]};
   *report += format("  fit: %.1f us + %.4f s/GFLOP\n", fit[0] * 1e6, fit[1]);
-  return c;
+  return ComputeCosts{std::max(fit[1], 1e-6), fit[0]};
 }
 
 // A whole step of a one-float model on a real one-worker cluster.
@@ -387,6 +408,26 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& o) {
                    step_overhead_s * 1e6);
   report += "load average after: " + load_average() + "\n";
   return out;
+}
+
+double compute_slowdown(int threads, int batch, double seconds) {
+  if (threads <= 1) return 1;
+  const Matrix w = Matrix::Constant(4096, 64, 0.01f);  // 1 MiB: a mid-sized variable
+  time_gradient(w, batch, seconds / 4);                 // warm: first-touch pages, clock ramp-up
+  const double alone = time_gradient(w, batch, seconds);
+  std::vector<double> together(static_cast<std::size_t>(threads));
+  {
+    std::vector<std::jthread> running;
+    for (auto& t : together) running.emplace_back([&t, &w, batch, seconds] { t = time_gradient(w, batch, seconds); });
+  }
+  return alone > 0 ? std::max(median(together) / alone, 1.0) : 1.0;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::string profile_text(const Calibration& c) {

@@ -19,14 +19,16 @@
 //     host_bandwidth_gbps from the slope of the round trip over bytes, less
 //     the ps's own per-KiB CPU;
 //   - compute: synthetic::compute_gradient — the very work a numeric step
-//     does — timed over matrix sizes; per_gflop_s is the slope of seconds
-//     over GFLOP (4 x batch x elements);
+//     does — timed on what a step of the model pulls (per_gflop_s = seconds
+//     over GFLOP, 4 x batch x elements), or without a model over a range of
+//     sizes (the slope);
 //   - step_time: what a step costs beyond those — the coordinator's dispatch
 //     round trip over gRPC, the worker's step bookkeeping — from a real
 //     one-worker cluster training a one-float model, less what the profile
 //     already charges for that step (its three round trips).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/runtime/status.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
@@ -49,6 +51,15 @@ struct Calibration {
 };
 
 StatusOr<Calibration> calibrate(const CalibrationOptions& options);
+
+// How many times longer synthetic::compute_gradient takes when `threads`
+// threads run it at once on this machine than when one does (>= 1): what
+// sharing its cores costs a cluster whose tasks all run here, where the
+// simulator gives every task a host of its own. Timed for about `seconds`.
+double compute_slowdown(int threads, int batch, double seconds);
+
+// The median of `v` (0 if empty); calibration's and validation's summaries.
+double median(std::vector<double> v);
 
 // The profile in text format with `report` as a comment header.
 std::string profile_text(const Calibration& c);

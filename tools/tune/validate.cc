@@ -1,5 +1,7 @@
 #include "tools/tune/validate.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,8 +10,12 @@
 #include <map>
 #include <tuple>
 
+#include <google/protobuf/text_format.h>
+
+#include "core/models/synthetic/synthetic.h"
 #include "sim/scenario_loader.h"
 #include "sim/tuner.h"
+#include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
@@ -32,7 +38,14 @@ constexpr char kUsage[] =
     "Models default to scenarios/models/dense_heavy.textproto and embedding_heavy.textproto (from\n"
     "the current directory). Variables larger than --max-variable-mib are given fewer rows, in the\n"
     "real runs and the predictions alike, so that every task fits this machine. Without --profile,\n"
-    "`twinps calibrate` runs first, once per model (its optimizer's apply cost).";
+    "`twinps calibrate` runs first, once per model (its optimizer's apply cost).\n"
+    "\n"
+    "The simulator gives every task a host of its own; here every task shares this machine's\n"
+    "cores. So the prediction is the smaller of the simulation's steps/s (column \"hosts\") and\n"
+    "what the cores allow (column \"cores\"): the cores' capacity — cores / the slowdown of\n"
+    "compute_gradient run on every core at once, measured before the runs — over the CPU time\n"
+    "the simulation charged per step (the workers' compute, the ps' service). --dedicated-hosts\n"
+    "predicts with the simulation alone.";
 
 struct Config {
   int model = 0;  // index into the models
@@ -42,6 +55,8 @@ struct Config {
 struct Row {
   Config config;
   int warmup = 0, measured = 0;
+  double hosts = 0;     // steps/s the simulation predicts with a host per task
+  double cores = 0;     // steps/s this machine's cores allow (the simulated CPU work per step over them)
   double predicted = 0, real = 0;  // steps/s
   double error_pct() const { return (predicted - real) / real * 100; }
 };
@@ -85,12 +100,6 @@ std::vector<std::string> fit_variables(scenario::SyntheticModel& m, double max_b
   return notes;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 std::string cluster_name(const Config& c) { return format("%dw %dps", c.workers, c.ps); }
 
 }  // namespace
@@ -99,6 +108,7 @@ int run_tune_validate(int argc, char** argv) {
   std::vector<std::string> model_paths;
   std::string profile_path, csv_path;
   double seconds = 3, max_variable_mib = 32;
+  int rounds = 1;
   po::options_description opts("twinps tune --validate options");
   opts.add_options()("help,h", "show this help")
       ("validate", "compare predictions with real runs (this mode)")
@@ -107,12 +117,19 @@ int run_tune_validate(int argc, char** argv) {
       ("quick", "two configurations of the first model (for tests)")
       ("csv", po::value(&csv_path), "also write the table as CSV")
       ("seconds", po::value(&seconds)->default_value(3), "wall seconds each real run measures, about")
+      ("rounds", po::value(&rounds)->default_value(1),
+       "run the whole grid this many times, one configuration after another, and take each one's median: a "
+       "burst of load from elsewhere then spoils one round of a configuration, not its result")
+      ("timing-only", "predict timing-only, as `twinps tune` sweeps (default: numeric, the real runs' very steps)")
+      ("dedicated-hosts", "predict as if every task had a host of its own (no cap by this machine's cores)")
       ("max-variable-mib", po::value(&max_variable_mib)->default_value(32),
        "give larger variables fewer rows (real runs and predictions alike)");
   po::variables_map vm;
   if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
-  if (!(seconds > 0) || seconds > 600 || !(max_variable_mib > 0)) {
-    std::fprintf(stderr, "twinps tune --validate: --seconds must be in (0, 600] and --max-variable-mib positive\n");
+  if (!(seconds > 0) || seconds > 600 || !(max_variable_mib > 0) || rounds < 1 || rounds > 100) {
+    std::fprintf(stderr,
+                 "twinps tune --validate: --seconds must be in (0, 600], --max-variable-mib positive, --rounds in "
+                 "[1, 100]\n");
     return kExitBadInput;
   }
   const bool quick = vm.count("quick") > 0;
@@ -167,8 +184,22 @@ int run_tune_validate(int argc, char** argv) {
       m.profile = c->profile;
     }
   }
+  for (const auto& m : models) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(m.profile, &text);
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    std::printf("profile for %s: %s\n", m.name.c_str(), text.c_str());
+  }
 
-  std::vector<Row> rows;
+  // The cores the cluster shares, measured before the real runs (whose servers would compete).
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const int ncores = static_cast<int>(std::max(1L, online));
+  const double usable_cores =
+      vm.count("dedicated-hosts") ? 0 : ncores / compute_slowdown(ncores, models[0].model.batch_size(), 0.5);
+  if (usable_cores > 0) std::printf("cores: %d, usable %.2f (compute_gradient on every core at once)\n", ncores, usable_cores);
+
+  // Real runs, the grid `rounds` times over.
+  std::vector<scenario::SyntheticModel> sharded;  // per configuration: its model with the partitioner
   for (const Config& c : grid) {
     const Model& m = models[static_cast<std::size_t>(c.model)];
     auto partitioner = sim::partitioner_for(m.model, sim::PartitionerKind::kFixed, c.shards);
@@ -176,70 +207,107 @@ int run_tune_validate(int argc, char** argv) {
       std::fprintf(stderr, "twinps tune --validate: %s: %s\n", m.name.c_str(), describe(partitioner.status()).c_str());
       return kExitBadInput;
     }
-    RealRunOptions ro;
-    ro.model = m.model;
-    *ro.model.mutable_partitioner() = *partitioner;
-    ro.workers = c.workers;
-    ro.ps = c.ps;
-    ro.seconds = seconds;
-    ro.work_dir = work_dir + format("/%s-%dw-%dps-%ds", m.name.c_str(), c.workers, c.ps, c.shards);
-    std::filesystem::create_directories(ro.work_dir);
-    std::fprintf(stderr, "twinps tune --validate: %s %s %d shards: real run ...\n", m.name.c_str(),
-                 cluster_name(c).c_str(), c.shards);
-    auto real = run_real(ro);
-    if (!real.ok()) {
-      std::fprintf(stderr, "twinps tune --validate: real run failed: %s (logs in %s)\n",
-                   describe(real.status()).c_str(), ro.work_dir.c_str());
-      return kExitFailed;
+    sharded.push_back(m.model);
+    *sharded.back().mutable_partitioner() = *partitioner;
+  }
+  std::vector<std::vector<RealRunResult>> runs(grid.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t i = 0; i < grid.size(); ++i) {
+      const Config& c = grid[i];
+      const std::string& name = models[static_cast<std::size_t>(c.model)].name;
+      RealRunOptions ro;
+      ro.model = sharded[i];
+      ro.workers = c.workers;
+      ro.ps = c.ps;
+      ro.seconds = seconds;
+      ro.work_dir = work_dir + format("/%s-%dw-%dps-%ds-%d", name.c_str(), c.workers, c.ps, c.shards, round);
+      std::filesystem::create_directories(ro.work_dir);
+      std::fprintf(stderr, "twinps tune --validate: round %d/%d: %s %s %d shards: real run ...\n", round + 1, rounds,
+                   name.c_str(), cluster_name(c).c_str(), c.shards);
+      auto real = run_real(ro);
+      if (!real.ok()) {
+        std::fprintf(stderr, "twinps tune --validate: real run failed: %s (logs in %s)\n",
+                     describe(real.status()).c_str(), ro.work_dir.c_str());
+        return kExitFailed;
+      }
+      runs[i].push_back(*real);
     }
-    // The same program, closure for closure.
+  }
+
+  // Predictions: each configuration's median run, closure for closure.
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    const Config& c = grid[i];
+    auto& r = runs[i];
+    std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.steps_per_second < b.steps_per_second; });
+    const RealRunResult& real = r[r.size() / 2];
     sim::PredictRequest pr;
-    pr.model = ro.model;
+    pr.model = sharded[i];
     pr.workers = c.workers;
     pr.ps = c.ps;
-    pr.profile = m.profile;
-    pr.warmup = real->warmup;
-    pr.measured = real->measured;
+    pr.profile = models[static_cast<std::size_t>(c.model)].profile;
+    // Numeric by default: timing-only steps move each distinct row once, where
+    // real (and numeric) ones pull and push every row looked up.
+    pr.timing_only = vm.count("timing-only") > 0;
+    pr.warmup = real.warmup;
+    pr.measured = real.measured;
     auto predicted = sim::predict(pr);
     if (!predicted.ok()) {
       std::fprintf(stderr, "twinps tune --validate: prediction failed: %s\n", describe(predicted.status()).c_str());
       return kExitFailed;
     }
-    rows.push_back({c, real->warmup, real->measured, predicted->steps_per_second, real->steps_per_second});
+    // CPU seconds the simulation charged per step: the worker's compute and every ps's service (its
+    // busy fraction over the measured phase). On shared cores, steps/s cannot exceed cores / that.
+    const double hosts = predicted->steps_per_second;
+    auto spec = sim::model_spec(pr.model);
+    if (!spec.ok()) return kExitBadInput;  // checked when the file was loaded
+    const auto& cc = pr.profile.compute();
+    double cpu_per_step = cc.step_time().constant_s() + cc.per_gflop_s() * synthetic::step_flops(*spec) / 1e9;
+    for (double u : predicted->ps_utilisation) cpu_per_step += u / hosts;
+    const double cores = usable_cores > 0 ? usable_cores / cpu_per_step : hosts;
+    rows.push_back({c, real.warmup, real.measured, hosts, cores, std::min(hosts, cores), real.steps_per_second});
   }
   std::error_code ec;
   std::filesystem::remove_all(work_dir, ec);
 
-  std::printf("%-18s %-9s %6s %8s %14s %14s %8s\n", "model", "cluster", "shards", "closures", "predicted st/s",
-              "measured st/s", "error");
-  if (csv) csv << "model,workers,ps,shards,warmup,measured_closures,predicted_steps_per_s,measured_steps_per_s,error_pct\n";
+  std::printf("%-18s %-9s %6s %8s %8s %8s %14s %14s %8s\n", "model", "cluster", "shards", "closures", "hosts",
+              "cores", "predicted st/s", "measured st/s", "error");
+  if (csv)
+    csv << "model,workers,ps,shards,warmup,measured_closures,hosts_steps_per_s,cores_steps_per_s,predicted_steps_per_s,"
+           "measured_steps_per_s,error_pct\n";
   std::vector<double> errors;
   for (const Row& r : rows) {
     const Model& m = models[static_cast<std::size_t>(r.config.model)];
-    std::printf("%-18s %-9s %6d %8d %14.2f %14.2f %+7.1f%%\n", m.name.c_str(), cluster_name(r.config).c_str(),
-                r.config.shards, r.measured, r.predicted, r.real, r.error_pct());
+    std::printf("%-18s %-9s %6d %8d %8.2f %8.2f %14.2f %14.2f %+7.1f%%\n", m.name.c_str(),
+                cluster_name(r.config).c_str(), r.config.shards, r.measured, r.hosts, r.cores, r.predicted, r.real,
+                r.error_pct());
     if (csv)
       csv << m.name << ',' << r.config.workers << ',' << r.config.ps << ',' << r.config.shards << ',' << r.warmup << ','
-          << r.measured << ',' << r.predicted << ',' << r.real << ',' << r.error_pct() << '\n';
+          << r.measured << ',' << r.hosts << ',' << r.cores << ',' << r.predicted << ',' << r.real << ',' << r.error_pct() << '\n';
     errors.push_back(std::abs(r.error_pct()));
   }
   std::printf("\nerror |predicted - measured| / measured: median %.1f %%, worst %.1f %% over %zu configurations\n",
               median(errors), *std::max_element(errors.begin(), errors.end()), errors.size());
 
-  // Shard recommendation: per model and cluster with several shard counts.
-  std::map<std::tuple<int, int, int>, std::vector<const Row*>> groups;
+  // Shard recommendation, per model and cluster measured at several shard counts. The simulation's
+  // pick is what `twinps tune` would recommend from it: the fewest shards predicted (host per task)
+  // within 2 % of the fastest.
+  std::map<std::tuple<int, int, int>, std::vector<const Row*>> groups;  // rows in grid order: shards ascending
   for (const Row& r : rows) groups[{r.config.model, r.config.workers, r.config.ps}].push_back(&r);
   for (const auto& [key, group] : groups) {
     if (group.size() < 2) continue;
-    auto by = [](double Row::*field) {
-      return [field](const Row* a, const Row* b) { return a->*field < b->*field; };
-    };
-    const Row* sim_best = *std::max_element(group.begin(), group.end(), by(&Row::predicted));
-    const Row* real_best = *std::max_element(group.begin(), group.end(), by(&Row::real));
-    const bool good = sim_best->real >= 0.95 * real_best->real;
+    double fastest = 0, best_real = 0;
+    for (const Row* r : group) fastest = std::max(fastest, r->hosts);
+    const Row* pick = nullptr;
+    const Row* real_best = nullptr;
+    for (const Row* r : group) {
+      if (!pick && r->hosts >= 0.98 * fastest) pick = r;
+      if (r->real > best_real) best_real = r->real, real_best = r;
+    }
+    const bool good = pick->real >= 0.95 * best_real;
     std::printf("%s %s: simulation picks %d shards (measured %.2f steps/s), best measured %d shards (%.2f): %s\n",
-                models[static_cast<std::size_t>(std::get<0>(key))].name.c_str(), cluster_name(sim_best->config).c_str(),
-                sim_best->config.shards, sim_best->real, real_best->config.shards, real_best->real,
+                models[static_cast<std::size_t>(std::get<0>(key))].name.c_str(), cluster_name(pick->config).c_str(),
+                pick->config.shards, pick->real, real_best->config.shards, best_real,
                 good ? "within 5 %" : "NOT within 5 %");
   }
   return kExitOk;
