@@ -25,7 +25,10 @@
 //   - step_time: what a step costs beyond those — the coordinator's dispatch
 //     round trip over gRPC, the worker's step bookkeeping — from a real
 //     one-worker cluster training a one-float model, less what the profile
-//     already charges for that step (its three round trips).
+//     already charges for that step (its three round trips); with a model,
+//     plus what a real 1-worker, 1-ps run of the model takes per step beyond
+//     the simulation of the same closures with the profile so far (the
+//     worker's own handling of the bytes and rows it pulls and pushes).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -44,7 +44,7 @@ constexpr char kUsage[] =
     "cores. So the prediction is the smaller of the simulation's steps/s (column \"hosts\") and\n"
     "what the cores allow (column \"cores\"): the cores' capacity — cores / the slowdown of\n"
     "compute_gradient run on every core at once, measured before the runs — over the CPU time\n"
-    "the simulation charged per step (the workers' compute, the ps' service). --dedicated-hosts\n"
+    "the simulation charged per step (the workers' arithmetic, the ps' service). --dedicated-hosts\n"
     "predicts with the simulation alone.";
 
 struct Config {
@@ -256,13 +256,14 @@ int run_tune_validate(int argc, char** argv) {
       std::fprintf(stderr, "twinps tune --validate: prediction failed: %s\n", describe(predicted.status()).c_str());
       return kExitFailed;
     }
-    // CPU seconds the simulation charged per step: the worker's compute and every ps's service (its
+    // CPU seconds the simulation charged per step: the worker's arithmetic and every ps's service (its
     // busy fraction over the measured phase). On shared cores, steps/s cannot exceed cores / that.
+    // step_time is left out: it is mostly waiting (dispatch round trips, wake-ups), not CPU — two
+    // workers run more than twice as many steps as one.
     const double hosts = predicted->steps_per_second;
     auto spec = sim::model_spec(pr.model);
     if (!spec.ok()) return kExitBadInput;  // checked when the file was loaded
-    const auto& cc = pr.profile.compute();
-    double cpu_per_step = cc.step_time().constant_s() + cc.per_gflop_s() * synthetic::step_flops(*spec) / 1e9;
+    double cpu_per_step = pr.profile.compute().per_gflop_s() * synthetic::step_flops(*spec) / 1e9;
     for (double u : predicted->ps_utilisation) cpu_per_step += u / hosts;
     const double cores = usable_cores > 0 ? usable_cores / cpu_per_step : hosts;
     rows.push_back({c, real.warmup, real.measured, hosts, cores, std::min(hosts, cores), real.steps_per_second});
