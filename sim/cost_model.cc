@@ -17,9 +17,11 @@ double Distribution::sample(RandomStream& r) const {
   return std::max(s, 0.0);
 }
 
-SimCostModel::SimCostModel(Distribution step_time, double per_example_s, int workers, const RandomStream& root)
+SimCostModel::SimCostModel(Distribution step_time, double per_example_s, double per_gflop_s, int workers,
+                           const RandomStream& root)
     : step_time_(step_time),
       per_example_s_(per_example_s),
+      per_gflop_s_(per_gflop_s),
       base_(static_cast<std::size_t>(workers), 1.0),
       active_(static_cast<std::size_t>(workers)),
       root_(root.fork("compute")) {
@@ -48,7 +50,7 @@ void SimCostModel::pop_factor(int worker, double factor) {
 Duration SimCostModel::compute(const TaskId& task, const ComputeCost& cost) {
   if (task.job != Job::kWorker || task.index < 0 || static_cast<std::size_t>(task.index) >= streams_.size()) return 0;
   const double seconds = step_time_.sample(streams_[static_cast<std::size_t>(task.index)]) +
-                         per_example_s_ * static_cast<double>(cost.examples);
+                         per_example_s_ * static_cast<double>(cost.examples) + per_gflop_s_ * cost.flops / 1e9;
   return from_seconds(seconds * factor(task.index));
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // How long a worker's step computes on the simulated clock (core's CostModel
 // hook: steps call ctx.compute). A duration is drawn from the step-time
-// distribution with the worker's own random stream, plus a per-example term,
-// times the worker's straggler factor (permanent ones from the scenario,
+// distribution with the worker's own random stream, plus a per-example term
+// and a per-GFLOP term (the step's declared floating-point work), times the
+// worker's straggler factor (permanent ones from the scenario,
 // times every straggler fault active now).
 #include <cstdint>
 #include <vector>
@@ -23,7 +24,8 @@ struct Distribution {
 
 class SimCostModel final : public CostModel {
  public:
-  SimCostModel(Distribution step_time, double per_example_s, int workers, const RandomStream& root);
+  // `per_gflop_s`: seconds per 1e9 of ComputeCost::flops (0: flops cost nothing).
+  SimCostModel(Distribution step_time, double per_example_s, double per_gflop_s, int workers, const RandomStream& root);
 
   Duration compute(const TaskId& task, const ComputeCost& cost) override;
 
@@ -39,6 +41,7 @@ class SimCostModel final : public CostModel {
  private:
   Distribution step_time_;
   double per_example_s_;
+  double per_gflop_s_;
   std::vector<RandomStream> streams_;             // per worker and incarnation, forked from the run's seed
   std::vector<double> base_;
   std::vector<std::vector<double>> active_;        // per worker: straggler faults now active

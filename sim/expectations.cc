@@ -8,6 +8,7 @@
 
 #include "core/coordinator/closure_queue.h"
 #include "core/models/tutorial/tutorial.h"
+#include "sim/report.h"
 #include "sim/workload.h"
 
 namespace twinps::sim {
@@ -95,14 +96,6 @@ std::string value_result(const ValueRecord& v) {
   if (v.status == RemoteValueStatus::kNotReady) return "NOT_READY";
   if (v.status == RemoteValueStatus::kAborted) return "ABORTED";
   return v.outcome.ok() ? "OK (a value)" : code_name(v.outcome.code()) + " (" + std::string(v.outcome.message()) + ")";
-}
-
-double quantile(std::vector<Duration> d, double q) {
-  if (d.empty()) return 0;
-  std::sort(d.begin(), d.end());
-  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(d.size())));
-  rank = std::clamp<std::size_t>(rank, 1, d.size());
-  return to_seconds(d[rank - 1]);
 }
 
 bool is_train_step(const std::string& fn) { return fn == kTrainFn || fn == tutorial::kTrainStep; }
@@ -293,7 +286,7 @@ std::vector<ExpectationResult> check_expectations(const scenario::Scenario& sc, 
         if (d.empty()) {
           e.observed = "no step finished";
         } else {
-          const double q = quantile(d, st.quantile());
+          const double q = quantile_s(d, st.quantile());
           e.passed = b.holds(q);
           e.observed = num(q) + " s over " + std::to_string(d.size()) + " steps";
         }

@@ -46,16 +46,17 @@ StepSummary summarize_steps(const SimResult& r) {
     if (s.ok && (s.fn == kTrainFn || s.fn == tutorial::kTrainStep)) d.push_back(s.duration);
   out.steps = d.size();
   if (r.end_time > 0) out.steps_per_second = static_cast<double>(d.size()) / to_seconds(r.end_time);
-  if (!d.empty()) {
-    std::sort(d.begin(), d.end());
-    auto q = [&](double p) {
-      auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(d.size())));
-      return to_seconds(d[std::clamp<std::size_t>(rank, 1, d.size()) - 1]);
-    };
-    out.p50_s = q(0.5);
-    out.p99_s = q(0.99);
-  }
+  out.p50_s = quantile_s(d, 0.5);
+  out.p99_s = quantile_s(std::move(d), 0.99);
   return out;
+}
+
+double quantile_s(std::vector<Duration> d, double q) {
+  if (d.empty()) return 0;
+  std::sort(d.begin(), d.end());
+  auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(d.size())));
+  rank = std::clamp<std::size_t>(rank, 1, d.size());
+  return to_seconds(d[rank - 1]);
 }
 
 std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r) {

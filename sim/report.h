@@ -19,6 +19,9 @@ struct StepSummary {
 };
 StepSummary summarize_steps(const SimResult& r);
 
+// The q-quantile (0 < q <= 1, nearest rank) of durations, in seconds; 0 for none.
+double quantile_s(std::vector<Duration> d, double q);
+
 std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r);
 
 // One row per closure run on a worker:

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -88,14 +90,35 @@ class Validator {
       : s_(s), file_(std::move(file)), tree_(tree), out_(out) {}
 
   void run();
+  // Only the model, read from a file of its own: `tree` is the model's, and
+  // errors name fields from the model down.
+  void run_model_only() {
+    model_only_ = true;
+    workers_ = ps_ = 1;
+    workload();
+  }
+  // Only the costs, read from a cost profile file: `tree` is the profile's,
+  // whose network, compute and ps_service sit at the root as a scenario's do.
+  void run_profile_only() {
+    profile_only_ = true;
+    network();
+    compute();
+    service();
+  }
 
  private:
   // Reports at the field's position, or at its closest parent that has one.
   void error(const Path& p, const std::string& message) {
-    ScenarioError e{file_, 0, 0, p.str(), message};
+    const std::size_t first = model_only_ ? 1 : 0;  // the steps the file holds start below `model`
+    std::string field = p.str();
+    if (model_only_) field = field.size() > 6 ? field.substr(6) : "";
+    ScenarioError e{file_, 0, 0, field, message};
     const pb::TextFormat::ParseInfoTree* tree = tree_;
-    for (std::size_t i = 0; tree != nullptr && i < p.steps.size(); ++i) {
-      const auto [field, index] = p.steps[i];
+    for (std::size_t i = first; tree != nullptr && i < p.steps.size(); ++i) {
+      auto [field, index] = p.steps[i];
+      // A profile's tree is keyed by CostProfile's fields of the same names.
+      if (profile_only_ && i == 0) field = scenario::CostProfile::descriptor()->FindFieldByName(field->name());
+      if (field == nullptr) break;
       const auto loc = tree->GetLocation(field, index);
       if (loc.line < 0) break;
       e.line = loc.line + 1;
@@ -198,6 +221,8 @@ class Validator {
   const pb::TextFormat::ParseInfoTree* tree_;
   std::vector<ScenarioError>& out_;
   Path root_;
+  bool model_only_ = false;
+  bool profile_only_ = false;
   int workers_ = 0, ps_ = 0;
   std::set<std::string> variables_;
   std::map<std::string, const scenario::Action*> labels_;
@@ -246,6 +271,10 @@ void Validator::network() {
   positive(p(n, "rack_uplink_gbps"), n.rack_uplink_gbps(), "rack_uplink_gbps");
   time_ok(p(n, "rack_uplink_latency_us"), n.rack_uplink_latency_us(), "rack_uplink_latency_us");
   positive(p(n, "connection_timeout_s"), n.connection_timeout_s(), "connection_timeout_s");
+  if (profile_only_ && n.host_link_size() > 0) {
+    error(p(n, "host_link", 0), "a cost profile describes every host alike; per-task links belong in a scenario");
+    return;
+  }
   for (int i = 0; i < n.host_link_size(); ++i) {
     const auto& h = n.host_link(i);
     const Path hp = p(n, "host_link", i);
@@ -349,6 +378,11 @@ void Validator::compute() {
   const Path p = root_(s_, "compute");
   if (c.has_step_time()) distribution_ok(p(c, "step_time"), c.step_time());
   time_ok(p(c, "per_example_s"), c.per_example_s(), "per_example_s");
+  time_ok(p(c, "per_gflop_s"), c.per_gflop_s(), "per_gflop_s");
+  if (profile_only_ && c.straggler_size() > 0) {
+    error(p(c, "straggler", 0), "a cost profile describes every worker alike; stragglers belong in a scenario");
+    return;
+  }
   for (int i = 0; i < c.straggler_size(); ++i) {
     const Path sp = p(c, "straggler", i);
     worker_ok(sp(c.straggler(i), "worker"), c.straggler(i).worker());
@@ -571,36 +605,37 @@ std::vector<ScenarioError> validate_scenario(const Scenario& s, const std::strin
   return errors;
 }
 
-LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
-  LoadedScenario out;
-  Collector collector(file, out.errors);
+namespace {
+
+// Parses `text` into `message`, reporting syntax errors with positions.
+bool parse_text(std::string_view text, const std::string& file, const char* what, pb::Message& message,
+                pb::TextFormat::ParseInfoTree& tree, std::vector<ScenarioError>& errors) {
+  Collector collector(file, errors);
   pb::TextFormat::Parser parser;
-  pb::TextFormat::ParseInfoTree tree;
   parser.RecordErrorsTo(&collector);
   parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(std::string(text), &out.scenario)) {
-    if (out.errors.empty()) out.errors.push_back(ScenarioError{file, 0, 0, "", "not a scenario in Protobuf text format"});
-    return out;
-  }
-  Validator(out.scenario, file, &tree, out.errors).run();
-  return out;
+  if (parser.ParseFromString(std::string(text), &message)) return true;
+  if (errors.empty()) errors.push_back(ScenarioError{file, 0, 0, "", std::string("not a ") + what + " in Protobuf text format"});
+  return false;
 }
 
-LoadedScenario load_scenario_file(const std::string& path) {
-  LoadedScenario out;
+// The text of a file `what` ("scenario") is read from, or nullopt with the
+// reason in `errors`.
+std::optional<std::string> read_text_file(const std::string& path, const char* what,
+                                          std::vector<ScenarioError>& errors) {
   auto fail = [&](const std::string& message) {
-    out.errors.push_back(ScenarioError{path, 0, 0, "", message});
-    return out;
+    errors.push_back(ScenarioError{path, 0, 0, "", message});
+    return std::nullopt;
   };
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read the scenario: ") + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return fail("is a directory, not a scenario file");
+  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read the ") + what + ": " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return fail(std::string("is a directory, not a ") + what + " file");
   if (!S_ISREG(st.st_mode)) return fail("is not a regular file");
   if (static_cast<std::size_t>(st.st_size) > kMaxFileBytes)
-    return fail("is " + std::to_string(st.st_size) + " bytes; a scenario file is at most " +
+    return fail("is " + std::to_string(st.st_size) + " bytes; a " + what + " file is at most " +
                 std::to_string(kMaxFileBytes) + " bytes");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(std::string("cannot open the scenario: ") + std::strerror(errno));
+  if (!in) return fail(std::string("cannot open the ") + what + ": " + std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return fail("reading failed");
   // The text format has no use for NUL bytes; refuse binary data up front
@@ -615,10 +650,109 @@ LoadedScenario load_scenario_file(const std::string& path) {
         ++col;
       }
     }
-    out.errors.push_back(ScenarioError{path, line, col, "", "binary data (a NUL byte): not a text-format scenario"});
-    return out;
+    errors.push_back(
+        ScenarioError{path, line, col, "", std::string("binary data (a NUL byte): not a text-format ") + what});
+    return std::nullopt;
   }
-  return parse_scenario(text, path);
+  return text;
+}
+
+}  // namespace
+
+void apply_profile(const scenario::CostProfile& profile, Scenario& s) {
+  // MergeFrom copies the fields set in its argument: the profile's first, then
+  // the scenario's over them.
+  auto merge = [](const auto& from_profile, auto* in_scenario) {
+    auto merged = from_profile;
+    merged.MergeFrom(*in_scenario);
+    *in_scenario = std::move(merged);
+  };
+  if (profile.has_network()) merge(profile.network(), s.mutable_network());
+  if (profile.has_compute()) merge(profile.compute(), s.mutable_compute());
+  if (profile.has_ps_service()) merge(profile.ps_service(), s.mutable_ps_service());
+}
+
+namespace {
+
+// Reads the scenario's `cost_profile` (relative to the scenario's directory)
+// and merges it in. A file that cannot be read is reported at the scenario's
+// `cost_profile` field; what is wrong inside it, at its own line:column.
+void include_profile(Scenario& s, const std::string& file, const pb::TextFormat::ParseInfoTree& tree,
+                     std::vector<ScenarioError>& errors) {
+  const auto loc = tree.GetLocation(Scenario::descriptor()->FindFieldByName("cost_profile"), -1);
+  auto at_field = [&](const std::string& message) {
+    errors.push_back(ScenarioError{file, loc.line + 1, loc.column + 1, "cost_profile", message});
+  };
+  if (s.cost_profile().empty()) {
+    at_field("must name a cost profile file");
+    return;
+  }
+  std::filesystem::path path(s.cost_profile());
+  if (path.is_relative()) path = std::filesystem::path(file).parent_path() / path;
+  LoadedProfile loaded = load_profile_file(path.string());
+  for (auto& e : loaded.errors) {
+    if (e.line == 0) {
+      at_field("\"" + s.cost_profile() + "\" (" + path.string() + "): " + e.message);
+    } else {
+      errors.push_back(std::move(e));
+    }
+  }
+  if (loaded.ok()) apply_profile(loaded.profile, s);
+}
+
+}  // namespace
+
+LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
+  LoadedScenario out;
+  pb::TextFormat::ParseInfoTree tree;
+  if (!parse_text(text, file, "scenario", out.scenario, tree, out.errors)) return out;
+  if (out.scenario.has_cost_profile()) include_profile(out.scenario, file, tree, out.errors);
+  Validator(out.scenario, file, &tree, out.errors).run();
+  return out;
+}
+
+LoadedScenario load_scenario_file(const std::string& path) {
+  LoadedScenario out;
+  auto text = read_text_file(path, "scenario", out.errors);
+  if (!text) return out;
+  return parse_scenario(*text, path);
+}
+
+LoadedModel parse_model(std::string_view text, const std::string& file) {
+  LoadedModel out;
+  pb::TextFormat::ParseInfoTree tree;
+  if (!parse_text(text, file, "model", out.model, tree, out.errors)) return out;
+  Scenario holder;
+  holder.set_fidelity(scenario::TIMING_ONLY);  // how big a variable may be depends on where the model runs
+  *holder.mutable_model() = out.model;
+  Validator(holder, file, &tree, out.errors).run_model_only();
+  return out;
+}
+
+LoadedModel load_model_file(const std::string& path) {
+  LoadedModel out;
+  auto text = read_text_file(path, "model", out.errors);
+  if (!text) return out;
+  return parse_model(*text, path);
+}
+
+LoadedProfile parse_profile(std::string_view text, const std::string& file) {
+  LoadedProfile out;
+  pb::TextFormat::ParseInfoTree tree;
+  if (!parse_text(text, file, "cost profile", out.profile, tree, out.errors)) return out;
+  Scenario holder;  // the Validator checks a scenario's costs; hold the profile's in one
+  if (out.profile.has_network()) *holder.mutable_network() = out.profile.network();
+  if (out.profile.has_compute()) *holder.mutable_compute() = out.profile.compute();
+  if (out.profile.has_ps_service()) *holder.mutable_ps_service() = out.profile.ps_service();
+  Validator(holder, file, &tree, out.errors).run_profile_only();
+  return out;
+}
+
+LoadedProfile load_profile_file(const std::string& path) {
+  LoadedProfile out;
+  auto text = read_text_file(path, "cost profile", out.errors);
+  if (!text) return out;
+  return parse_profile(*text, path);
 }
 
 }  // namespace twinps::sim

@@ -5,6 +5,10 @@
 // ("fault[1].kill_worker"), never by crashing: a missing file, a directory, a
 // device, binary garbage, an unknown field, an unknown variable, a worker
 // index out of range, a negative time ...
+//
+// A scenario's `cost_profile` is read (relative to the scenario file's
+// directory) and merged in before the checks; its errors name the profile
+// file, or the scenario's `cost_profile` field when the file cannot be read.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +36,36 @@ struct LoadedScenario {
 LoadedScenario load_scenario_file(const std::string& path);
 // `file` names the text in errors.
 LoadedScenario parse_scenario(std::string_view text, const std::string& file);
+// A synthetic model alone (scenario.SyntheticModel in text format: its
+// `variable`s, `batch_size` ...), for `twinps serve --model` and `twinps
+// tune`. Checked as a scenario's `model` is; errors name fields from the
+// model down ("variable[1].shape[0]"), at their line:column in the file.
+struct LoadedModel {
+  scenario::SyntheticModel model;
+  std::vector<ScenarioError> errors;
+  bool ok() const { return errors.empty(); }
+};
+LoadedModel load_model_file(const std::string& path);
+LoadedModel parse_model(std::string_view text, const std::string& file);
+
+// A cost profile (scenario.CostProfile in text format, as `twinps calibrate`
+// writes it), for a scenario's `cost_profile` and `twinps tune --profile`. Its
+// network, compute and ps_service are checked as a scenario's are; per-task
+// settings (host_link, straggler) belong in a scenario and are refused.
+// Errors name fields from the profile down ("compute.per_gflop_s").
+struct LoadedProfile {
+  scenario::CostProfile profile;
+  std::vector<ScenarioError> errors;
+  bool ok() const { return errors.empty(); }
+};
+LoadedProfile load_profile_file(const std::string& path);
+LoadedProfile parse_profile(std::string_view text, const std::string& file);
+
+// Fills what `s` leaves unset of network, compute and ps_service from
+// `profile`, field by field: whatever the scenario sets wins.
+// load_scenario_file() does this for a scenario's `cost_profile`.
+void apply_profile(const scenario::CostProfile& profile, scenario::Scenario& s);
+
 // The semantic checks alone (for scenarios built in code, e.g. the swarm).
 std::vector<ScenarioError> validate_scenario(const scenario::Scenario& s, const std::string& file);
 

@@ -95,6 +95,7 @@ struct Simulation::Impl {
   Task<Status> save_checkpoint(ClusterCoordinator& c, const tutorial::EpochReport& e);
   Task<void> watch(std::size_t value, RemoteValue rv);
   void snapshot_coordinator();
+  std::vector<PsReport> ps_counters() const;
 
   // ---- faults
   void schedule_fault(const scenario::Fault& f);
@@ -214,7 +215,8 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
       break;
     case scenario::Distribution::KIND_NOT_SET: break;
   }
-  cost = std::make_unique<SimCostModel>(step, sc.compute().per_example_s(), shape.workers, root);
+  cost = std::make_unique<SimCostModel>(step, sc.compute().per_example_s(), sc.compute().per_gflop_s(), shape.workers,
+                                        root);
   for (const auto& s : sc.compute().straggler()) cost->set_base_factor(s.worker(), s.factor());
   worker_starts.assign(static_cast<std::size_t>(shape.workers), 1);
 
@@ -466,6 +468,17 @@ void Simulation::Impl::snapshot_coordinator() {
   s.dispatch_log = cluster->coordinator().dispatch_log();
 }
 
+std::vector<PsReport> Simulation::Impl::ps_counters() const {
+  std::vector<PsReport> out(ps_stats.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const TaskId t = TaskId::ps(static_cast<int>(i));
+    out[i].service = ps_stats[i];
+    out[i].uplink = network->uplink(t);
+    out[i].downlink = network->downlink(t);
+  }
+  return out;
+}
+
 Task<void> Simulation::Impl::watch(std::size_t value, RemoteValue rv) {
   (void)co_await rv.fetch();
   result.values[value].resolved_at = cluster->engine().now();
@@ -557,6 +570,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
   rec.label = a.label();
   rec.kind = action_kind(a);
   rec.started = ex.now();
+  rec.ps_at_start = ps_counters();
   switch (a.kind_case()) {
     case scenario::Action::kSchedule: {
       const auto& s = a.schedule();
@@ -616,6 +630,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
     case scenario::Action::KIND_NOT_SET: break;
   }
   rec.ended = ex.now();
+  rec.ps_at_end = ps_counters();
   rec.generation_after = c.generation();
   rec.values_end = result.values.size();
   if (!a.label().empty()) rec.iterations = co_await read_iterations(c);

@@ -72,6 +72,13 @@ struct ProgramStart {
   std::vector<DispatchRecord> dispatch_log;
 };
 
+// A parameter server's counters (service, host link out and in).
+struct PsReport {
+  PsServiceStats service;
+  NetworkModel::LinkStats uplink, downlink;
+  double utilisation = 0;  // busy / (threads * simulated time)
+};
+
 struct ActionRecord {
   int program_start = 0;
   int index = 0;  // in the program
@@ -83,6 +90,10 @@ struct ActionRecord {
   std::uint64_t generation_after = 0;  // the coordinator's cancellation generation when it ended
   std::size_t values_end = 0;  // how many ValueRecords the run had when it ended
   std::optional<std::int64_t> iterations;  // read after a labelled action
+  // Every ps's counters when the action started and when it ended
+  // (utilisation unset): a phase of the program is measured from their
+  // differences (sim/tuner.h).
+  std::vector<PsReport> ps_at_start, ps_at_end;
 };
 
 struct ValueRecord {
@@ -96,12 +107,6 @@ struct ValueRecord {
   // At the end of the run.
   RemoteValueStatus status = RemoteValueStatus::kNotReady;
   Status outcome;  // OK for a value, else the error it holds
-};
-
-struct PsReport {
-  PsServiceStats service;
-  NetworkModel::LinkStats uplink, downlink;
-  double utilisation = 0;  // busy / (threads * simulated time)
 };
 
 struct SimResult {

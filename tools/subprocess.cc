@@ -105,6 +105,10 @@ bool Child::wait(std::chrono::milliseconds timeout) {
   }
 }
 
+void Child::terminate() {
+  if (pid_ > 0) ::kill(pid_, SIGTERM);
+}
+
 void Child::stop() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);

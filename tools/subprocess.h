@@ -29,12 +29,15 @@ class Child {
   ~Child();  // SIGTERM, then SIGKILL if it lingers
 
   bool started() const { return pid_ > 0; }
+  int pid() const { return pid_; }  // -1 once reaped
   // Waits for exit; true if it exited within `timeout` (exit_code() is then set, 128+signal if killed).
   bool wait(std::chrono::milliseconds timeout);
   int exit_code() const { return exit_code_; }
   // Waits until the child's stdout or stderr contains `text`; false on timeout or exit.
   bool wait_for_output(const std::string& text, std::chrono::milliseconds timeout);
   void stop();  // SIGTERM, wait a little, then SIGKILL
+  // SIGTERM without waiting: for stopping many children together (stop() then reaps each).
+  void terminate();
   std::string out() const;
   std::string err() const;
 

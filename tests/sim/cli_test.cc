@@ -68,6 +68,7 @@ TEST_F(SimCliTest, MalformedInputsExitTwoNamingTheFile) {
     std::string what, path, expect_in_stderr;
   };
   const std::string dir = test_dir().string();
+  write("bad_profile.textproto", "compute { per_gflop_s: x }\n");  // included by a case below
   const Case cases[] = {
       {"unknown field", write("unknown_field.textproto", "cluster { workers: 2 ps: 1 nodes: 3 }\n"),
        "unknown_field.textproto:1:33: Message type \"twinps.scenario.Cluster\" has no field named \"nodes\"."},
@@ -78,6 +79,11 @@ TEST_F(SimCliTest, MalformedInputsExitTwoNamingTheFile) {
       {"negative time", write("negative_time.textproto", std::string(kValid) + "fault { at_s: -1 kill_ps: 0 }\n"),
        "negative_time.textproto:5:9: fault[0].at_s: at_s must not be negative"},
       {"missing file", dir + "/no_such_scenario.textproto", "no_such_scenario.textproto: cannot read the scenario"},
+      {"missing cost profile", write("with_profile.textproto", std::string(kValid) + "cost_profile: \"nowhere.textproto\"\n"),
+       "with_profile.textproto:5:1: cost_profile: \"nowhere.textproto\""},
+      {"malformed cost profile",
+       write("bad_profile_user.textproto", std::string(kValid) + "cost_profile: \"bad_profile.textproto\"\n"),
+       "bad_profile.textproto:1:24: Expected double"},
       {"a directory", dir, "is a directory"},
       {"binary garbage", write("garbage.bin", std::string("\x7f" "ELF\x02\x01\x01\x00\x00\x00", 10)),
        "garbage.bin:1:8: binary data"},

@@ -8,6 +8,9 @@ const std::vector<Command>& commands() {
       {"serve", "run a parameter-server or worker task", run_serve},
       {"eval", "side-car evaluator: evaluate each new checkpoint", run_eval},
       {"sim", "run a scenario on the deterministic simulator and check its expectations", run_sim},
+      {"tune", "sweep ps count x partitioner x shards by simulation and recommend one", run_tune},
+      {"calibrate", "measure this machine's costs with real processes and write a CostProfile for the simulator",
+       run_calibrate},
       {"bench", "performance measurements (targets: sim, ps, train)", run_bench},
   };
   return all;

@@ -18,6 +18,8 @@ int run_eval(int argc, char** argv);
 int run_sim(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_bench_sim(int argc, char** argv);
+int run_tune(int argc, char** argv);
+int run_calibrate(int argc, char** argv);  // tools/commands/calibrate.cc
 int run_bench_ps(int argc, char** argv);     // tools/commands/bench_ps.cc
 int run_bench_train(int argc, char** argv);  // tools/commands/bench_train.cc
 

@@ -2,9 +2,12 @@
 #include <csignal>
 #include <cstdio>
 
+#include "core/models/synthetic/synthetic.h"
 #include "core/models/tutorial/tutorial.h"
 #include "net/allocator_tuning.h"
 #include "net/real_node.h"
+#include "sim/scenario_loader.h"
+#include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
 #include "tools/commands/commands.h"
@@ -30,7 +33,7 @@ void on_signal(int) { g_stop = 1; }
 }  // namespace
 
 int run_serve(int argc, char** argv) {
-  std::string role, tf_config;
+  std::string role, tf_config, model_path;
   int index = -1;
   double ps_call_timeout = 30, step_delay = 0;
   std::size_t max_message_mb = 256;
@@ -44,7 +47,10 @@ int run_serve(int argc, char** argv) {
       ("max-message-mb", po::value(&max_message_mb)->default_value(256), "largest message accepted or sent, in MiB")
       ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp)
       ("inject-step-delay", po::value(&step_delay)->default_value(0),
-       "fault injection (workers): seconds added to every step, as on a slow machine");
+       "fault injection (workers): seconds added to every step, as on a slow machine")
+      ("model", po::value(&model_path),
+       "workers: also run the steps of this synthetic model (scenario.SyntheticModel in text format, as "
+       "`twinps tune` takes)");
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
@@ -85,6 +91,19 @@ int run_serve(int argc, char** argv) {
   net::tune_allocator_for_large_tensors();
   FunctionRegistry registry;
   tutorial::register_functions(registry);
+  std::unique_ptr<synthetic::Workload> synthetic_model;
+  if (!model_path.empty()) {
+    auto loaded = sim::load_model_file(model_path);
+    for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps serve: %s\n", e.to_string().c_str());
+    if (!loaded.ok()) return kExitBadInput;
+    auto spec = sim::model_spec(loaded.model);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "twinps serve: %s: %s\n", model_path.c_str(), describe(spec.status()).c_str());
+      return kExitBadInput;
+    }
+    synthetic_model = std::make_unique<synthetic::Workload>(std::move(*spec), /*timing_only=*/false);
+    synthetic_model->register_functions(registry);
+  }
   net::RealNodeOptions o;
   o.task = task;
   o.listen_address = *address;

@@ -1,0 +1,159 @@
+// Cost profiles: a scenario's `cost_profile` fills the costs it leaves unset
+// (its own settings win, field by field); a profile that cannot be read or is
+// malformed is an input error naming the file and position; Compute.per_gflop_s
+// charges a step's floating-point work on the simulated clock.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/models/synthetic/synthetic.h"
+#include "sim/report.h"
+#include "sim/scenario_loader.h"
+#include "sim/simulation.h"
+#include "sim/workload.h"
+
+namespace twinps::sim {
+namespace {
+
+// A directory of its own per test (ctest runs tests in parallel).
+std::filesystem::path test_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const auto dir = std::filesystem::path(::testing::TempDir()) /
+                   ("twinps_profile_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string write(const std::filesystem::path& path, const std::string& content) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << content;
+  return path.string();
+}
+
+class CostProfileTest : public ::testing::Test {
+ protected:
+  void TearDown() override { std::filesystem::remove_all(test_dir()); }
+};
+
+constexpr char kScenario[] = R"(
+cluster { workers: 2 ps: 1 }
+model { variable { name: "w" shape: [4, 4] } }
+program { schedule { count: 2 } }
+program { join {} }
+)";
+
+constexpr char kProfile[] = R"(
+measured_on: "test"
+network { host_bandwidth_gbps: 25 host_latency_us: 40 }
+compute { per_example_s: 0.001 per_gflop_s: 2 }
+ps_service { per_request_us: 7 threads: 2 }
+)";
+
+TEST_F(CostProfileTest, FillsWhatTheScenarioLeavesUnsetAndTheScenarioWins) {
+  write(test_dir() / "profiles" / "p.textproto", kProfile);
+  const std::string path = write(test_dir() / "s.textproto",
+                                 std::string(kScenario) + "cost_profile: \"profiles/p.textproto\"\n"
+                                                          "network { host_latency_us: 3 }\n"
+                                                          "ps_service { threads: 4 }\n");
+  const LoadedScenario loaded = load_scenario_file(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.errors.front().to_string();
+  const auto& s = loaded.scenario;
+  EXPECT_EQ(s.network().host_bandwidth_gbps(), 25);  // from the profile
+  EXPECT_EQ(s.network().host_latency_us(), 3);       // the scenario's own
+  EXPECT_EQ(s.compute().per_example_s(), 0.001);
+  EXPECT_EQ(s.compute().per_gflop_s(), 2);
+  EXPECT_EQ(s.ps_service().per_request_us(), 7);
+  EXPECT_EQ(s.ps_service().threads(), 4);
+  EXPECT_FALSE(s.compute().has_step_time());  // neither sets it: the default stays
+}
+
+TEST_F(CostProfileTest, AMissingProfileIsReportedAtTheScenarioField) {
+  const std::string path =
+      write(test_dir() / "s.textproto", std::string(kScenario) + "cost_profile: \"nowhere.textproto\"\n");
+  const LoadedScenario loaded = load_scenario_file(path);
+  ASSERT_FALSE(loaded.ok());
+  const std::string e = loaded.errors.front().to_string();
+  EXPECT_NE(e.find(path + ":6:1: cost_profile: \"nowhere.textproto\" ("), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot read the cost profile: No such file or directory"), std::string::npos) << e;
+}
+
+TEST_F(CostProfileTest, ADirectoryIsNotAProfile) {
+  std::filesystem::create_directories(test_dir() / "dir.textproto");
+  const std::string path =
+      write(test_dir() / "s.textproto", std::string(kScenario) + "cost_profile: \"dir.textproto\"\n");
+  const LoadedScenario loaded = load_scenario_file(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.errors.front().message.find("is a directory, not a cost profile file"), std::string::npos)
+      << loaded.errors.front().to_string();
+}
+
+TEST_F(CostProfileTest, ErrorsInsideTheProfileNameItsFileLineAndColumn) {
+  const std::string profile = write(test_dir() / "p.textproto", "network {\n  host_bandwith_gbps: 3\n}\n");
+  const std::string path = write(test_dir() / "s.textproto", std::string(kScenario) + "cost_profile: \"p.textproto\"\n");
+  LoadedScenario loaded = load_scenario_file(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.errors.front().to_string(),
+            profile + ":2:21: Message type \"twinps.scenario.Network\" has no field named \"host_bandwith_gbps\".");
+
+  write(test_dir() / "p.textproto", "compute {\n  per_gflop_s: -1 }\n");
+  loaded = load_scenario_file(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.errors.front().to_string(),
+            profile + ":2:3: compute.per_gflop_s: per_gflop_s must not be negative (got -1)");
+}
+
+TEST_F(CostProfileTest, PerTaskSettingsBelongInTheScenario) {
+  auto r = parse_profile("compute { straggler { worker: 0 factor: 2 } }\n", "p.textproto");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.front().to_string(),
+            "p.textproto:1:11: compute.straggler[0]: a cost profile describes every worker alike; stragglers belong "
+            "in a scenario");
+  r = parse_profile("network { host_link { task: \"ps:0\" bandwidth_gbps: 1 } }\n", "p.textproto");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.front().field, "network.host_link[0]");
+}
+
+TEST_F(CostProfileTest, AnEmptyNameIsAnError) {
+  auto r = parse_scenario(std::string(kScenario) + "cost_profile: \"\"\n", "s.textproto");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.front().to_string(), "s.textproto:6:1: cost_profile: must name a cost profile file");
+}
+
+// One worker, one step at a time: its duration is the compute cost plus the
+// pull and push. per_gflop_s adds step_flops / 1e9 * per_gflop_s to it, in
+// both fidelities.
+double median_step_s(scenario::Fidelity fidelity, double per_gflop_s) {
+  auto parsed = parse_scenario(R"(
+cluster { workers: 1 ps: 1 }
+model { batch_size: 64 variable { name: "w" shape: [256, 128] } }
+compute { step_time { constant_s: 0.001 } }
+program { schedule { count: 5 } }
+program { join {} }
+)",
+                               "s.textproto");
+  EXPECT_TRUE(parsed.ok());
+  parsed.scenario.set_fidelity(fidelity);
+  parsed.scenario.mutable_compute()->set_per_gflop_s(per_gflop_s);
+  Simulation sim(parsed.scenario);
+  return summarize_steps(sim.run()).p50_s;
+}
+
+TEST(PerGflopTest, ChargesTheStepsFlopsInBothFidelities) {
+  auto spec = model_spec(parse_scenario(R"(model { batch_size: 64 variable { name: "w" shape: [256, 128] } })",
+                                        "m")
+                             .scenario.model());
+  ASSERT_TRUE(spec.ok());
+  const double gflop = synthetic::step_flops(*spec) / 1e9;  // 4 x 64 x 256 x 128 = 8.4 MFLOP
+  EXPECT_NEAR(gflop, 4.0 * 64 * 256 * 128 / 1e9, 1e-12);
+  for (auto fidelity : {scenario::NUMERIC, scenario::TIMING_ONLY}) {
+    const double base = median_step_s(fidelity, 0);
+    const double charged = median_step_s(fidelity, 3);
+    EXPECT_NEAR(charged - base, 3 * gflop, 1e-6) << scenario::Fidelity_Name(fidelity);
+  }
+}
+
+}  // namespace
+}  // namespace twinps::sim

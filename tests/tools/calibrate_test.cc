@@ -1,0 +1,147 @@
+// The real `twinps calibrate` and `twinps tune --validate`: calibration writes
+// a CostProfile that parses with every measured value positive and finite;
+// a quick validation prints predicted and measured columns; bad input exits 2.
+// Processes are bounded by timeouts; no assertion depends on how fast this
+// machine is.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "sim/scenario_loader.h"
+#include "tests/tools/process.h"
+
+namespace twinps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+
+Process twinps(std::vector<std::string> args) {
+  args.insert(args.begin(), testing::twinps_binary());
+  return Process::start(std::move(args));
+}
+
+std::string write(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+// Small enough that a real step takes milliseconds.
+constexpr char kModel[] = R"(
+batch_size: 16
+variable { name: "emb" shape: [4096, 16] rows_per_step: 64 }
+variable { name: "dense" shape: [64, 32] }
+)";
+
+bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
+
+TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
+  const std::string dir = testing::temp_dir("calibrate");
+  const std::string out = dir + "/profile.textproto";
+  Process p = twinps({"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03"});
+  ASSERT_TRUE(p.wait(180s)) << "calibrate did not finish";
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  EXPECT_NE(p.out().find("ps_service.per_request_us"), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("wrote " + out), std::string::npos) << p.out();
+
+  auto loaded = sim::load_profile_file(out);
+  ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].to_string());
+  const auto& profile = loaded.profile;
+  EXPECT_FALSE(profile.measured_on().empty());
+  EXPECT_TRUE(positive_finite(profile.network().host_latency_us()));
+  EXPECT_TRUE(positive_finite(profile.network().host_bandwidth_gbps()));
+  EXPECT_TRUE(positive_finite(profile.ps_service().per_request_us()));
+  EXPECT_TRUE(std::isfinite(profile.ps_service().per_kib_us()) && profile.ps_service().per_kib_us() >= 0);
+  EXPECT_TRUE(std::isfinite(profile.ps_service().per_row_us()) && profile.ps_service().per_row_us() >= 0);
+  EXPECT_TRUE(positive_finite(profile.compute().per_gflop_s()));
+  EXPECT_TRUE(profile.compute().step_time().has_constant_s());
+  EXPECT_TRUE(std::isfinite(profile.compute().step_time().constant_s()));
+  EXPECT_GE(profile.compute().step_time().constant_s(), 0);
+  // The comment header says how each value was measured.
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str().rfind("# CostProfile", 0), 0u) << text.str();
+  EXPECT_NE(text.str().find("ps CPU fit"), std::string::npos) << text.str();
+}
+
+TEST(CalibrateTest, BadInputExitsTwo) {
+  const std::string dir = testing::temp_dir("calibrate-bad");
+  const std::vector<std::vector<std::string>> bad = {
+      {"calibrate", "--repeats", "0"},
+      {"calibrate", "--batch-seconds", "-1"},
+      {"calibrate", "--data-plane", "carrier-pigeon"},
+      {"calibrate", "--model", dir + "/missing.textproto"},
+      {"calibrate", "--model", write(dir + "/bad.textproto", "variable { nme: \"x\" }")},
+      {"calibrate", "--out", dir + "/no/such/dir/profile.textproto"},
+      {"calibrate", "--no-such-flag"},
+  };
+  for (const auto& args : bad) {
+    Process p = twinps(args);
+    ASSERT_TRUE(p.wait(30s)) << args.back();
+    EXPECT_EQ(p.exit_code(), 2) << args.back() << ": " << p.err();
+    EXPECT_FALSE(p.err().empty()) << args.back();
+  }
+}
+
+// A hand-written profile: validation's real runs do not depend on it, and the
+// test does not wait for a calibration.
+constexpr char kProfile[] = R"(
+measured_on: "test"
+network { host_latency_us: 20 host_bandwidth_gbps: 20 }
+compute { step_time { constant_s: 0.0002 } per_gflop_s: 0.05 }
+ps_service { per_request_us: 10 per_kib_us: 0.2 per_row_us: 0.02 threads: 1 }
+)";
+
+TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
+  const std::string dir = testing::temp_dir("validate");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  const std::string profile = write(dir + "/profile.textproto", kProfile);
+  Process p = twinps({"tune", "--validate", "--quick", "--model", model, "--profile", profile, "--seconds", "0.5",
+                      "--csv", dir + "/validate.csv"});
+  ASSERT_TRUE(p.wait(240s)) << "validation did not finish";
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  const std::string out = p.out();
+  EXPECT_NE(out.find("predicted st/s"), std::string::npos) << out;
+  EXPECT_NE(out.find("measured st/s"), std::string::npos) << out;
+  EXPECT_NE(out.find("median"), std::string::npos) << out;
+  EXPECT_NE(out.find("simulation picks"), std::string::npos) << out;
+  // Two configurations, each with both numbers positive.
+  std::ifstream csv(dir + "/validate.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_NE(header.find("predicted_steps_per_s,measured_steps_per_s"), std::string::npos) << header;
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    std::stringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 11u) << line;
+    EXPECT_GT(std::stod(f[8]), 0) << line;  // predicted
+    EXPECT_GT(std::stod(f[9]), 0) << line;  // measured
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+}
+
+TEST(TuneValidateTest, BadInputExitsTwo) {
+  const std::string dir = testing::temp_dir("validate-bad");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  const std::vector<std::vector<std::string>> bad = {
+      {"tune", "--validate", "--model", dir + "/missing.textproto"},
+      {"tune", "--validate", "--model", model, "--profile", dir + "/missing.textproto"},
+      {"tune", "--validate", "--model", model, "--profile", write(dir + "/p.textproto", "network { bogus: 1 }")},
+      {"tune", "--validate", "--model", model, "--seconds", "0"},
+      {"tune", "--validate", "--model", model, "--csv", dir + "/no/such/dir/out.csv"},
+  };
+  for (const auto& args : bad) {
+    Process p = twinps(args);
+    ASSERT_TRUE(p.wait(30s)) << args.back();
+    EXPECT_EQ(p.exit_code(), 2) << args.back() << ": " << p.err();
+  }
+}
+
+}  // namespace
+}  // namespace twinps

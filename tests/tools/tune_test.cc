@@ -1,0 +1,144 @@
+// The real `twinps tune` binary: a sweep prints a ranked table with a
+// recommendation and writes the CSV the notebooks read; the repository's
+// example models and profile are accepted; bad input exits 2 with a message
+// naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/sim/test_paths.h"
+#include "tests/tools/process.h"
+
+namespace twinps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+
+std::string write(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+std::vector<std::string> lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  for (std::string f; std::getline(in, f, ',');) out.push_back(f);
+  return out;
+}
+
+Process tune(std::vector<std::string> args) {
+  args.insert(args.begin(), {testing::twinps_binary(), "tune"});
+  return Process::start(std::move(args));
+}
+
+constexpr char kModel[] = R"(
+batch_size: 32
+variable { name: "emb" shape: [20000, 16] rows_per_step: 64 zipf_exponent: 1.1 }
+variable { name: "dense" shape: [64, 64] }
+)";
+
+TEST(TuneCliTest, PrintsARankedTableAndWritesTheCsv) {
+  const std::string dir = testing::temp_dir("tune-csv");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  Process p = tune({"--model", model, "--workers", "8", "--ps", "1,2", "--shards", "1,2",
+                    "--partitioners", "fixed,max_size", "--bandwidth-gbps", "1", "--csv", dir + "/sweep.csv"});
+  ASSERT_TRUE(p.wait(120s));
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  EXPECT_NE(p.out().find("rank"), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("recommended:"), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("why:"), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("host links at 1 Gb/s"), std::string::npos) << p.out();
+
+  const auto csv = lines(dir + "/sweep.csv");
+  ASSERT_EQ(csv.size(), 1u + 8u);  // header, 2 ps x 2 kinds x 2 shard counts
+  EXPECT_EQ(csv[0],
+            "rank,ps,partitioner,shards,steps_per_s,step_p50_s,step_p99_s,max_ps_utilisation,max_ps_bytes_share,"
+            "bytes_per_step_max_ps,recommended");
+  int recommended = 0;
+  double previous = 1e300;
+  for (std::size_t i = 1; i < csv.size(); ++i) {
+    const auto f = split(csv[i]);
+    ASSERT_EQ(f.size(), 11u) << csv[i];
+    EXPECT_EQ(std::stoi(f[0]), static_cast<int>(i));
+    EXPECT_TRUE(f[1] == "1" || f[1] == "2") << csv[i];
+    EXPECT_TRUE(f[2] == "fixed" || f[2] == "max_size") << csv[i];
+    const double steps = std::stod(f[4]);
+    EXPECT_GT(steps, 0);
+    EXPECT_LE(steps, previous);  // ranked
+    previous = steps;
+    EXPECT_LE(std::stod(f[5]), std::stod(f[6]));  // p50 <= p99
+    const double share = std::stod(f[8]);
+    EXPECT_GT(share, 0);
+    EXPECT_LE(share, 1);
+    EXPECT_GT(std::stod(f[9]), 0);
+    EXPECT_TRUE(f[10] == "0" || f[10] == "1");
+    recommended += f[10] == "1";
+  }
+  EXPECT_EQ(recommended, 1);
+}
+
+TEST(TuneCliTest, AcceptsTheRepositorysModelsAndProfile) {
+  const auto root = sim::testing::source_dir() / "scenarios";
+  for (const char* m : {"dense_heavy", "embedding_heavy"}) {
+    SCOPED_TRACE(m);
+    Process p = tune({"--model", (root / "models" / (std::string(m) + ".textproto")).string(), "--workers", "4",
+                      "--ps", "1,2", "--shards", "2", "--partitioners", "fixed", "--profile",
+                      (root / "profiles" / "reference.textproto").string()});
+    ASSERT_TRUE(p.wait(120s));
+    ASSERT_EQ(p.exit_code(), 0) << p.err();
+    EXPECT_NE(p.out().find("measured on example only"), std::string::npos) << p.out();
+  }
+}
+
+TEST(TuneCliTest, BadInputExitsTwoNamingTheProblem) {
+  const std::string dir = testing::temp_dir("tune-bad");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  const std::string bad_model = write(dir + "/bad_model.textproto", "variable { name: \"w\" shape: [0, 4] }\n");
+  const std::string bad_profile = write(dir + "/bad_profile.textproto", "network {\n  host_bandwidth_gbps: -3\n}\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect_in_stderr;
+  };
+  const std::vector<Case> cases = {
+      {{"--workers", "4"}, "--model FILE and --workers N are required"},
+      {{"--model", model}, "--model FILE and --workers N are required"},
+      {{"--model", dir + "/nowhere.textproto", "--workers", "4"}, "nowhere.textproto: cannot read the model"},
+      {{"--model", bad_model, "--workers", "4"}, "bad_model.textproto:1:22: variable[0].shape[0]: dimension 0 is 0"},
+      {{"--model", model, "--workers", "0"}, "--workers must be from 1 to 100000"},
+      {{"--model", model, "--workers", "4", "--ps", "0"}, "--ps: \"0\" is not a whole number"},
+      {{"--model", model, "--workers", "4", "--ps", "1,x"}, "--ps: \"x\" is not a whole number"},
+      {{"--model", model, "--workers", "4", "--shards", "2,"}, "--shards: give a comma-separated list"},
+      {{"--model", model, "--workers", "4", "--partitioners", "fixed,even"}, "unknown partitioner \"even\""},
+      {{"--model", model, "--workers", "4", "--shards", "50000"}, "no candidate can exist"},
+      {{"--model", model, "--workers", "4", "--profile", bad_profile},
+       "bad_profile.textproto:2:3: network.host_bandwidth_gbps: host_bandwidth_gbps must be positive"},
+      {{"--model", model, "--workers", "4", "--profile", dir}, "is a directory, not a cost profile file"},
+      {{"--model", model, "--workers", "4", "--bandwidth-gbps", "-1"}, "--bandwidth-gbps must be positive"},
+      {{"--model", model, "--workers", "4", "--tolerance", "1.5"}, "--tolerance must be in [0, 1)"},
+      {{"--model", model, "--workers", "4", "--csv", dir + "/no/such/dir/x.csv"}, "--csv: cannot write"},
+      {{"--model", model, "--workers", "4", "--frobnicate"}, "unrecognised option '--frobnicate'"},
+  };
+  for (const auto& c : cases) {
+    std::string what;
+    for (const auto& a : c.args) what += a + " ";
+    SCOPED_TRACE(what);
+    Process p = tune(c.args);
+    ASSERT_TRUE(p.wait(60s));
+    EXPECT_EQ(p.exit_code(), 2) << p.err();
+    EXPECT_NE(p.err().find(c.expect_in_stderr), std::string::npos) << p.err();
+  }
+}
+
+}  // namespace
+}  // namespace twinps

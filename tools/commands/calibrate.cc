@@ -1,0 +1,90 @@
+// twinps calibrate: measure this machine's costs with real `twinps serve`
+// processes on loopback and write them as a CostProfile (tools/tune/calibration.h).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "sim/scenario_loader.h"
+#include "tools/cli.h"
+#include "tools/commands/commands.h"
+#include "tools/subprocess.h"
+#include "tools/tune/calibration.h"
+
+namespace twinps::cli {
+
+int run_calibrate(int argc, char** argv) {
+  std::string out_path, model_path, data_plane;
+  CalibrationOptions o;
+  po::options_description opts("twinps calibrate options");
+  opts.add_options()("help,h", "show this help")
+      ("out", po::value(&out_path), "write the CostProfile here (default: print it)")
+      ("model", po::value(&model_path),
+       "a synthetic model (scenario.SyntheticModel text): measure with its optimizer and batch size "
+       "(default: SGD, batch 32)")
+      ("repeats", po::value(&o.repeats)->default_value(5), "batches per measurement (medians are taken over them)")
+      ("batch-seconds", po::value(&o.seconds_per_batch)->default_value(0.15), "seconds each batch repeats its call")
+      ("data-plane", po::value(&o.data_plane)->default_value("tcp"), "the servers' --data-plane (tcp or grpc)")
+      ("verbose,v", "print each measurement as it is taken");
+  po::variables_map vm;
+  if (int rc = parse(argc, argv,
+                     "usage: twinps calibrate [--out FILE] [--model FILE]\n"
+                     "Measures what the simulator's cost model needs on this machine — ps request costs,\n"
+                     "network latency and bandwidth, compute speed, a step's fixed cost — with real\n"
+                     "`twinps serve` processes on loopback, and writes a CostProfile for scenarios'\n"
+                     "`cost_profile` and `twinps tune --profile`. Takes about 15 seconds.",
+                     opts, vm);
+      rc >= 0)
+    return rc;
+  o.verbose = vm.count("verbose") > 0;
+  if (o.repeats < 1 || !(o.seconds_per_batch > 0) || o.seconds_per_batch > 60) {
+    std::fprintf(stderr, "twinps calibrate: --repeats must be >= 1 and --batch-seconds in (0, 60]\n");
+    return kExitBadInput;
+  }
+  if (o.data_plane != "tcp" && o.data_plane != "grpc") {
+    std::fprintf(stderr, "twinps calibrate: --data-plane must be tcp or grpc, not '%s'\n", o.data_plane.c_str());
+    return kExitBadInput;
+  }
+  sim::LoadedModel model;
+  if (!model_path.empty()) {
+    model = sim::load_model_file(model_path);
+    for (const auto& e : model.errors) std::fprintf(stderr, "twinps calibrate: %s\n", e.to_string().c_str());
+    if (!model.ok()) return kExitBadInput;
+    o.model = &model.model;
+  }
+  if (!out_path.empty()) {  // fail on a bad path now, not after the measurement
+    std::ofstream probe(out_path, std::ios::app);
+    if (!probe) {
+      std::fprintf(stderr, "twinps calibrate: cannot write %s\n", out_path.c_str());
+      return kExitBadInput;
+    }
+  }
+  try {
+    o.work_dir = make_temp_dir("calibrate");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "twinps calibrate: %s\n", e.what());
+    return kExitFailed;
+  }
+  auto c = calibrate(o);
+  if (!c.ok()) {
+    std::fprintf(stderr, "twinps calibrate: %s (logs in %s)\n", describe(c.status()).c_str(), o.work_dir.c_str());
+    return kExitFailed;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(o.work_dir, ec);
+  const std::string text = profile_text(*c);
+  if (out_path.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return kExitOk;
+  }
+  std::ofstream out(out_path, std::ios::trunc);
+  out << text;
+  if (!out) {
+    std::fprintf(stderr, "twinps calibrate: cannot write %s\n", out_path.c_str());
+    return kExitFailed;
+  }
+  std::fputs(c->report.c_str(), stdout);
+  std::printf("wrote %s\n", out_path.c_str());
+  return kExitOk;
+}
+
+}  // namespace twinps::cli

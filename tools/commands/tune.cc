@@ -1,0 +1,271 @@
+// twinps tune: sweep ps count x partitioner kind x shard count for a synthetic
+// model by timing-only simulation (sim/tuner.h), print the ranked
+// configurations and recommend one, with the reason read from the numbers.
+// `--validate` hands over to tools/tune/validate.h.
+// Exit 0 when the sweep ran, 2 for bad input (flags, the model or profile
+// file, the CSV path), 1 when a prediction failed for another reason.
+//
+// The wall clock is read here, never in sim/: the sweep's duration is the
+// tool's measurement.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/scenario_loader.h"
+#include "sim/tuner.h"
+#include "tools/cli.h"
+#include "tools/commands/commands.h"
+#include "tools/tune/validate.h"
+
+namespace twinps::cli {
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: twinps tune --model FILE --workers N [--ps 1,2,4,8] [--shards 1,2,4,8,16]\n"
+    "                   [--partitioners fixed,min_size,max_size] [--profile FILE] [--bandwidth-gbps G]\n"
+    "                   [--seed S] [--tolerance F] [--csv FILE] [--top K]\n"
+    "\n"
+    "Predicts, by timing-only simulation of the whole cluster (the same coordinator, workers,\n"
+    "parameter servers and step functions as `twinps sim`), the training steps per second of\n"
+    "every combination of ps count, partitioner kind and shard count, ranks them, and\n"
+    "recommends one: of the configurations within --tolerance of the fastest, the fastest\n"
+    "with the fewest ps, with what limits it (a hotspot ps, idle ps, a saturated ps).\n"
+    "\n"
+    "Shard counts are of the model's largest variable (in bytes). So that the three\n"
+    "partitioner kinds are compared at the same shard counts, the size-based ones get the\n"
+    "byte size that yields each count for that variable: min_size is\n"
+    "MinSizePartitioner(min_shard_bytes = its bytes / shards, max_shards = shards) and\n"
+    "max_size is MaxSizePartitioner(max_shard_bytes = the bytes of ceil(rows / shards)\n"
+    "rows, max_shards = shards). Smaller variables then get fewer shards (as TensorFlow\n"
+    "would give them), where fixed splits every variable into `shards`. A partitioner in the\n"
+    "model file is replaced by each candidate's. Candidates with the same layout are\n"
+    "simulated once.\n"
+    "\n"
+    "Costs come from --profile (a CostProfile text file, as `twinps calibrate` writes it);\n"
+    "without it, the defaults documented in sim/scenario.proto (10 Gb/s and 10 us host\n"
+    "links, 10 ms steps, 20 us + 0.2 us/KiB per ps request). Each configuration warms up\n"
+    "with 2 closures per worker and measures up to 20 per worker, fewer for large\n"
+    "clusters (at least 4 per worker), to bound the sweep's time.";
+
+// "1,2,4" -> {1, 2, 4}; every item a positive integer.
+bool parse_list(const std::string& flag, const std::string& text, std::vector<int>& out) {
+  out.clear();
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 1 || v > 100000) {
+      std::fprintf(stderr, "twinps tune: --%s: \"%s\" is not a whole number from 1 to 100000 (in \"%s\")\n",
+                   flag.c_str(), item.c_str(), text.c_str());
+      return false;
+    }
+    out.push_back(static_cast<int>(v));
+  }
+  if (out.empty() || text.back() == ',') {
+    std::fprintf(stderr, "twinps tune: --%s: give a comma-separated list, e.g. 1,2,4 (got \"%s\")\n", flag.c_str(),
+                 text.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool parse_kinds(const std::string& text, std::vector<sim::PartitionerKind>& out) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto k = sim::parse_partitioner_kind(item);
+    if (!k.ok()) {
+      std::fprintf(stderr, "twinps tune: --partitioners: %s\n", std::string(k.status().message()).c_str());
+      return false;
+    }
+    out.push_back(*k);
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "twinps tune: --partitioners: name at least one of fixed, min_size, max_size\n");
+    return false;
+  }
+  return true;
+}
+
+std::string bytes_string(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) {
+    b /= 1024;
+    ++u;
+  }
+  return format(u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+}
+
+std::string seconds_string(double s) {
+  if (s >= 1) return format("%.2f s", s);
+  if (s >= 1e-3) return format("%.2f ms", s * 1e3);
+  return format("%.0f us", s * 1e6);
+}
+
+void print_table(const sim::SweepResult& r, int top) {
+  std::printf("%4s  %3s  %-11s  %6s  %12s  %10s  %10s  %8s  %s\n", "rank", "ps", "partitioner", "shards", "steps/s",
+              "step p50", "step p99", "max util", "bytes/step of the busiest ps");
+  std::size_t hidden = 0;
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const auto& row = r.rows[i];
+    if (top > 0 && static_cast<int>(i) >= top && !row.recommended) {
+      ++hidden;
+      continue;
+    }
+    std::printf("%4d  %3d  %-11s  %6d  %12.1f  %10s  %10s  %7.0f%%  %8s (ps %d, %2.0f%%)%s\n", row.rank, row.ps,
+                sim::partitioner_name(row.partitioner), row.shards, row.prediction.steps_per_second,
+                seconds_string(row.prediction.step_p50_s).c_str(), seconds_string(row.prediction.step_p99_s).c_str(),
+                row.max_ps_utilisation * 100, bytes_string(row.bytes_per_step_max_ps).c_str(), row.busiest_ps,
+                row.max_ps_bytes_share * 100, row.recommended ? "  <- recommended" : "");
+  }
+  if (hidden > 0) std::printf("  (%zu more: --top 0 shows all, --csv writes all)\n", hidden);
+}
+
+bool write_csv(std::ofstream& csv, const sim::SweepResult& r) {
+  csv << "rank,ps,partitioner,shards,steps_per_s,step_p50_s,step_p99_s,max_ps_utilisation,max_ps_bytes_share,"
+         "bytes_per_step_max_ps,recommended\n";
+  for (const auto& row : r.rows) {
+    csv << format("%d,%d,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", row.rank, row.ps,
+                  sim::partitioner_name(row.partitioner), row.shards, row.prediction.steps_per_second,
+                  row.prediction.step_p50_s, row.prediction.step_p99_s, row.max_ps_utilisation, row.max_ps_bytes_share,
+                  row.bytes_per_step_max_ps, row.recommended ? 1 : 0);
+  }
+  csv.flush();
+  return static_cast<bool>(csv);
+}
+
+}  // namespace
+
+int run_tune(int argc, char** argv) {
+  // `twinps tune --validate` compares predictions with real runs (tools/tune/validate.h).
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--validate") return run_tune_validate(argc, argv);
+  std::string model_path, profile_path, ps_list = "1,2,4,8", shard_list = "1,2,4,8,16",
+                                        kinds = "fixed,min_size,max_size", csv_path;
+  sim::SweepRequest req;
+  double bandwidth_gbps = 0;
+  int top = 10;
+  po::options_description opts("twinps tune options");
+  opts.add_options()("help,h", "show this help")
+      ("model", po::value(&model_path), "the model: a scenario.SyntheticModel text file (required)")
+      ("workers", po::value(&req.workers), "worker tasks (required)")
+      ("ps", po::value(&ps_list)->default_value(ps_list), "ps counts to try, comma-separated")
+      ("shards", po::value(&shard_list)->default_value(shard_list),
+       "shard counts of the largest variable to try, comma-separated")
+      ("partitioners", po::value(&kinds)->default_value(kinds), "partitioner kinds to try: fixed, min_size, max_size")
+      ("profile", po::value(&profile_path), "costs: a CostProfile text file; absent: the schema's defaults")
+      ("bandwidth-gbps", po::value(&bandwidth_gbps), "host link bandwidth, overriding the profile's")
+      ("seed", po::value(&req.seed)->default_value(1), "seed of every simulated run")
+      ("tolerance", po::value(&req.tolerance)->default_value(req.tolerance, "0.02"),
+       "prefer fewer ps within this fraction of the fastest")
+      ("csv", po::value(&csv_path), "write every configuration to this CSV file")
+      ("top", po::value(&top)->default_value(top), "rows to print (0: all); the recommended one always is");
+  po::variables_map vm;
+  if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
+  if (model_path.empty() || !vm.count("workers")) {
+    std::fprintf(stderr, "twinps tune: --model FILE and --workers N are required (see twinps tune --help)\n");
+    return kExitBadInput;
+  }
+  if (req.workers < 1 || req.workers > 100000) {
+    std::fprintf(stderr, "twinps tune: --workers must be from 1 to 100000 (got %d)\n", req.workers);
+    return kExitBadInput;
+  }
+  if (top < 0) {
+    std::fprintf(stderr, "twinps tune: --top must not be negative (got %d)\n", top);
+    return kExitBadInput;
+  }
+  if (!(req.tolerance >= 0 && req.tolerance < 1)) {
+    std::fprintf(stderr, "twinps tune: --tolerance must be in [0, 1) (got %g)\n", req.tolerance);
+    return kExitBadInput;
+  }
+  if (vm.count("bandwidth-gbps") && !(bandwidth_gbps > 0)) {
+    std::fprintf(stderr, "twinps tune: --bandwidth-gbps must be positive (got %g)\n", bandwidth_gbps);
+    return kExitBadInput;
+  }
+  if (!parse_list("ps", ps_list, req.ps) || !parse_list("shards", shard_list, req.shards) ||
+      !parse_kinds(kinds, req.partitioners))
+    return kExitBadInput;
+
+  auto model = sim::load_model_file(model_path);
+  if (!model.ok()) {
+    for (const auto& e : model.errors) std::fprintf(stderr, "twinps tune: %s\n", e.to_string().c_str());
+    return kExitBadInput;
+  }
+  req.model = model.model;
+  std::string costs = "the schema's defaults (no --profile)";
+  if (!profile_path.empty()) {
+    auto profile = sim::load_profile_file(profile_path);
+    if (!profile.ok()) {
+      for (const auto& e : profile.errors) std::fprintf(stderr, "twinps tune: %s\n", e.to_string().c_str());
+      return kExitBadInput;
+    }
+    req.profile = profile.profile;
+    costs = profile_path + (req.profile.has_measured_on() ? " (measured on " + req.profile.measured_on() + ")" : "");
+  }
+  if (vm.count("bandwidth-gbps")) {
+    req.profile.mutable_network()->set_host_bandwidth_gbps(bandwidth_gbps);
+    costs += format(", host links at %g Gb/s", bandwidth_gbps);
+  }
+  // Opened before the sweep: a bad path fails at once, not after a minute.
+  std::ofstream csv;
+  if (!csv_path.empty()) {
+    csv.open(csv_path, std::ios::trunc);
+    if (!csv) {
+      std::fprintf(stderr, "twinps tune: --csv: cannot write %s\n", csv_path.c_str());
+      return kExitBadInput;
+    }
+  }
+
+  std::printf("model: %s (%d variables, batch %d); %d workers\ncosts: %s\n\n", model_path.c_str(),
+              req.model.variable_size(), req.model.batch_size(), req.workers, costs.c_str());
+  std::fflush(stdout);
+  const bool tty = ::isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = sim::sweep(req, [&](int done, int total) {
+    if (tty) std::fprintf(stderr, "\rsimulating configuration %d/%d ", done, total);
+  });
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (tty) std::fputs("\r\033[K", stderr);
+  if (!result.ok()) {
+    std::fprintf(stderr, "twinps tune: %s\n", describe(result.status()).c_str());
+    return result.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
+  }
+  for (const auto& s : result->skipped) std::printf("skipped %s\n", s.c_str());
+  if (!result->skipped.empty()) std::printf("\n");
+  print_table(*result, top);
+  const auto& chosen = result->rows[static_cast<std::size_t>(result->recommended)];
+  std::printf("\nrecommended: %d ps, %s partitioner, %d shards: %.1f steps/s\n  why: %s\n", chosen.ps,
+              sim::partitioner_name(chosen.partitioner), chosen.shards, chosen.prediction.steps_per_second,
+              result->reason.c_str());
+  std::printf("  as a model file: partitioner { %s }\n", chosen.partitioner_config.ShortDebugString().c_str());
+  int simulated = 0, least = chosen.measured, most = chosen.measured;
+  for (const auto& row : result->rows) {
+    simulated += row.same_as_earlier ? 0 : 1;
+    least = std::min(least, row.measured);
+    most = std::max(most, row.measured);
+  }
+  std::printf("\n%zu configurations (%d simulated, the rest share a layout), %d..%d measured closures each; "
+              "%.1f M simulated events in %.1f s wall time\n",
+              result->rows.size(), simulated, least, most, static_cast<double>(result->events) / 1e6, wall_s);
+  if (csv.is_open() && !write_csv(csv, *result)) {
+    std::fprintf(stderr, "twinps tune: --csv: writing %s failed\n", csv_path.c_str());
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace twinps::cli

@@ -1,0 +1,41 @@
+#pragma once
+// The synthetic model trained by a real cluster on this machine — `twinps
+// serve` processes on loopback ports (or every task in this process over
+// real gRPC) with the coordinator in this process — timed by the wall clock.
+// The program is the one the tuner simulates (sim/tuner.h): schedule
+// `warmup` closures and join, then schedule `measured` closures and join;
+// steps per second are measured / the time from the second schedule to the
+// end of its join.
+#include <cstdint>
+#include <string>
+
+#include "core/runtime/status.h"
+#include "scenario.pb.h"  // generated from sim/scenario.proto
+
+namespace twinps::cli {
+
+struct RealRunOptions {
+  scenario::SyntheticModel model;  // with its partitioner
+  int workers = 1;
+  int ps = 1;
+  bool processes = true;  // false: an in-process cluster (threads) instead of processes
+  int warmup = 0;         // closures before the measurement; 0: 4 per worker
+  int measured = 0;       // closures measured; 0: enough for about `seconds` (from the warm-up's pace)
+  double seconds = 2;
+  std::uint64_t seed = 1;
+  std::string data_plane = "tcp";  // as `twinps serve --data-plane` (tools/data_plane_flag.h)
+  std::string work_dir;            // for the model file and the servers' logs (processes)
+};
+
+struct RealRunResult {
+  int warmup = 0;
+  int measured = 0;
+  double seconds = 0;  // wall time of the measured closures
+  double steps_per_second = 0;
+};
+
+// Runs the model and measures it. UNAVAILABLE if the cluster cannot be
+// formed; the error of the run otherwise.
+StatusOr<RealRunResult> run_real(const RealRunOptions& options);
+
+}  // namespace twinps::cli
