@@ -55,8 +55,9 @@ std::string make_temp_dir(const std::string& tag) {
 Child Child::start(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& dir,
                    const std::string& name) {
   Child c;
-  c.out_path_ = dir + "/" + name + ".out";
-  c.err_path_ = dir + "/" + name + ".err";
+  const std::string where = dir.empty() ? make_temp_dir("proc") : dir;
+  c.out_path_ = where + "/" + name + ".out";
+  c.err_path_ = where + "/" + name + ".err";
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -89,24 +90,28 @@ Child& Child::operator=(Child&& o) noexcept {
 }
 Child::~Child() { stop(); }
 
+bool Child::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  pid_ = -1;
+  return false;
+}
+
 bool Child::wait(std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return true;
   const auto until = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      pid_ = -1;
-      return true;
-    }
+  while (running()) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  return true;
 }
 
-void Child::terminate() {
-  if (pid_ > 0) ::kill(pid_, SIGTERM);
+void Child::terminate() { kill(SIGTERM); }
+
+void Child::kill(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
 }
 
 void Child::stop() {
@@ -133,15 +138,8 @@ bool Child::wait_for_output(const std::string& text, std::chrono::milliseconds t
   const auto until = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (out().find(text) != std::string::npos || err().find(text) != std::string::npos) return true;
-    if (pid_ > 0) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        pid_ = -1;
-        return out().find(text) != std::string::npos || err().find(text) != std::string::npos;
-      }
-    }
-    if (pid_ <= 0 || std::chrono::steady_clock::now() >= until) return false;
+    if (!running()) return out().find(text) != std::string::npos || err().find(text) != std::string::npos;
+    if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

@@ -1,6 +1,7 @@
 #pragma once
-// Child processes for the benchmark commands: the twinps binary itself run
-// with other arguments (TensorFlow-style: one binary for every role), output
+// Child processes: the twinps binary itself run with other arguments
+// (TensorFlow-style: one binary for every role) by the bench, calibrate and
+// tune commands, and by the integration tests (tests/tools/process.h); output
 // captured to files, stopped when the handle goes away.
 #include <chrono>
 #include <string>
@@ -18,9 +19,10 @@ std::string make_temp_dir(const std::string& tag);
 class Child {
  public:
   // Starts `args` (args[0] is the program) with extra `env` entries ("K=V");
-  // stdout and stderr go to files under `dir` named after `name`.
-  static Child start(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                     const std::string& dir, const std::string& name);
+  // stdout and stderr go to files under `dir` (default: a fresh temp dir)
+  // named after `name`.
+  static Child start(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                     const std::string& dir = "", const std::string& name = "child");
   Child() = default;
   Child(Child&& o) noexcept;
   Child& operator=(Child&& o) noexcept;
@@ -30,6 +32,8 @@ class Child {
 
   bool started() const { return pid_ > 0; }
   int pid() const { return pid_; }  // -1 once reaped
+  // Still running (reaps it if it has exited).
+  bool running();
   // Waits for exit; true if it exited within `timeout` (exit_code() is then set, 128+signal if killed).
   bool wait(std::chrono::milliseconds timeout);
   int exit_code() const { return exit_code_; }
@@ -38,6 +42,8 @@ class Child {
   void stop();  // SIGTERM, wait a little, then SIGKILL
   // SIGTERM without waiting: for stopping many children together (stop() then reaps each).
   void terminate();
+  // Sends `signal` (e.g. SIGKILL, to inject a crash) if it still runs.
+  void kill(int signal);
   std::string out() const;
   std::string err() const;
 
