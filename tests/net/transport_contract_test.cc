@@ -232,6 +232,8 @@ TEST_P(TransportContractTest, APassedDeadlineFailsAtOnce) {
   auto r = call_and_wait(p, HealthRequest{}, opts);
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(failed_task(r.status()), kPs);
+  p.ex.run_until([] { return false; }, p.ex.now() + 50 * kMillisecond);  // time for a wrongly sent call to arrive
+  EXPECT_EQ(handled, 0) << "a call already past its deadline is not sent";
 }
 
 TEST_P(TransportContractTest, CancellingACallCompletesItAndTellsTheCallee) {
