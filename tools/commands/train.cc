@@ -143,17 +143,15 @@ Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, Che
       *last_save = LastSave{steps, coord.now()};
       co_return absl::OkStatus();
     };
-    auto steps_done = std::make_shared<std::int64_t>(0);
-    after_epoch = [&s, save, steps_done](ClusterCoordinator& coord, const tutorial::EpochReport& e) -> Task<Status> {
+    after_epoch = [&s, save, start_epoch](ClusterCoordinator& coord, const tutorial::EpochReport& e) -> Task<Status> {
       if ((e.epoch + 1) % s.checkpoint_every_epochs != 0 && e.epoch + 1 != s.model.epochs) co_return absl::OkStatus();
       std::map<std::string, std::string> metadata;  // (a braced list here trips GCC 12's coroutines)
       metadata["epoch"] = std::to_string(e.epoch);
-      co_return co_await save(coord, std::move(metadata), *steps_done);
+      const std::int64_t steps_scheduled = std::int64_t{e.epoch + 1 - start_epoch} * s.model.steps_per_epoch;
+      co_return co_await save(coord, std::move(metadata), steps_scheduled);
     };
     if (s.checkpoint_every_steps > 0 || s.checkpoint_every_seconds > 0) {
-      after_schedule = [&s, save, last_save, steps_done](ClusterCoordinator& coord,
-                                                          std::int64_t steps) -> Task<Status> {
-        *steps_done = steps;
+      after_schedule = [&s, save, last_save](ClusterCoordinator& coord, std::int64_t steps) -> Task<Status> {
         const bool by_steps = s.checkpoint_every_steps > 0 && steps - last_save->steps >= s.checkpoint_every_steps;
         const bool by_time =
             s.checkpoint_every_seconds > 0 && to_seconds(coord.now() - last_save->at) >= s.checkpoint_every_seconds;
