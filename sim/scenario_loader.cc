@@ -1,19 +1,13 @@
 #include "sim/scenario_loader.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 
-#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
 #include "core/variables/partitioner.h"
@@ -24,64 +18,10 @@ namespace twinps::sim {
 namespace pb = google::protobuf;
 using scenario::Scenario;
 
-std::string ScenarioError::to_string() const {
-  std::string out = file;
-  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
-  out += ": ";
-  if (!field.empty()) out += field + ": ";
-  return out + message;
-}
-
 namespace {
 
-constexpr std::size_t kMaxFileBytes = 16 << 20;
-
-class Collector final : public pb::io::ErrorCollector {
- public:
-  Collector(std::string file, std::vector<ScenarioError>& out) : file_(std::move(file)), out_(out) {}
-  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    // The parser quotes what it found; from a binary file that is raw bytes,
-    // which must not reach the terminal as they are.
-    std::string printable;
-    for (unsigned char c : message) {
-      if (c >= 0x20 && c < 0x7f) {
-        printable += static_cast<char>(c);
-      } else {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "\\x%02x", c);
-        printable += hex;
-      }
-    }
-    out_.push_back(ScenarioError{file_, line + 1, column + 1, "", printable});
-  }
-
- private:
-  std::string file_;
-  std::vector<ScenarioError>& out_;
-};
-
-// A field inside the scenario: (field, index) steps from the root, index -1
-// for a singular field.
-struct Path {
-  std::vector<std::pair<const pb::FieldDescriptor*, int>> steps;
-
-  Path operator()(const pb::Message& parent, const char* field, int index = -1) const {
-    Path p = *this;
-    const pb::FieldDescriptor* f = parent.GetDescriptor()->FindFieldByName(field);
-    if (f == nullptr) std::abort();  // a typo in this file, not in the scenario
-    p.steps.emplace_back(f, f->is_repeated() ? std::max(index, 0) : -1);
-    return p;
-  }
-  std::string str() const {
-    std::string s;
-    for (const auto& [f, i] : steps) {
-      if (!s.empty()) s += ".";
-      s += f->name();
-      if (i >= 0) s += "[" + std::to_string(i) + "]";
-    }
-    return s;
-  }
-};
+// A field inside the scenario (core/config/text_proto.h).
+using Path = config::FieldPath;
 
 class Validator {
  public:
@@ -605,60 +545,6 @@ std::vector<ScenarioError> validate_scenario(const Scenario& s, const std::strin
   return errors;
 }
 
-namespace {
-
-// Parses `text` into `message`, reporting syntax errors with positions.
-bool parse_text(std::string_view text, const std::string& file, const char* what, pb::Message& message,
-                pb::TextFormat::ParseInfoTree& tree, std::vector<ScenarioError>& errors) {
-  Collector collector(file, errors);
-  pb::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&collector);
-  parser.WriteLocationsTo(&tree);
-  if (parser.ParseFromString(std::string(text), &message)) return true;
-  if (errors.empty()) errors.push_back(ScenarioError{file, 0, 0, "", std::string("not a ") + what + " in Protobuf text format"});
-  return false;
-}
-
-// The text of a file `what` ("scenario") is read from, or nullopt with the
-// reason in `errors`.
-std::optional<std::string> read_text_file(const std::string& path, const char* what,
-                                          std::vector<ScenarioError>& errors) {
-  auto fail = [&](const std::string& message) {
-    errors.push_back(ScenarioError{path, 0, 0, "", message});
-    return std::nullopt;
-  };
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return fail(std::string("cannot read the ") + what + ": " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return fail(std::string("is a directory, not a ") + what + " file");
-  if (!S_ISREG(st.st_mode)) return fail("is not a regular file");
-  if (static_cast<std::size_t>(st.st_size) > kMaxFileBytes)
-    return fail("is " + std::to_string(st.st_size) + " bytes; a " + what + " file is at most " +
-                std::to_string(kMaxFileBytes) + " bytes");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(std::string("cannot open the ") + what + ": " + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return fail("reading failed");
-  // The text format has no use for NUL bytes; refuse binary data up front
-  // with a position rather than a tokenizer message about control characters.
-  if (auto nul = text.find('\0'); nul != std::string::npos) {
-    int line = 1, col = 1;
-    for (std::size_t i = 0; i < nul; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    errors.push_back(
-        ScenarioError{path, line, col, "", std::string("binary data (a NUL byte): not a text-format ") + what});
-    return std::nullopt;
-  }
-  return text;
-}
-
-}  // namespace
-
 void apply_profile(const scenario::CostProfile& profile, Scenario& s) {
   // MergeFrom copies the fields set in its argument: the profile's first, then
   // the scenario's over them.
@@ -705,7 +591,7 @@ void include_profile(Scenario& s, const std::string& file, const pb::TextFormat:
 LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
   LoadedScenario out;
   pb::TextFormat::ParseInfoTree tree;
-  if (!parse_text(text, file, "scenario", out.scenario, tree, out.errors)) return out;
+  if (!config::parse_text_proto(text, file, "scenario", out.scenario, tree, out.errors)) return out;
   if (out.scenario.has_cost_profile()) include_profile(out.scenario, file, tree, out.errors);
   Validator(out.scenario, file, &tree, out.errors).run();
   return out;
@@ -713,7 +599,7 @@ LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
 
 LoadedScenario load_scenario_file(const std::string& path) {
   LoadedScenario out;
-  auto text = read_text_file(path, "scenario", out.errors);
+  auto text = config::read_text_file(path, "scenario", out.errors);
   if (!text) return out;
   return parse_scenario(*text, path);
 }
@@ -721,7 +607,7 @@ LoadedScenario load_scenario_file(const std::string& path) {
 LoadedModel parse_model(std::string_view text, const std::string& file) {
   LoadedModel out;
   pb::TextFormat::ParseInfoTree tree;
-  if (!parse_text(text, file, "model", out.model, tree, out.errors)) return out;
+  if (!config::parse_text_proto(text, file, "model", out.model, tree, out.errors)) return out;
   Scenario holder;
   holder.set_fidelity(scenario::TIMING_ONLY);  // how big a variable may be depends on where the model runs
   *holder.mutable_model() = out.model;
@@ -731,7 +617,7 @@ LoadedModel parse_model(std::string_view text, const std::string& file) {
 
 LoadedModel load_model_file(const std::string& path) {
   LoadedModel out;
-  auto text = read_text_file(path, "model", out.errors);
+  auto text = config::read_text_file(path, "model", out.errors);
   if (!text) return out;
   return parse_model(*text, path);
 }
@@ -739,7 +625,7 @@ LoadedModel load_model_file(const std::string& path) {
 LoadedProfile parse_profile(std::string_view text, const std::string& file) {
   LoadedProfile out;
   pb::TextFormat::ParseInfoTree tree;
-  if (!parse_text(text, file, "cost profile", out.profile, tree, out.errors)) return out;
+  if (!config::parse_text_proto(text, file, "cost profile", out.profile, tree, out.errors)) return out;
   Scenario holder;  // the Validator checks a scenario's costs; hold the profile's in one
   if (out.profile.has_network()) *holder.mutable_network() = out.profile.network();
   if (out.profile.has_compute()) *holder.mutable_compute() = out.profile.compute();
@@ -750,7 +636,7 @@ LoadedProfile parse_profile(std::string_view text, const std::string& file) {
 
 LoadedProfile load_profile_file(const std::string& path) {
   LoadedProfile out;
-  auto text = read_text_file(path, "cost profile", out.errors);
+  auto text = config::read_text_file(path, "cost profile", out.errors);
   if (!text) return out;
   return parse_profile(*text, path);
 }

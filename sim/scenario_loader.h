@@ -13,19 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/config/text_proto.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 
 namespace twinps::sim {
 
-struct ScenarioError {
-  std::string file;
-  int line = 0;    // 1-based; 0 when there is no position (the file itself)
-  int column = 0;  // 1-based
-  std::string field;  // "fault[1].kill_worker", or empty
-  std::string message;
-  // "file:line:column: field: message"
-  std::string to_string() const;
-};
+// file:line:column, field and message (core/config/text_proto.h).
+using ScenarioError = config::TextProtoError;
 
 struct LoadedScenario {
   scenario::Scenario scenario;
