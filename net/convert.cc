@@ -428,6 +428,9 @@ Status from_proto(const wire::Tensor& in, Matrix* out, const AttachmentReader* a
       return invalid("attachment_offset", "range [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
                                               ") for " + shape + " lies outside attachment_data of " +
                                               std::to_string(attachments->size()) + " bytes");
+    if (!attachments->claim(bytes))
+      return invalid("attachment_offset", "the tensors claim more than the " + std::to_string(attachments->size()) +
+                                              " attachment bytes the message carries (overlapping ranges)");
     *out = Matrix(in.rows(), in.cols());
     attachments->copy(offset, bytes, out->data());
     return absl::OkStatus();

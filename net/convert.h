@@ -64,6 +64,19 @@ class AttachmentReader {
   virtual std::uint64_t size() const = 0;
   // Copies [offset, offset + len) to `dst`; the caller has checked the range.
   virtual void copy(std::uint64_t offset, std::size_t len, void* dst) const = 0;
+
+  // Claims `bytes` of the attachments for one tensor, before its memory is
+  // allocated; false once the tensors together would claim more than size().
+  // Tensors whose ranges overlap would otherwise let a small message make
+  // the receiver allocate (and copy) its attachments many times over.
+  bool claim(std::uint64_t bytes) const {
+    if (bytes > size() - claimed_) return false;
+    claimed_ += bytes;
+    return true;
+  }
+
+ private:
+  mutable std::uint64_t claimed_ = 0;
 };
 
 // Attachments held in one contiguous buffer (e.g. a parsed attachment_data).

@@ -12,6 +12,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -42,6 +43,8 @@ bool split_host_port(const std::string& address, std::string* host, int* port) {
   *port = v;
   return true;
 }
+
+bool is_wildcard_host(const std::string& host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
 
 // Not an anonymous namespace: DataPlane::State, which has linkage, holds these types.
 namespace dp {
@@ -138,6 +141,7 @@ struct OutCall {
 struct InCall {
   std::weak_ptr<Connection> conn;
   std::uint64_t wire_id = 0;
+  std::uint64_t bytes = 0;  // of the request, counted against max_connection_inbound_bytes
   std::optional<CancellationSource> cancel;
   AsioExecutor::Work work;
   bool finished = false;
@@ -206,7 +210,8 @@ struct DataPlane::State : std::enable_shared_from_this<State> {
 
   // ---- callee side
   void accept_next();
-  void serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id, IncomingCall call);
+  void serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id, std::uint64_t bytes,
+                     IncomingCall call);
   void stop_serving();
 
   ~State();
@@ -227,7 +232,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Connection(DataPlane::State* state, Role role, tcp::socket socket, TaskId peer)
       : state_(state), role_(role), socket_(std::move(socket)), peer_(peer),
-        rbuf_(std::make_unique<char[]>(kReadBufferBytes)), rcap_(kReadBufferBytes) {}
+        rbuf_(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)), rcap_(kReadBufferBytes) {}
 
   bool closed() const { return closed_; }
   Role role() const { return role_; }
@@ -253,6 +258,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_more();
   }
   void forget_live(std::uint64_t wire_id) { live_.erase(wire_id); }
+  // An answered (or cancelled) request of `bytes` frees its share of max_connection_inbound_bytes.
+  void release_inbound(std::uint64_t bytes);
   void add_live(std::uint64_t wire_id, const std::shared_ptr<InCall>& call) { live_.emplace(wire_id, call); }
   void reply(std::uint64_t wire_id, StatusOr<Response> result);
   void reply_transport_error(std::uint64_t wire_id, const Status& error);
@@ -266,7 +273,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close(const Status& why, CloseMode mode);
 
  private:
-  enum class Phase { kHeader, kEnvelope, kAttachments, kDiscard };
+  enum class Phase { kHeader, kEnvelope, kAttachments, kDiscard, kHeld };
 
   void flush() {
     if (closed_ || !connected_ || writing_ || queue_.empty()) return;
@@ -293,6 +300,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     left_ = bytes;
   }
   void make_room(std::size_t need);
+  void shrink_buffer();
+  bool admit_request(std::uint64_t bytes);
   void protocol_error(const std::string& what);
   void io_error(const char* op, const boost::system::error_code& ec);
   void set_socket_options();
@@ -324,6 +333,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::kHeader;
   df::Header frame_;
   std::uint64_t left_ = 0;  // attachment (or discarded) bytes of the frame still to read
+  std::uint64_t inbound_bytes_ = 0;  // requests received or arriving, not yet answered
+  std::uint64_t arriving_bytes_ = 0;  // of those, the request being read
   // the message being received
   struct Inbound {
     Request request;  // callee
@@ -335,8 +346,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::vector<Target> targets;
     std::size_t next_target = 0;
     std::size_t target_filled = 0;
-    std::vector<char> scratch;      // when the tensors do not tile the attachments
-    std::vector<Target> scattered;  // where scratch goes afterwards
+    std::unique_ptr<char[]> scratch;  // when the tensors do not tile the attachments
+    std::vector<Target> scattered;    // where scratch goes afterwards
   } in_;
 
   // caller: calls sent, by wire id; callee: calls being served
@@ -449,18 +460,55 @@ void Connection::on_read(const boost::system::error_code& ec, std::size_t n) {
 }
 
 void Connection::make_room(std::size_t need) {
-  if (need > rcap_) {
-    auto bigger = std::make_unique<char[]>(need);
-    std::memcpy(bigger.get(), rbuf_.get() + rbegin_, rend_ - rbegin_);
-    rbuf_ = std::move(bigger);
-    rcap_ = need;
-    rend_ -= rbegin_;
-    rbegin_ = 0;
-  } else if (rcap_ - rbegin_ < need) {
+  if (rcap_ - rbegin_ < need) {
     std::memmove(rbuf_.get(), rbuf_.get() + rbegin_, rend_ - rbegin_);
     rend_ -= rbegin_;
     rbegin_ = 0;
   }
+  // A header only claims a length: the buffer grows when the bytes that
+  // arrived fill it, doubling up to `need`, so memory follows what the peer
+  // actually sent (a 32-byte header claiming 250 MiB costs nothing).
+  if (need <= rcap_ || rend_ < rcap_) return;
+  const std::size_t cap = std::min(need, 2 * rcap_);
+  auto bigger = std::make_unique_for_overwrite<char[]>(cap);
+  std::memcpy(bigger.get(), rbuf_.get() + rbegin_, rend_ - rbegin_);
+  rbuf_ = std::move(bigger);
+  rcap_ = cap;
+  rend_ -= rbegin_;
+  rbegin_ = 0;
+}
+
+void Connection::shrink_buffer() {
+  // Between frames, a buffer grown for one large envelope goes back to its
+  // usual size: an idle connection holds kReadBufferBytes.
+  const std::size_t avail = rend_ - rbegin_;
+  if (rcap_ <= kReadBufferBytes || avail > kReadBufferBytes) return;
+  auto smaller = std::make_unique_for_overwrite<char[]>(kReadBufferBytes);
+  std::memcpy(smaller.get(), rbuf_.get() + rbegin_, avail);
+  rbuf_ = std::move(smaller);
+  rcap_ = kReadBufferBytes;
+  rend_ = avail;
+  rbegin_ = 0;
+}
+
+bool Connection::admit_request(std::uint64_t bytes) {
+  const auto& o = state_->options;
+  const std::uint64_t cap = o.max_connection_inbound_bytes ? o.max_connection_inbound_bytes : o.max_message_bytes;
+  if (inbound_bytes_ > 0 && bytes > cap - std::min<std::uint64_t>(cap, inbound_bytes_)) return false;
+  inbound_bytes_ += bytes;
+  arriving_bytes_ = bytes;
+  return true;
+}
+
+void Connection::release_inbound(std::uint64_t bytes) {
+  inbound_bytes_ -= std::min(bytes, inbound_bytes_);
+  if (phase_ != Phase::kHeld || closed_) return;
+  if (!admit_request(std::uint64_t{frame_.envelope_bytes} + frame_.attachment_bytes)) return;
+  phase_ = Phase::kEnvelope;
+  // Not from inside a handler's reply: next on the executor.
+  state_->executor.post([self = shared_from_this()] {
+    if (!self->closed_) self->process();
+  });
 }
 
 void Connection::process() {
@@ -468,6 +516,12 @@ void Connection::process() {
   batching_ = true;
   for (;;) {
     if (closed_) return;
+    if (phase_ == Phase::kHeld) {  // reading resumes when answers free room (release_inbound)
+      batching_ = false;
+      flush();
+      return;
+    }
+    if (phase_ == Phase::kHeader && rcap_ > kReadBufferBytes) shrink_buffer();
     const std::size_t avail = rend_ - rbegin_;
     const char* at = rbuf_.get() + rbegin_;
     if (phase_ == Phase::kHeader) {
@@ -547,6 +601,11 @@ bool Connection::begin_frame() {
           discard(body);
           return true;
         }
+        if (!admit_request(body)) {
+          ++state_->stats.requests_held;
+          phase_ = Phase::kHeld;
+          return true;
+        }
         phase_ = Phase::kEnvelope;
         return true;
       case df::Kind::kResponse:
@@ -622,6 +681,7 @@ void Connection::on_request(const char* p, std::size_t n) {
     reply_transport_error(frame_.call_id, absl::InvalidArgumentError(state_->self.short_name() +
                                                                      " rejected a request: " + std::string(st.message())));
     in_.request = Request();
+    release_inbound(std::exchange(arriving_bytes_, 0));
     discard(frame_.attachment_bytes);
     return;
   }
@@ -676,7 +736,7 @@ void Connection::expect_attachments(TargetRecorder& recorder) {
   in_.next_target = 0;
   in_.target_filled = 0;
   in_.scattered.clear();
-  in_.scratch.clear();
+  in_.scratch.reset();
   const std::uint64_t total = frame_.attachment_bytes;
   // Our senders lay the tensors out back to back; anything else (gaps,
   // overlaps, bytes no tensor uses) is read into a buffer and copied out.
@@ -689,8 +749,9 @@ void Connection::expect_attachments(TargetRecorder& recorder) {
   if (end != total) tiles = false;
   if (!tiles) {
     in_.scattered = std::move(in_.targets);
-    in_.scratch.resize(static_cast<std::size_t>(total));
-    in_.targets.assign(1, Target{0, static_cast<std::size_t>(total), in_.scratch.data()});
+    // Uninitialised: its pages are touched (and counted) only as bytes arrive.
+    in_.scratch = std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(total));
+    in_.targets.assign(1, Target{0, static_cast<std::size_t>(total), in_.scratch.get()});
     if (total == 0) in_.targets.clear();
   }
   if (total == 0) return finish_inbound();
@@ -733,14 +794,14 @@ void Connection::read_direct() {
 }
 
 void Connection::finish_inbound() {
-  for (const auto& t : in_.scattered) std::memcpy(t.dst, in_.scratch.data() + t.offset, t.len);
+  for (const auto& t : in_.scattered) std::memcpy(t.dst, in_.scratch.get() + t.offset, t.len);
   in_.scattered.clear();
-  in_.scratch.clear();
+  in_.scratch.reset();
   in_.targets.clear();
   if (role_ == Role::kCallee) {
     Request request = std::move(in_.request);
     in_.request = Request();
-    state_->serve_request(shared_from_this(), frame_.call_id,
+    state_->serve_request(shared_from_this(), frame_.call_id, std::exchange(arriving_bytes_, 0),
                           IncomingCall{in_.from, std::move(request), in_.request_id, in_.deadline, {}});
     return;
   }
@@ -757,6 +818,7 @@ void Connection::on_cancel(std::uint64_t wire_id) {
   live_.erase(it);
   call->finished = true;
   call->work.reset();
+  release_inbound(call->bytes);
   if (call->cancel) {
     CancellationSource source = std::move(*call->cancel);
     call->cancel.reset();
@@ -1119,9 +1181,10 @@ void DataPlane::State::accept_next() {
 }
 
 void DataPlane::State::serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id,
-                                     IncomingCall incoming) {
+                                     std::uint64_t bytes, IncomingCall incoming) {
   auto h = handler;  // serve() may replace it while it runs
   if (!h || !*h) {
+    conn->release_inbound(bytes);
     conn->reply_transport_error(wire_id, absl::UnavailableError(self.short_name() + " has no service running"));
     return;
   }
@@ -1129,6 +1192,7 @@ void DataPlane::State::serve_request(const std::shared_ptr<Connection>& conn, st
   auto call = std::make_shared<InCall>();
   call->conn = conn;
   call->wire_id = wire_id;
+  call->bytes = bytes;
   call->work = AsioExecutor::Work(executor);  // until answered, the executor is not idle
   call->cancel.emplace();
   incoming.cancelled = call->cancel->token();
@@ -1142,6 +1206,7 @@ void DataPlane::State::serve_request(const std::shared_ptr<Connection>& conn, st
     if (!c || c->closed()) return;
     c->forget_live(call->wire_id);
     c->reply(call->wire_id, std::move(result));
+    c->release_inbound(call->bytes);
   });
 }
 
@@ -1182,21 +1247,40 @@ DataPlane::DataPlane(const TaskId& self, AsioExecutor& executor, DataPlaneOption
 
 DataPlane::~DataPlane() = default;
 
-Status DataPlane::listen(const std::string& host) {
+Status DataPlane::listen(const std::string& host, int port) {
   boost::system::error_code ec;
-  tcp::resolver resolver(state_->executor.context());
-  auto results = resolver.resolve(host, "0", tcp::resolver::passive, ec);
-  if (ec || results.empty())
-    return absl::UnavailableError(state_->self.short_name() + " cannot resolve '" + host +
-                                  "' to listen for its data plane: " + ec.message());
-  const tcp::endpoint endpoint = results.begin()->endpoint();
+  const auto port_text = std::to_string(port);
+  std::vector<tcp::endpoint> candidates;
+  if (is_wildcard_host(host)) {
+    // Every interface: an IPv6 socket that also takes IPv4 where the host has
+    // IPv6 at all (a pod on a dual-stack or IPv6-only cluster), else IPv4.
+    if (host != "0.0.0.0") candidates.emplace_back(tcp::v6(), static_cast<unsigned short>(port));
+    if (host != "::") candidates.emplace_back(tcp::v4(), static_cast<unsigned short>(port));
+  } else {
+    tcp::resolver resolver(state_->executor.context());
+    auto results = resolver.resolve(host, port_text, tcp::resolver::passive, ec);
+    if (ec || results.empty())
+      return absl::UnavailableError(state_->self.short_name() + " cannot resolve '" + host +
+                                    "' to listen for its data plane: " + ec.message());
+    candidates.push_back(results.begin()->endpoint());
+  }
   tcp::acceptor acceptor(state_->executor.context());
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  for (const auto& endpoint : candidates) {
+    ec.clear();
+    acceptor = tcp::acceptor(state_->executor.context());
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec && endpoint.protocol() == tcp::v6() && is_wildcard_host(host))
+      acceptor.set_option(asio::ip::v6_only(false), ec);
+    // A restarted task takes its fixed data-plane port back at once (TIME_WAIT).
+    if (!ec && port != 0) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) break;
+  }
   if (ec)
-    return absl::UnavailableError(state_->self.short_name() + " cannot listen for its data plane on " + host + ": " +
-                                  ec.message());
+    return absl::UnavailableError(state_->self.short_name() + " cannot listen for its data plane on " +
+                                  (host.empty() ? std::string("every interface") : host) + " port " + port_text +
+                                  ": " + ec.message());
   state_->port = acceptor.local_endpoint().port();
   state_->acceptor.emplace(std::move(acceptor));
   state_->accept_next();

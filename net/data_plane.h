@@ -58,6 +58,15 @@ struct DataPlaneOptions {
   std::size_t attachment_threshold = 2048;  // tensors of at least this many bytes go out of band
   int connections_per_peer = 1;
   int socket_buffer_bytes = 0;  // SO_SNDBUF and SO_RCVBUF; 0 leaves the kernel's autotuning
+  // Per incoming connection, the bytes of requests received or being
+  // received and not yet answered (0: max_message_bytes). A request that
+  // would pass it waits — the connection stops reading and TCP pushes back
+  // on the sender — until answers free room; one request is always admitted.
+  // With the per-message cap (max_message_bytes), a read buffer that grows
+  // only as bytes arrive and tensor memory reserved unzeroed (its pages are
+  // touched as bytes land in them), what a header claims costs nothing: a
+  // task's memory follows what its peers actually send.
+  std::size_t max_connection_inbound_bytes = 0;
   DiscoverFn discover;
   FallbackFn fallback;
 };
@@ -70,6 +79,7 @@ struct DataPlaneStats {
   std::uint64_t connections_accepted = 0;   // as callee
   std::uint64_t requests_served = 0;        // reached the handler
   std::uint64_t frames_rejected = 0;        // answered with a transport error, or ended a connection
+  std::uint64_t requests_held = 0;          // waited under max_connection_inbound_bytes
 };
 
 class DataPlane {
@@ -81,8 +91,10 @@ class DataPlane {
   DataPlane(const DataPlane&) = delete;
   DataPlane& operator=(const DataPlane&) = delete;
 
-  // Listens on `host` (an IP literal or a name), on a port the OS picks.
-  Status listen(const std::string& host);
+  // Listens on `host` (an IP literal or a name) at `port` (0: the OS picks).
+  // A wildcard host ("0.0.0.0", "::" or "") listens on every interface, IPv6
+  // and IPv4 where the host has both.
+  Status listen(const std::string& host, int port = 0);
   int port() const;  // 0 when not listening
   void set_handler(std::shared_ptr<const CallHandler> handler);
   // Closes the listener and every incoming connection: their callers' calls
@@ -102,5 +114,7 @@ class DataPlane {
 
 // "host:port" -> {host, port}; the host without IPv6 brackets. False if malformed.
 bool split_host_port(const std::string& address, std::string* host, int* port);
+// True for the hosts that mean "every interface": "", "0.0.0.0", "::".
+bool is_wildcard_host(const std::string& host);
 
 }  // namespace twinps::net

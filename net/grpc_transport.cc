@@ -415,7 +415,7 @@ struct GrpcTransport::Impl {
     if (!split_host_port(options.listen_address, &host, &ignored))
       return absl::InvalidArgumentError(self.short_name() + ": cannot tell the host of '" + options.listen_address +
                                         "' to listen for the data plane");
-    TWINPS_RETURN_IF_ERROR(data->listen(host));
+    TWINPS_RETURN_IF_ERROR(data->listen(host, options.data_listen_port));
     server_shared->data_port.store(data->port());
     return absl::OkStatus();
   }

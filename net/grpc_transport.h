@@ -88,8 +88,13 @@ struct GrpcTransportOptions {
   std::map<std::string, int> grpc_int_args;
 
   // Where Pull and Push travel. With kTcp a serving task also listens for
-  // the data plane, on the host of listen_address and a port the OS picks.
+  // the data plane, on the host of listen_address (a wildcard host: every
+  // interface) and data_listen_port.
   DataPlaneMode data_plane = DataPlaneMode::kTcp;
+  // The data plane's port; 0 lets the OS pick one (callers learn it over
+  // gRPC either way). A fixed port suits firewalls and Kubernetes
+  // NetworkPolicies, which allow named ports only.
+  int data_listen_port = 0;
   // Data-plane connections to each peer; calls take them in turn.
   int data_connections_per_peer = 1;
   // SO_SNDBUF/SO_RCVBUF of data-plane sockets; 0 keeps the kernel's autotuning.

@@ -267,6 +267,25 @@ TEST(ConvertMalformedTest, AttachmentsMustLieInsideAttachmentData) {
   rejection(t, &m, &reader);  // both in-band and out of band
 }
 
+TEST(ConvertMalformedTest, TensorsCannotShareAttachmentBytes) {
+  // Two 16-byte tensors over one 16-byte attachment: decoding them would
+  // allocate twice what the message carries (a thousand would allocate a
+  // thousand times), so the second is refused before it is allocated.
+  wire::Request w;
+  for (int i = 0; i < 2; ++i) {
+    auto* u = w.mutable_push()->add_updates();
+    u->set_op(wire::Update::APPLY_GRADIENT);
+    u->mutable_values()->set_rows(2);
+    u->mutable_values()->set_cols(2);
+    u->mutable_values()->set_attachment_offset(0);
+  }
+  std::string blob(16, 'x');
+  ContiguousAttachments reader(blob);
+  Request r;
+  EXPECT_NE(rejection(w, &r, &reader).find("updates[1].values.attachment_offset: the tensors claim more"),
+            std::string::npos);
+}
+
 TEST(ConvertMalformedTest, UnknownEnumValues) {
   Request r;
   {

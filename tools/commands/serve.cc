@@ -10,6 +10,7 @@
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
+#include "tools/serving_flags.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 
@@ -51,6 +52,8 @@ int run_serve(int argc, char** argv) {
       ("model", po::value(&model_path),
        "workers: also run the steps of this synthetic model (scenario.SyntheticModel in text format, as "
        "`twinps tune` takes)");
+  ServingFlags serving;
+  serving.add_to(opts);
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
@@ -87,6 +90,11 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(address.status().message()).c_str());
     return kExitBadInput;
   }
+  auto listen = serving.listen_address(*address);
+  if (!listen.ok()) {
+    std::fprintf(stderr, "twinps serve: %s\n", std::string(listen.status().message()).c_str());
+    return kExitBadInput;
+  }
   // Tensors arrive in fresh buffers: keep freed ones mapped rather than fault pages in again.
   net::tune_allocator_for_large_tensors();
   FunctionRegistry registry;
@@ -106,12 +114,13 @@ int run_serve(int argc, char** argv) {
   }
   net::RealNodeOptions o;
   o.task = task;
-  o.listen_address = *address;
+  o.listen_address = *listen;
   o.resolve = resolver(tfc->cluster);
   o.registry = &registry;
   o.worker.ps_call_timeout = from_seconds(ps_call_timeout);
   o.transport = transport;
   o.transport.max_message_bytes = max_message_mb << 20;
+  serving.apply(&o.transport);
   FixedStepDelay delay(from_seconds(step_delay));
   if (step_delay > 0) o.cost = &delay;
   auto node = net::RealNode::create(std::move(o));
@@ -120,8 +129,9 @@ int run_serve(int argc, char** argv) {
                  describe(node.status()).c_str());
     return kExitFailed;
   }
-  std::fprintf(stderr, "twinps serve: %s serving on %s (incarnation %016llx)\n", task.short_name().c_str(),
-               address->c_str(), static_cast<unsigned long long>((*node)->incarnation()));
+  std::fprintf(stderr, "twinps serve: %s serving on %s (listening on %s, data plane port %d, incarnation %016llx)\n",
+               task.short_name().c_str(), address->c_str(), listen->c_str(), (*node)->transport().data_port(),
+               static_cast<unsigned long long>((*node)->incarnation()));
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   // The executor runs on this thread; a periodic timer lets it notice signals.
