@@ -1,5 +1,7 @@
 #include "core/data/dataset.h"
 
+#include "core/data/record_dataset.h"
+
 namespace twinps {
 
 std::vector<std::size_t> shuffle_order(std::size_t n, std::size_t buffer_size, RandomStream& random) {
@@ -98,9 +100,11 @@ std::unique_ptr<IteratorResource> InMemoryDataset::make_iterator(RandomStream ra
 
 void register_dataset_functions(FunctionRegistry& registry) {
   registry.add_resource("iterator", [](ResourceContext& ctx) -> StatusOr<std::unique_ptr<Resource>> {
-    auto* dataset = dynamic_cast<DatasetResource*>(ctx.parent);
-    if (!dataset) return absl::InvalidArgumentError("\"iterator\" needs a dataset resource as its parent");
-    return std::unique_ptr<Resource>(dataset->make_iterator(ctx.random));
+    if (auto* dataset = dynamic_cast<DatasetResource*>(ctx.parent))
+      return std::unique_ptr<Resource>(dataset->make_iterator(ctx.random));
+    if (auto* records = dynamic_cast<data::RecordDataset*>(ctx.parent))
+      return std::unique_ptr<Resource>(records->make_iterator(ctx.random));
+    return absl::InvalidArgumentError("\"iterator\" needs a dataset resource as its parent");
   });
 }
 

@@ -4,6 +4,9 @@
 
 namespace twinps::model {
 
+using spec::LearningRate;
+using spec::OptimizerGroup;
+
 namespace {
 
 LearningRateSchedule schedule(const LearningRate& lr, double keras_default) {
@@ -80,39 +83,40 @@ StatusOr<OptimizerConfig> optimizer_config(const OptimizerGroup& g) {
   return c;
 }
 
-StatusOr<PartitionerPtr> make_partitioner(const Partitioner& p) {
+StatusOr<PartitionerPtr> make_partitioner(const spec::Partitioner& p) {
   switch (p.kind_case()) {
-    case Partitioner::kFixedShards: {
-      auto r = twinps::FixedShardsPartitioner::create(p.fixed_shards());
+    case spec::Partitioner::kFixedShards: {
+      auto r = FixedShardsPartitioner::create(p.fixed_shards());
       if (!r.ok()) return r.status();
       return PartitionerPtr(*r);
     }
-    case Partitioner::kMinSize: {
-      auto r = twinps::MinSizePartitioner::create(p.min_size().min_shard_bytes(), p.min_size().max_shards());
+    case spec::Partitioner::kMinSize: {
+      auto r = MinSizePartitioner::create(p.min_size().min_shard_bytes(), p.min_size().max_shards());
       if (!r.ok()) return r.status();
       return PartitionerPtr(*r);
     }
-    case Partitioner::kMaxSize: {
+    case spec::Partitioner::kMaxSize: {
       if (!p.max_size().has_max_shard_bytes()) return absl::InvalidArgumentError("max_size needs max_shard_bytes");
       std::optional<std::int64_t> cap;
       if (p.max_size().has_max_shards()) cap = p.max_size().max_shards();
-      auto r = twinps::MaxSizePartitioner::create(p.max_size().max_shard_bytes(), cap);
+      auto r = MaxSizePartitioner::create(p.max_size().max_shard_bytes(), cap);
       if (!r.ok()) return r.status();
       return PartitionerPtr(*r);
     }
-    case Partitioner::KIND_NOT_SET: break;
+    case spec::Partitioner::KIND_NOT_SET: break;
   }
   return absl::InvalidArgumentError("choose a partitioner: fixed_shards, min_size or max_size");
 }
 
-twinps::Initializer make_initializer(const Initializer& spec, twinps::Initializer fallback) {
-  switch (spec.kind_case()) {
-    case Initializer::kZeros: return twinps::Initializer::zeros();
-    case Initializer::kConstant: return twinps::Initializer::constant(spec.constant());
-    case Initializer::kUniform: return twinps::Initializer::uniform(spec.uniform().min(), spec.uniform().max());
-    case Initializer::kGlorotUniform: return twinps::Initializer::glorot_uniform();
-    case Initializer::kNormal: return twinps::Initializer::normal(spec.normal().mean(), spec.normal().stddev());
-    case Initializer::KIND_NOT_SET: break;
+Initializer make_initializer(const spec::Initializer& init, Initializer fallback) {
+  using K = spec::Initializer;
+  switch (init.kind_case()) {
+    case K::kZeros: return Initializer::zeros();
+    case K::kConstant: return Initializer::constant(init.constant());
+    case K::kUniform: return Initializer::uniform(init.uniform().min(), init.uniform().max());
+    case K::kGlorotUniform: return Initializer::glorot_uniform();
+    case K::kNormal: return Initializer::normal(init.normal().mean(), init.normal().stddev());
+    case K::KIND_NOT_SET: break;
   }
   return fallback;
 }

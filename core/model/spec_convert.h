@@ -12,14 +12,14 @@ namespace twinps::model {
 
 // The group's rule, parameters and learning rate; INVALID_ARGUMENT (naming
 // the parameter) for values the optimizer refuses.
-StatusOr<OptimizerConfig> optimizer_config(const OptimizerGroup& group);
+StatusOr<OptimizerConfig> optimizer_config(const spec::OptimizerGroup& group);
 // The optimizer of a spec without `optimizer` entries: SGD(0.01).
 OptimizerConfig default_optimizer_config();
 
 // The partitioner, or INVALID_ARGUMENT for bad arguments or none chosen.
-StatusOr<PartitionerPtr> make_partitioner(const Partitioner& p);
+StatusOr<PartitionerPtr> make_partitioner(const spec::Partitioner& p);
 
 // `spec` converted, or `fallback` when no kind is set.
-twinps::Initializer make_initializer(const Initializer& spec, twinps::Initializer fallback);
+Initializer make_initializer(const spec::Initializer& init, Initializer fallback);
 
 }  // namespace twinps::model

@@ -18,6 +18,7 @@ namespace twinps::model {
 
 namespace pb = google::protobuf;
 using config::FieldPath;
+using namespace spec;  // the messages checked here
 
 std::string LoadedSpec::error_text() const {
   std::string out;
@@ -136,7 +137,26 @@ class Validator {
         case Input::KIND_NOT_SET: error(p, "choose what the input holds: dense or categorical"); break;
       }
       if (named) nodes_.emplace(in.name(), node);
+      const std::string column = in.has_column() ? in.column() : in.name();
+      if (in.has_dense()) read_column(p(in, "name"), column, in.dense().type(), in.dense().width());
+      if (in.has_categorical()) {
+        const CategoricalInput& c = in.categorical();
+        read_column(p(in, "name"), column, c.type(), c.width());
+        if (c.has_weight_column() && !c.weight_column().empty())
+          read_column(p(in, "categorical")(c, "weight_column"), c.weight_column(), FLOAT, c.width());
+      }
     }
+  }
+
+  // Every reader of a column must agree on its type and width: the data has one.
+  void read_column(const FieldPath& p, const std::string& column, ValueType type, int width) {
+    auto [it, inserted] = columns_.emplace(column, std::make_pair(type, width));
+    if (inserted || it->second == std::make_pair(type, width)) return;
+    auto text = [](ValueType t, int w) {
+      return ValueType_Name(t) + (w == 0 ? " list" : " x " + std::to_string(w));
+    };
+    error(p, "column " + in_quotes(column) + " is read as " + text(type, width) + " here and as " +
+                 text(it->second.first, it->second.second) + " before");
   }
 
   // The ids the input produces (0 when unknown because of an error).
@@ -184,6 +204,7 @@ class Validator {
     const Label& l = s_.label();
     if (l.column().empty()) error(p(l, "column"), "must not be empty");
     if (l.width() < 1) error(p(l, "width"), "must be >= 1, got " + std::to_string(l.width()));
+    else read_column(p(l, "column"), l.column(), l.type(), l.width());
     if (l.type() == STRING) {
       if (!l.has_vocabulary()) error(p(l, "type"), "STRING labels need a `vocabulary` of class names");
       else vocabulary(p(l, "vocabulary"), l.vocabulary());
@@ -449,6 +470,7 @@ class Validator {
   FieldPath root_;
   std::map<std::string, Node> nodes_;
   std::set<std::string> reaches_head_;
+  std::map<std::string, std::pair<ValueType, int>> columns_;
 };
 
 // The tokens of a vocabulary file, one per line; problems are reported at

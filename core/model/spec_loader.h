@@ -18,7 +18,7 @@ using SpecError = config::TextProtoError;
 struct LoadedSpec {
   // Vocabulary files are read (relative to the spec file's directory) and
   // their tokens put inline as `vocabulary`, so the spec stands on its own.
-  ModelSpec spec;
+  spec::ModelSpec spec;
   std::vector<SpecError> errors;  // empty: parsed and valid
   bool ok() const { return errors.empty(); }
   // "file:line:column: field: message" lines, for Status messages.
@@ -30,6 +30,6 @@ LoadedSpec load_model_spec_file(const std::string& path);
 LoadedSpec parse_model_spec(std::string_view text, const std::string& file);
 
 // The semantic checks alone, for specs built in code (no positions).
-std::vector<SpecError> validate_model_spec(const ModelSpec& spec, const std::string& file);
+std::vector<SpecError> validate_model_spec(const spec::ModelSpec& spec, const std::string& file);
 
 }  // namespace twinps::model

@@ -55,6 +55,9 @@ class VariablePlacer {
 
   int num_ps() const { return num_ps_; }
   const PartitionerPtr& partitioner() const { return partitioner_; }
+  // Replaces the partitioner for the variables created from now on (a layer
+  // with a partitioner of its own); placement carries on round-robin.
+  void set_partitioner(PartitionerPtr partitioner) { partitioner_ = std::move(partitioner); }
   // The ps the next round-robin placement will use.
   int next_ps() const { return num_ps_ > 0 ? static_cast<int>(round_robin_ % num_ps_) : 0; }
   // Shards created so far (= the next ShardId).

@@ -13,6 +13,7 @@ namespace twinps::model {
 namespace {
 
 using ::testing::HasSubstr;
+using spec::ModelSpec;
 
 std::filesystem::path examples_dir() { return sim::testing::source_dir() / "examples"; }
 
@@ -67,7 +68,7 @@ TEST(ModelSpecTest, EveryExampleSpecLoads) {
 
 TEST(ModelSpecTest, SyntaxErrorsHaveLineAndColumn) {
   EXPECT_EQ(error_of("input { name: \"x\" dense { widht: 2 } }"),
-            "m.textproto:1:32: Message type \"twinps.model.DenseInput\" has no field named \"widht\".");
+            "m.textproto:1:32: Message type \"twinps.model.spec.DenseInput\" has no field named \"widht\".");
 }
 
 TEST(ModelSpecTest, UnknownLayerInputIsReportedAtTheInput) {
