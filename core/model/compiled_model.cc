@@ -1,0 +1,444 @@
+#include "core/model/compiled_model.h"
+
+#include <cmath>
+#include <map>
+
+#include "core/model/spec_convert.h"
+#include "core/ps/optimizer.h"
+#include "core/variables/placement.h"
+#include "core/worker/step_context.h"
+
+namespace twinps::model {
+
+namespace {
+
+Matrix scalar(double v) { return Matrix::Constant(1, 1, static_cast<float>(v)); }
+
+std::string metric_name(spec::Metric m) {
+  switch (m) {
+    case spec::LOSS: return "loss";
+    case spec::ACCURACY: return "accuracy";
+    case spec::AUC: return "auc";
+    default: return "metric";
+  }
+}
+
+std::string phase_prefix(Phase phase) { return phase == Phase::kEval ? "eval_" : ""; }
+
+}  // namespace
+
+double expected_distinct_rows(std::int64_t rows, double draws, double zipf_exponent) {
+  if (rows <= 0 || draws <= 0) return 0;
+  const double n = static_cast<double>(rows);
+  if (zipf_exponent <= 0) return n * -std::expm1(draws * std::log1p(-1.0 / n));
+  double total = 0;
+  for (std::int64_t r = 0; r < rows; ++r) total += std::pow(static_cast<double>(r + 1), -zipf_exponent);
+  double distinct = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double p = std::pow(static_cast<double>(r + 1), -zipf_exponent) / total;
+    distinct += -std::expm1(draws * std::log1p(-p));
+  }
+  return distinct;
+}
+
+StatusOr<std::shared_ptr<const CompiledModel>> CompiledModel::compile(const spec::ModelSpec& spec,
+                                                                      std::string prefix) {
+  auto graph = ModelGraph::build(spec);
+  if (!graph.ok()) return graph.status();
+  auto model = std::shared_ptr<CompiledModel>(new CompiledModel(*std::move(graph), std::move(prefix)));
+
+  // Metrics in the order listed (placement follows creation order), the loss always.
+  for (int m : spec.metric()) model->metrics_.push_back(static_cast<spec::Metric>(m));
+  bool has_loss = false;
+  for (auto m : model->metrics_) has_loss |= m == spec::LOSS;
+  if (!has_loss) model->metrics_.push_back(spec::LOSS);
+
+  // The optimizer of each variable: its layer's group, or the default group.
+  std::map<std::string, OptimizerConfig> by_layer;
+  std::optional<OptimizerConfig> fallback;
+  for (const auto& g : spec.optimizer()) {
+    auto config = optimizer_config(g);
+    if (!config.ok()) return config.status();
+    if (g.layer_size() == 0) fallback = *config;
+    for (const auto& layer : g.layer()) by_layer[layer] = *config;
+  }
+  if (spec.optimizer_size() == 0) fallback = default_optimizer_config();
+  for (const auto& v : model->graph_->variables()) {
+    const std::string& layer = spec.layer(v.layer).name();
+    auto it = by_layer.find(layer);
+    if (it != by_layer.end()) {
+      model->optimizer_of_variable_.push_back(it->second);
+    } else if (fallback) {
+      model->optimizer_of_variable_.push_back(*fallback);
+    } else {
+      return absl::InvalidArgumentError("no optimizer updates layer \"" + layer + "\"");
+    }
+  }
+  model->cost_ = model->price();
+  return std::shared_ptr<const CompiledModel>(std::move(model));
+}
+
+std::vector<std::string> CompiledModel::metric_variables(Phase phase) const {
+  std::vector<std::string> out;
+  const std::string p = phase_prefix(phase);
+  for (auto m : metrics_) {
+    if (m == spec::AUC) {
+      out.push_back(p + "auc/confusion");
+      out.push_back(p + "auc/totals");
+    } else {
+      out.push_back(p + metric_name(m) + "/total");
+      out.push_back(p + metric_name(m) + "/count");
+    }
+  }
+  return out;
+}
+
+StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bool shape_only) const {
+  for (std::size_t i = 1; i < optimizer_of_variable_.size(); ++i)
+    if (!(optimizer_of_variable_[i] == optimizer_of_variable_[0]))
+      return absl::UnimplementedError(
+          "optimizer groups with different optimizers (here " + describe(optimizer_of_variable_[0]) + " and " +
+          describe(optimizer_of_variable_[i]) + ") are not supported yet: a parameter server applies one optimizer");
+  PartitionerPtr model_partitioner;
+  if (spec().has_partitioner()) {
+    auto p = make_partitioner(spec().partitioner());
+    if (!p.ok()) return p.status();
+    model_partitioner = *p;
+  }
+  VariablePlacer placer(num_ps, model_partitioner);
+  RandomStream init(spec().init_seed());
+  Variables out;
+  auto add = [&](const std::string& name, const Shape& shape, VariableKind kind, const Initializer& initializer,
+                 const PartitionerPtr& partitioner) -> Status {
+    placer.set_partitioner(partitioner);
+    auto layout = placer.create(name, shape, kind);
+    if (!layout.ok()) return layout.status();
+    if (kind == VariableKind::kCounter) {
+      for (auto& s : counter_shard_states(*layout)) out.initial.push_back(std::move(s));
+    } else if (shape_only) {
+      for (std::size_t i = 0; i < layout->shards.size(); ++i) {
+        ShardState s;
+        s.spec = ShardSpec{layout->shards[i].id, layout->shard_name(i), kind, layout->shards[i].rows, layout->cols(),
+                           true};
+        out.initial.push_back(std::move(s));
+      }
+    } else {
+      RandomStream r = init.fork(name);
+      for (auto& s : shard_states(*layout, initial_value(initializer, shape, r))) out.initial.push_back(std::move(s));
+    }
+    return absl::OkStatus();
+  };
+  for (const auto& v : graph_->variables())
+    TWINPS_RETURN_IF_ERROR(add(v.name, v.shape, VariableKind::kTrainable, v.initializer,
+                               v.has_own_partitioner ? v.partitioner : model_partitioner));
+  // Counters and metrics are never sharded: they are a few floats each.
+  TWINPS_RETURN_IF_ERROR(add(kIterations, {}, VariableKind::kCounter, Initializer::zeros(), nullptr));
+  const auto thresholds = static_cast<std::int64_t>(spec().auc_thresholds());
+  for (Phase phase : {Phase::kTrain, Phase::kEval}) {
+    const std::string p = phase_prefix(phase);
+    for (auto m : metrics_) {
+      if (m == spec::AUC) {
+        TWINPS_RETURN_IF_ERROR(add(p + "auc/confusion", {2, thresholds}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
+        TWINPS_RETURN_IF_ERROR(add(p + "auc/totals", {1, 2}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
+      } else {
+        TWINPS_RETURN_IF_ERROR(add(p + metric_name(m) + "/total", {}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
+        TWINPS_RETURN_IF_ERROR(add(p + metric_name(m) + "/count", {}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
+      }
+    }
+  }
+  out.layouts = placer.variables();
+  out.optimizer = optimizer_of_variable_.empty() ? default_optimizer_config() : optimizer_of_variable_.front();
+  return out;
+}
+
+// ---------------------------------------------------------------- steps
+
+struct CompiledModel::StepVariables {
+  std::vector<const VariableLayout*> params;  // per graph variable
+  const VariableLayout* iterations = nullptr;
+  std::vector<const VariableLayout*> metrics;  // metric_variables(phase), in order
+};
+
+StatusOr<CompiledModel::StepVariables> CompiledModel::find_variables(const VariableLookup& lookup,
+                                                                     Phase phase) const {
+  StepVariables out;
+  auto find = [&](const std::string& name) -> StatusOr<const VariableLayout*> {
+    if (const auto* v = lookup(name)) return v;
+    return absl::InvalidArgumentError("no variable named \"" + name +
+                                      "\" was created (was the cluster started with this model's variables?)");
+  };
+  for (const auto& v : graph_->variables()) {
+    auto layout = find(v.name);
+    if (!layout.ok()) return layout.status();
+    if ((*layout)->shape != v.shape)
+      return absl::InvalidArgumentError("variable \"" + v.name + "\" is " + shape_string((*layout)->shape) +
+                                        " on the parameter servers; the model needs " + shape_string(v.shape));
+    out.params.push_back(*layout);
+  }
+  auto iterations = find(kIterations);
+  if (!iterations.ok()) return iterations.status();
+  out.iterations = *iterations;
+  for (const auto& name : metric_variables(phase)) {
+    auto layout = find(name);
+    if (!layout.ok()) return layout.status();
+    out.metrics.push_back(*layout);
+  }
+  return out;
+}
+
+namespace {
+
+// A step's reads: every dense variable whole, each embedding's distinct rows.
+struct Reads {
+  ParameterClient::PullBatch pull;
+  std::vector<int> handles;  // per graph variable
+};
+
+Reads reads_for(const ModelGraph& graph, const std::vector<const VariableLayout*>& layouts,
+                const std::vector<EmbeddingLayer::Lookup>& lookups) {
+  Reads r;
+  for (std::size_t v = 0; v < layouts.size(); ++v)
+    r.handles.push_back(graph.variables()[v].embedding ? r.pull.rows(*layouts[v], lookups[v].rows)
+                                                       : r.pull.dense(*layouts[v]));
+  return r;
+}
+
+ModelGraph::Params params_from(const ParameterClient::PullResult& pulled, const Reads& reads,
+                               std::vector<EmbeddingLayer::Lookup> lookups) {
+  ModelGraph::Params p;
+  for (int h : reads.handles) p.values.push_back(pulled.value(h));
+  p.lookups = std::move(lookups);
+  return p;
+}
+
+// The variables a step function can address.
+CompiledModel::VariableLookup in_step(StepContext& ctx) {
+  return [&ctx](const std::string& name) -> const VariableLayout* {
+    auto v = ctx.variable(name);
+    return v.ok() ? *v : nullptr;
+  };
+}
+
+// One batch, mapped and planned.
+struct PreparedBatch {
+  Features features;
+  std::vector<EmbeddingLayer::Lookup> lookups;
+};
+
+}  // namespace
+
+Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
+  auto vars = find_variables(in_step(ctx), Phase::kTrain);
+  if (!vars.ok()) co_return vars.status();
+  auto iterator = ctx.resource<data::RecordIterator>(0);
+  if (!iterator.ok()) co_return iterator.status();
+  std::int64_t steps = 1;
+  if (ctx.args().size() > 1) {
+    const auto* n = std::get_if<std::int64_t>(&ctx.args()[1]);
+    if (!n || *n < 1) co_return absl::InvalidArgumentError("the step count (argument 1) must be a positive integer");
+    steps = *n;
+  }
+  auto next_batch = [&]() -> StatusOr<PreparedBatch> {
+    auto batch = (*iterator)->next();
+    if (!batch.ok()) return batch.status();
+    auto features = graph_->features().map((*iterator)->schema(), *batch);
+    if (!features.ok()) return features.status();
+    PreparedBatch b{*std::move(features), {}};
+    b.lookups = graph_->plan_lookups(b.features);
+    return b;
+  };
+
+  auto batch = next_batch();
+  if (!batch.ok()) co_return batch.status();
+  Reads reads = reads_for(*graph_, vars->params, batch->lookups);
+  auto pulled = co_await ctx.ps().pull(reads.pull);
+  if (!pulled.ok()) co_return pulled.status();
+  double loss = 0;
+  for (std::int64_t i = 0;; ++i) {
+    const Features& f = batch->features;
+    co_await ctx.compute(ComputeCost{"model/train_step", f.batch, graph_->train_flops(f.batch)});
+    const ModelGraph::Params params = params_from(*pulled, reads, std::move(batch->lookups));
+    RandomStream step_random = ctx.random().fork("step", static_cast<std::uint64_t>(i));
+    ModelGraph::Tape tape;
+    const Matrix& logits = graph_->forward(f, params, tape, ForwardMode{true, &step_random});
+    const LossResult l = compute_loss(graph_->loss(), logits, f.labels);
+    std::vector<Matrix> grads = graph_->backward(f, params, tape, l.dlogits);
+    loss = l.loss;
+
+    ParameterClient::PushBatch push;
+    for (std::size_t v = 0; v < grads.size(); ++v) {
+      if (graph_->variables()[v].embedding) {
+        push.gradient_rows(*vars->params[v], params.lookups[v].rows, std::move(grads[v]));
+      } else {
+        push.gradient(*vars->params[v], std::move(grads[v]));
+      }
+    }
+    std::size_t m = 0;
+    for (auto metric : metrics_) {
+      const double n = static_cast<double>(f.batch);
+      switch (metric) {
+        case spec::LOSS:
+          push.add(*vars->metrics[m++], scalar(l.loss * n));
+          push.add(*vars->metrics[m++], scalar(n));
+          break;
+        case spec::ACCURACY:
+          push.add(*vars->metrics[m++], scalar(correct_predictions(graph_->loss(), logits, f.labels)));
+          push.add(*vars->metrics[m++], scalar(n));
+          break;
+        case spec::AUC: {
+          Matrix counts, totals;
+          auc_counts(logits, f.labels, auc_thresholds(spec().auc_thresholds()), counts, totals);
+          push.add(*vars->metrics[m++], std::move(counts));
+          push.add(*vars->metrics[m++], std::move(totals));
+          break;
+        }
+        default: break;
+      }
+    }
+    push.add_counter(*vars->iterations, 1);
+
+    if (i + 1 == steps) {
+      Status pushed = co_await ctx.ps().push(push);
+      if (!pushed.ok()) co_return pushed;
+      break;
+    }
+    batch = next_batch();
+    if (!batch.ok()) co_return batch.status();
+    reads = reads_for(*graph_, vars->params, batch->lookups);
+    pulled = co_await ctx.ps().push_pull(push, reads.pull);
+    if (!pulled.ok()) co_return pulled.status();
+  }
+  co_return Value(loss);
+}
+
+Task<StatusOr<Value>> CompiledModel::evaluate(StepContext& ctx) const {
+  auto vars = find_variables(in_step(ctx), Phase::kEval);
+  if (!vars.ok()) co_return vars.status();
+  auto iterator = ctx.resource<data::RecordIterator>(0);
+  if (!iterator.ok()) co_return iterator.status();
+  auto batch = (*iterator)->next();
+  if (!batch.ok()) co_return batch.status();
+  auto features = graph_->features().map((*iterator)->schema(), *batch);
+  if (!features.ok()) co_return features.status();
+  auto lookups = graph_->plan_lookups(*features);
+  Reads reads = reads_for(*graph_, vars->params, lookups);
+  auto pulled = co_await ctx.ps().pull(reads.pull);
+  if (!pulled.ok()) co_return pulled.status();
+  co_await ctx.compute(ComputeCost{"model/eval_step", features->batch, graph_->eval_flops(features->batch)});
+  const ModelGraph::Params params = params_from(*pulled, reads, std::move(lookups));
+  ModelGraph::Tape tape;
+  const Matrix& logits = graph_->forward(*features, params, tape, ForwardMode{false, nullptr});
+  const LossResult l = compute_loss(graph_->loss(), logits, features->labels);
+  ParameterClient::PushBatch push;
+  std::size_t m = 0;
+  const double n = static_cast<double>(features->batch);
+  for (auto metric : metrics_) {
+    switch (metric) {
+      case spec::LOSS:
+        push.add(*vars->metrics[m++], scalar(l.loss * n));
+        push.add(*vars->metrics[m++], scalar(n));
+        break;
+      case spec::ACCURACY:
+        push.add(*vars->metrics[m++], scalar(correct_predictions(graph_->loss(), logits, features->labels)));
+        push.add(*vars->metrics[m++], scalar(n));
+        break;
+      case spec::AUC: {
+        Matrix counts, totals;
+        auc_counts(logits, features->labels, auc_thresholds(spec().auc_thresholds()), counts, totals);
+        push.add(*vars->metrics[m++], std::move(counts));
+        push.add(*vars->metrics[m++], std::move(totals));
+        break;
+      }
+      default: break;
+    }
+  }
+  Status pushed = co_await ctx.ps().push(push);
+  if (!pushed.ok()) co_return pushed;
+  co_return Value(l.loss);
+}
+
+void CompiledModel::register_functions(FunctionRegistry& registry) const {
+  register_dataset_functions(registry);
+  std::shared_ptr<const CompiledModel> self = shared_from_this();
+  registry.add_step(train_step(), [self](StepContext& ctx) { return self->train(ctx); });
+  registry.add_step(eval_step(), [self](StepContext& ctx) { return self->evaluate(ctx); });
+}
+
+// ---------------------------------------------------------------- metrics on the coordinator
+
+Task<Status> CompiledModel::reset_metrics(ParameterClient& ps, const VariableDirectory& variables,
+                                          Phase phase) const {
+  ParameterClient::PushBatch push;
+  for (const auto& name : metric_variables(phase)) {
+    const VariableLayout* v = variables.find(name);
+    if (!v) co_return absl::InvalidArgumentError("no metric variable \"" + name + "\" was created");
+    push.assign(*v, Matrix::Zero(v->rows(), v->cols()));
+  }
+  co_return co_await ps.push(push);
+}
+
+Task<StatusOr<MetricValues>> CompiledModel::read_metrics(ParameterClient& ps, const VariableDirectory& variables,
+                                                         Phase phase) const {
+  ParameterClient::PullBatch pull;
+  std::vector<int> handles;
+  for (const auto& name : metric_variables(phase)) {
+    const VariableLayout* v = variables.find(name);
+    if (!v) co_return absl::InvalidArgumentError("no metric variable \"" + name + "\" was created");
+    handles.push_back(pull.dense(*v));
+  }
+  auto r = co_await ps.pull(pull);
+  if (!r.ok()) co_return r.status();
+  MetricValues out;
+  std::size_t h = 0;
+  for (auto metric : metrics_) {
+    const Matrix& a = r->value(handles[h++]);
+    const Matrix& b = r->value(handles[h++]);
+    switch (metric) {
+      case spec::LOSS:
+        out.examples = b(0, 0);
+        out.loss = b(0, 0) > 0 ? a(0, 0) / b(0, 0) : 0.0;
+        break;
+      case spec::ACCURACY: out.accuracy = b(0, 0) > 0 ? a(0, 0) / b(0, 0) : 0.0; break;
+      case spec::AUC: out.auc = auc_from_counts(a, b); break;
+      default: break;
+    }
+  }
+  co_return out;
+}
+
+// ---------------------------------------------------------------- cost
+
+StepCost CompiledModel::price() const {
+  StepCost cost;
+  const std::int64_t batch = batch_size();
+  cost.train_flops = graph_->train_flops(batch);
+  cost.eval_flops = graph_->eval_flops(batch);
+  for (const auto& v : graph_->variables()) {
+    StepCost::VariableTraffic t;
+    t.name = v.name;
+    t.shape = v.shape;
+    t.embedding = v.embedding;
+    const double cols = static_cast<double>(storage_cols(v.shape));
+    if (v.embedding) {
+      // The embedding's input is its layer's one input.
+      const std::string& input_name = spec().layer(v.layer).input(0);
+      int input = 0;
+      for (int i = 0; i < spec().input_size(); ++i)
+        if (spec().input(i).name() == input_name) input = i;
+      const double draws = static_cast<double>(batch) * graph_->ids_per_record(input);
+      t.rows_per_step = expected_distinct_rows(v.shape[0], draws, v.zipf_exponent);
+      t.bytes_pulled = t.rows_per_step * (4 * cols + 8);
+      t.bytes_pushed = t.rows_per_step * (4 * cols + 8);
+    } else {
+      t.rows_per_step = static_cast<double>(storage_rows(v.shape));
+      t.bytes_pulled = t.rows_per_step * 4 * cols;
+      t.bytes_pushed = t.bytes_pulled;
+    }
+    cost.bytes_pulled += t.bytes_pulled;
+    cost.bytes_pushed += t.bytes_pushed;
+    cost.variables.push_back(std::move(t));
+  }
+  return cost;
+}
+
+}  // namespace twinps::model

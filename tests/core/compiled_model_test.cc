@@ -1,0 +1,551 @@
+// Model specs trained on the in-memory cluster (2 ps, 2-3 workers): the
+// tutorial as a spec behaves as core/models/tutorial does, an MLP and a
+// DLRM-style model reach asserted quality, and what a step pulls and costs
+// follows from the spec.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/local/local_cluster.h"
+#include "core/model/compiled_model.h"
+#include "core/model/spec_loader.h"
+#include "core/models/tutorial/tutorial.h"
+#include "tests/core/record_builder.h"
+#include "tests/sim/test_paths.h"
+
+namespace twinps::model {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<const CompiledModel> compile_text(const std::string& text) {
+  LoadedSpec s = parse_model_spec(text, "m.textproto");
+  EXPECT_TRUE(s.ok()) << s.error_text();
+  auto m = CompiledModel::compile(s.spec);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : nullptr;
+}
+
+std::shared_ptr<const CompiledModel> tutorial_model() {
+  LoadedSpec s = load_model_spec_file((sim::testing::source_dir() / "examples/tutorial/model.textproto").string());
+  EXPECT_TRUE(s.ok()) << s.error_text();
+  auto m = CompiledModel::compile(s.spec);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : nullptr;
+}
+
+// Record sets a test trains on, served to workers by the resource function
+// "test/records" with args [set, batch size, shuffle buffer, repeat].
+class RecordSets {
+ public:
+  int add(data::Schema schema, data::RecordBatch records) {
+    sets_.push_back({std::move(schema), std::make_shared<const data::RecordBatch>(std::move(records))});
+    return static_cast<int>(sets_.size()) - 1;
+  }
+  void register_functions(FunctionRegistry& registry) const {
+    registry.add_resource("test/records", [this](ResourceContext& ctx) -> StatusOr<std::unique_ptr<Resource>> {
+      auto arg = [&](std::size_t i) { return std::get<std::int64_t>(ctx.args.at(i)); };
+      const auto& set = sets_.at(static_cast<std::size_t>(arg(0)));
+      DatasetOptions o;
+      o.batch_size = arg(1);
+      o.shuffle_buffer = arg(2);
+      o.repeat = arg(3);
+      auto ds = data::InMemoryRecordDataset::create(set.schema, set.records, o);
+      if (!ds.ok()) return ds.status();
+      return std::unique_ptr<Resource>(std::move(*ds));
+    });
+  }
+
+ private:
+  struct Set {
+    data::Schema schema;
+    std::shared_ptr<const data::RecordBatch> records;
+  };
+  std::vector<Set> sets_;
+};
+
+std::vector<Value> dataset_args(int set, std::int64_t batch, std::int64_t shuffle, std::int64_t repeat) {
+  return {Value(std::int64_t{set}), Value(batch), Value(shuffle), Value(repeat)};
+}
+
+// A small training program (the trainer proper is later work): epochs of
+// scheduled train closures, the training metrics read after each, then
+// distributed evaluation.
+struct Program {
+  int train_set = 0;
+  int eval_set = 0;
+  int epochs = 1;
+  int steps_per_epoch = 1;
+  int steps_per_closure = 1;
+  int eval_steps = 0;
+  std::int64_t shuffle = 0;
+  std::int64_t eval_batch = 0;  // 0: the model's batch size
+};
+struct Outcome {
+  std::vector<MetricValues> epochs;
+  MetricValues eval;
+  std::int64_t iterations = 0;
+};
+
+Task<StatusOr<Outcome>> run_program(ClusterCoordinator& c, const CompiledModel& m, Program p) {
+  Outcome out;
+  PerWorkerDataset train = c.create_per_worker_dataset("test/records", dataset_args(p.train_set, m.batch_size(), p.shuffle, -1));
+  PerWorkerValues iterator = c.create_per_worker_iterator(train);
+  for (int epoch = 0; epoch < p.epochs; ++epoch) {
+    ParameterClient ps = c.parameter_client();
+    TWINPS_CO_RETURN_IF_ERROR(co_await m.reset_metrics(ps, c.variables(), Phase::kTrain));
+    for (int step = 0; step < p.steps_per_epoch; step += p.steps_per_closure) {
+      const int steps = std::min(p.steps_per_closure, p.steps_per_epoch - step);
+      std::vector<Arg> args{iterator, Value(std::int64_t{steps})};
+      auto rv = co_await c.schedule(m.train_step(), std::move(args));
+      if (!rv.ok()) co_return rv.status();
+    }
+    TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
+    ParameterClient reader = c.parameter_client();
+    auto metrics = co_await m.read_metrics(reader, c.variables(), Phase::kTrain);
+    if (!metrics.ok()) co_return metrics.status();
+    out.epochs.push_back(*metrics);
+  }
+  if (p.eval_steps > 0) {
+    ParameterClient ps = c.parameter_client();
+    TWINPS_CO_RETURN_IF_ERROR(co_await m.reset_metrics(ps, c.variables(), Phase::kEval));
+    PerWorkerDataset eval = c.create_per_worker_dataset(
+        "test/records", dataset_args(p.eval_set, p.eval_batch ? p.eval_batch : m.batch_size(), 0, 1));
+    PerWorkerValues eval_iterator = c.create_per_worker_iterator(eval);
+    for (int i = 0; i < p.eval_steps; ++i) {
+      std::vector<Arg> args{eval_iterator};
+      auto rv = co_await c.schedule(m.eval_step(), std::move(args));
+      if (!rv.ok()) co_return rv.status();
+    }
+    TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
+    auto metrics = co_await m.read_metrics(ps, c.variables(), Phase::kEval);
+    if (!metrics.ok()) co_return metrics.status();
+    out.eval = *metrics;
+  }
+  ParameterClient ps = c.parameter_client();
+  ParameterClient::PullBatch pull;
+  const std::string iterations = CompiledModel::kIterations;
+  const int h = pull.counter(*c.variables().find(iterations));
+  auto r = co_await ps.pull(pull);
+  if (!r.ok()) co_return r.status();
+  out.iterations = r->counter(h);
+  co_return out;
+}
+
+// Trains `m` on a fresh in-memory cluster.
+StatusOr<Outcome> train_on_cluster(const std::shared_ptr<const CompiledModel>& m, const RecordSets& sets,
+                                   const Program& p, int workers, int ps, std::uint64_t seed = 1) {
+  FunctionRegistry registry;
+  m->register_functions(registry);
+  sets.register_functions(registry);
+  LocalClusterOptions o;
+  o.shape = ClusterShape{workers, ps};
+  o.seed = seed;
+  LocalCluster cluster(registry, o);
+  auto vars = m->build_variables(ps);
+  if (!vars.ok()) return vars.status();
+  auto started = cluster.run(cluster.coordinator().start(vars->layouts, vars->optimizer, vars->initial));
+  if (!started) return absl::DeadlineExceededError("start did not finish");
+  if (!started->ok()) return *started;
+  auto outcome = cluster.run(run_program(cluster.coordinator(), *m, p));
+  if (!outcome) return absl::DeadlineExceededError("the program did not finish");
+  return *std::move(outcome);
+}
+
+// ---------------------------------------------------------------- the tutorial as a spec
+
+// The tutorial's examples as records: the same draws as
+// tutorial::generate_examples, as strings the spec's input layer looks up.
+testing::Records tutorial_records(int n, std::uint64_t seed) {
+  RandomStream random(seed);
+  std::vector<std::vector<std::string>> features, labels;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> f;
+    bool avenger = false;
+    for (std::size_t pick : random.sample(tutorial::kFeatureVocab.size(), 3)) {
+      f.push_back(tutorial::kFeatureVocab[pick]);
+      avenger |= f.back() == "avenger";
+    }
+    features.push_back(std::move(f));
+    labels.push_back({avenger ? "yes" : "no"});
+  }
+  testing::Records r;
+  r.add("features", testing::string_column(features), 3).add("label", testing::string_column(labels), 1);
+  return r;
+}
+
+TEST(CompiledModelTest, TheTutorialSpecBuildsTheTutorialsVariables) {
+  auto m = tutorial_model();
+  ASSERT_TRUE(m);
+  auto spec_vars = m->build_variables(2);
+  ASSERT_TRUE(spec_vars.ok()) << spec_vars.status();
+  auto tutorial_vars = tutorial::build_model(2, tutorial::Config{});
+  ASSERT_TRUE(tutorial_vars.ok());
+  // Embedding, kernel, bias, iterations, accuracy/total, accuracy/count: the
+  // same names, shapes, shards and parameter servers.
+  for (std::size_t i = 0; i < 6; ++i) {
+    const VariableLayout& a = spec_vars->layouts[i];
+    const VariableLayout& b = tutorial_vars->variables[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.shape, b.shape) << a.name;
+    EXPECT_EQ(a.kind, b.kind) << a.name;
+    ASSERT_EQ(a.shards.size(), b.shards.size()) << a.name;
+    for (std::size_t s = 0; s < a.shards.size(); ++s) {
+      EXPECT_EQ(a.shards[s].ps, b.shards[s].ps) << a.name;
+      EXPECT_EQ(a.shards[s].rows, b.shards[s].rows) << a.name;
+    }
+  }
+  // The same initial values, bit for bit (the same seed forked by the same names).
+  std::map<std::string, const ShardState*> tutorial_initial;
+  for (const auto& s : tutorial_vars->initial) tutorial_initial[s.spec.name] = &s;
+  int compared = 0;
+  for (const auto& s : spec_vars->initial) {
+    auto it = tutorial_initial.find(s.spec.name);
+    if (it == tutorial_initial.end() || s.spec.kind != VariableKind::kTrainable) continue;
+    EXPECT_EQ(s.value, it->second->value) << s.spec.name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 5) << "2 embedding shards, 2 kernel shards, the bias";
+  EXPECT_EQ(spec_vars->optimizer, tutorial_vars->optimizer);
+}
+
+TEST(CompiledModelTest, TheTutorialSpecTrainsAsTheTutorialDoes) {
+  // The built-in tutorial, 2 ps x 3 workers, 4 epochs x 5 steps of batch 8.
+  FunctionRegistry registry;
+  tutorial::register_functions(registry);
+  LocalClusterOptions o;
+  o.shape = ClusterShape{3, 2};
+  o.seed = 1;
+  LocalCluster cluster(registry, o);
+  tutorial::Config config;
+  auto model = tutorial::build_model(2, config);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(cluster.run(cluster.coordinator().start(model->variables, model->optimizer, model->initial))->ok());
+  auto reference = cluster.run(tutorial::train(cluster.coordinator(), config));
+  ASSERT_TRUE(reference && reference->ok());
+
+  // The spec, on the same cluster shape and seed, on the same examples.
+  auto m = tutorial_model();
+  ASSERT_TRUE(m);
+  RecordSets sets;
+  testing::Records train = tutorial_records(config.num_examples, config.data_seed);
+  testing::Records eval = tutorial_records(config.eval_examples, config.data_seed + 1);
+  Program p;
+  p.train_set = sets.add(train.schema, train.batch);
+  p.eval_set = sets.add(eval.schema, eval.batch);
+  p.epochs = config.epochs;
+  p.steps_per_epoch = config.steps_per_epoch;
+  p.shuffle = config.shuffle_buffer;
+  p.eval_steps = config.eval_steps;
+  auto outcome = train_on_cluster(m, sets, p, 3, 2, 1);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+
+  ASSERT_EQ(outcome->epochs.size(), (*reference)->epochs.size());
+  for (std::size_t e = 0; e < outcome->epochs.size(); ++e) {
+    std::printf("epoch %zu: tutorial accuracy %.6f, spec accuracy %.6f (loss %.6f)\n", e,
+                (*reference)->epochs[e].accuracy, *outcome->epochs[e].accuracy, outcome->epochs[e].loss);
+    // The same batches meet the same initial values under the same
+    // schedule; only float rounding differs (a mean as a scaled sum).
+    EXPECT_NEAR(*outcome->epochs[e].accuracy, (*reference)->epochs[e].accuracy, 1.0 / 40 + 1e-9)
+        << "at most one of the epoch's 40 examples classified differently";
+    EXPECT_EQ(outcome->epochs[e].examples, 40);
+  }
+  EXPECT_EQ(*outcome->epochs.back().accuracy, 1.0);
+  EXPECT_EQ(outcome->iterations, 20);
+  EXPECT_EQ(*outcome->eval.accuracy, (*reference)->distributed_eval_accuracy);
+  EXPECT_EQ(outcome->eval.examples, 16);
+}
+
+// ---------------------------------------------------------------- an MLP
+
+// Three classes by distance from the origin (rings): no linear model separates them.
+testing::Records ring_records(int n, std::uint64_t seed) {
+  RandomStream r(seed);
+  std::vector<std::vector<float>> xs;
+  std::vector<std::vector<std::int64_t>> ys;
+  while (static_cast<int>(xs.size()) < n) {
+    const double x = r.uniform(-3, 3), y = r.uniform(-3, 3);
+    const double radius = std::sqrt(x * x + y * y);
+    if (radius >= 3 || std::abs(radius - 1) < 0.1 || std::abs(radius - 2) < 0.1) continue;  // a margin between rings
+    xs.push_back({static_cast<float>(x), static_cast<float>(y)});
+    ys.push_back({static_cast<std::int64_t>(radius)});
+  }
+  testing::Records out;
+  out.add("xy", testing::float_column(xs), 2).add("ring", testing::int_column(ys), 1);
+  return out;
+}
+
+constexpr char kMlp[] = R"pb(
+  name: "rings"
+  input { name: "xy" dense { width: 2 } }
+  label { column: "ring" type: INT64 }
+  layer { name: "hidden1" input: "xy" dense { units: 32 activation: RELU } }
+  layer { name: "hidden2" input: "hidden1" dense { units: 32 activation: RELU } }
+  layer { name: "logits" input: "hidden2" dense { units: 3 } }
+  head { input: "logits" loss: SOFTMAX_CROSS_ENTROPY }
+  metric: [LOSS, ACCURACY]
+  optimizer { adam {} learning_rate { constant: 0.01 } }
+  partitioner { fixed_shards: 2 }
+  batch_size: 32
+  init_seed: 3
+)pb";
+
+TEST(CompiledModelTest, AnMlpLearnsRingsOnTwoPsAndThreeWorkers) {
+  auto m = compile_text(kMlp);
+  ASSERT_TRUE(m);
+  RecordSets sets;
+  testing::Records train = ring_records(2000, 1), test = ring_records(500, 2);
+  Program p;
+  p.train_set = sets.add(train.schema, train.batch);
+  p.eval_set = sets.add(test.schema, test.batch);
+  p.epochs = 8;
+  p.steps_per_epoch = 60;
+  p.steps_per_closure = 5;
+  p.shuffle = 2000;
+  p.eval_steps = 5;
+  p.eval_batch = 100;
+  auto outcome = train_on_cluster(m, sets, p, 3, 2, 7);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  for (const auto& e : outcome->epochs) std::printf("loss %.4f accuracy %.4f\n", e.loss, *e.accuracy);
+  std::printf("test: loss %.4f accuracy %.4f on %.0f examples\n", outcome->eval.loss, *outcome->eval.accuracy,
+              outcome->eval.examples);
+  EXPECT_EQ(outcome->iterations, 480);
+  EXPECT_LT(outcome->epochs.back().loss, outcome->epochs.front().loss / 3);
+  EXPECT_EQ(outcome->eval.examples, 500);
+  EXPECT_GE(*outcome->eval.accuracy, 0.95) << "held-out points";
+}
+
+TEST(CompiledModelTest, TrainingIsDeterministicForASeed) {
+  auto m = compile_text(kMlp);
+  ASSERT_TRUE(m);
+  RecordSets sets;
+  testing::Records train = ring_records(300, 1);
+  Program p;
+  p.train_set = sets.add(train.schema, train.batch);
+  p.epochs = 2;
+  p.steps_per_epoch = 6;
+  p.shuffle = 300;
+  auto a = train_on_cluster(m, sets, p, 2, 2, 5);
+  auto b = train_on_cluster(m, sets, p, 2, 2, 5);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->epochs.back().loss, b->epochs.back().loss) << "the same seed: the same run, bit for bit";
+}
+
+// ---------------------------------------------------------------- DLRM on a hidden click model
+
+constexpr char kDlrm[] = R"pb(
+  name: "dlrm"
+  input { name: "dense" dense { width: 2 } }
+  input { name: "user" categorical { type: INT64 identity_buckets: 100 } }
+  input { name: "item" categorical { type: STRING hash_buckets: 1000 } }
+  input { name: "history" categorical { type: INT64 width: 0 identity_buckets: 50 mean_list_length: 3 } }
+  label { column: "click" }
+  layer { name: "bottom" input: "dense" dense { units: 8 activation: RELU } }
+  layer { name: "user_emb" input: "user" embedding { dim: 8 partitioner { fixed_shards: 2 } } }
+  layer { name: "item_emb" input: "item" embedding { dim: 8 partitioner { fixed_shards: 2 } } }
+  layer { name: "history_emb" input: "history" embedding { dim: 8 combiner: MEAN } }
+  layer { name: "interact" input: ["bottom", "user_emb", "item_emb", "history_emb"] dot_interaction {} }
+  layer { name: "top_in" input: ["bottom", "interact", "user_emb", "item_emb", "history_emb"] concatenate {} }
+  layer { name: "top" input: "top_in" dense { units: 16 activation: RELU } }
+  layer { name: "logit" input: "top" dense { units: 1 } }
+  head { input: "logit" loss: BINARY_CROSS_ENTROPY }
+  metric: [AUC, ACCURACY]
+  optimizer { adam {} learning_rate { constant: 0.01 } }
+  batch_size: 64
+)pb";
+
+// Clicks drawn from a hidden logistic model of user and item affinities.
+struct ClickData {
+  testing::Records records;
+  std::vector<double> probability;  // the hidden model's, per record
+};
+ClickData click_records(int n, std::uint64_t seed) {
+  RandomStream hidden(99);  // the same hidden model for every data set
+  std::vector<double> user_bias(100), item_bias(200), history_bias(50);
+  for (auto& b : user_bias) b = hidden.normal(0, 1);
+  for (auto& b : item_bias) b = hidden.normal(0, 1);
+  for (auto& b : history_bias) b = hidden.normal(0, 1);
+  RandomStream r(seed);
+  std::vector<std::vector<float>> dense, click;
+  std::vector<std::vector<std::int64_t>> user, history;
+  std::vector<std::vector<std::string>> item;
+  ClickData out;
+  for (int i = 0; i < n; ++i) {
+    const auto u = static_cast<std::int64_t>(r.below(100));
+    const auto it = static_cast<std::int64_t>(r.below(200));
+    std::vector<std::int64_t> h;
+    double hist = 0;
+    for (std::uint64_t k = 0, len = 1 + r.below(5); k < len; ++k) {
+      h.push_back(static_cast<std::int64_t>(r.below(50)));
+      hist += history_bias[static_cast<std::size_t>(h.back())] / static_cast<double>(len);
+    }
+    const double d0 = r.uniform(-1, 1), d1 = r.uniform(-1, 1);
+    const double z = 1.5 * user_bias[static_cast<std::size_t>(u)] + 1.5 * item_bias[static_cast<std::size_t>(it)] +
+                     hist + 2 * d0 - d1;
+    const double p = 1 / (1 + std::exp(-z));
+    out.probability.push_back(p);
+    dense.push_back({static_cast<float>(d0), static_cast<float>(d1)});
+    user.push_back({u});
+    item.push_back({"item" + std::to_string(it)});
+    history.push_back(std::move(h));
+    click.push_back({r.bernoulli(p) ? 1.0f : 0.0f});
+  }
+  out.records.add("dense", testing::float_column(dense), 2)
+      .add("user", testing::int_column(user), 1)
+      .add("item", testing::string_column(item), 1)
+      .add("history", testing::int_column(history), 0)
+      .add("click", testing::float_column(click), 1);
+  return out;
+}
+
+// The ROC AUC of scores against labels, exactly (pairs ranked right; ties half).
+double exact_auc(const std::vector<double>& scores, const std::vector<float>& labels) {
+  std::vector<std::size_t> order(scores.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  double positives = 0, negatives_below = 0, area = 0;
+  for (std::size_t i : order) {
+    if (labels[i] > 0.5f) {
+      area += negatives_below;
+      ++positives;
+    } else {
+      ++negatives_below;
+    }
+  }
+  return area / (positives * negatives_below);
+}
+
+TEST(CompiledModelTest, DlrmLearnsAHiddenClickModel) {
+  auto m = compile_text(kDlrm);
+  ASSERT_TRUE(m);
+  RecordSets sets;
+  ClickData train = click_records(20000, 1), test = click_records(2000, 2);
+  Program p;
+  p.train_set = sets.add(train.records.schema, train.records.batch);
+  p.eval_set = sets.add(test.records.schema, test.records.batch);
+  p.epochs = 5;
+  p.steps_per_epoch = 100;
+  p.steps_per_closure = 10;
+  p.shuffle = 20000;
+  p.eval_steps = 10;
+  p.eval_batch = 200;
+  auto outcome = train_on_cluster(m, sets, p, 2, 2, 3);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  const double bound = exact_auc(test.probability, test.records.batch.columns[4].floats);
+  for (const auto& e : outcome->epochs) std::printf("loss %.4f auc %.4f\n", e.loss, *e.auc);
+  std::printf("test auc %.4f (the hidden model's own: %.4f), accuracy %.4f\n", *outcome->eval.auc, bound,
+              *outcome->eval.accuracy);
+  EXPECT_EQ(outcome->eval.examples, 2000);
+  EXPECT_GE(*outcome->eval.auc, bound - 0.04) << "close to the model that drew the clicks";
+  EXPECT_LE(*outcome->eval.auc, bound + 0.02);
+}
+
+// ---------------------------------------------------------------- what steps move
+
+TEST(CompiledModelTest, PullsAndPushesCarryEachDistinctRowOnce) {
+  // Dedup happens twice: EmbeddingLayer::plan() asks ParameterClient for the
+  // batch's distinct rows only, and ParameterClient itself (plan_lookup,
+  // split_sparse) sends each shard a row once however often a caller names it.
+  auto m = compile_text(R"pb(
+    input { name: "ids" categorical { type: INT64 width: 0 identity_buckets: 100 } }
+    label { column: "y" }
+    layer { name: "e" input: "ids" embedding { dim: 4 combiner: SUM } }
+    layer { name: "d" input: "e" dense { units: 1 use_bias: false } }
+    head { input: "d" loss: BINARY_CROSS_ENTROPY }
+    batch_size: 4
+  )pb");
+  ASSERT_TRUE(m);
+  testing::Records r;
+  r.add("ids", testing::int_column({{5, 5, 7}, {7, 9}, {5}, {9, 9, 9}}), 0)
+      .add("y", testing::float_column({{1}, {0}, {1}, {0}}), 1);
+  RecordSets sets;
+  Program p;
+  p.train_set = sets.add(r.schema, r.batch);
+  FunctionRegistry registry;
+  m->register_functions(registry);
+  sets.register_functions(registry);
+  LocalClusterOptions o;
+  o.shape = ClusterShape{1, 1};
+  LocalCluster cluster(registry, o);
+  auto vars = m->build_variables(1);
+  ASSERT_TRUE(vars.ok());
+  ASSERT_TRUE(cluster.run(cluster.coordinator().start(vars->layouts, vars->optimizer, vars->initial))->ok());
+  const ParameterStoreStats before = cluster.ps(0)->store().stats();
+  auto outcome = cluster.run(run_program(cluster.coordinator(), *m, p));
+  ASSERT_TRUE(outcome && outcome->ok());
+  const ParameterStoreStats& after = cluster.ps(0)->store().stats();
+  // The step pulled 3 distinct rows of 4 floats and the 4x1 kernel, and
+  // wrote 3 rows (ids 5, 7, 9), the kernel and its metrics.
+  const std::uint64_t step_pull = 3 * 4 * 4 + 4 * 4;
+  const std::uint64_t program_reads = 2 * 4 + 8;  // the loss metric's two scalars, iterations
+  EXPECT_EQ(after.bytes_pulled - before.bytes_pulled - program_reads, step_pull);
+  EXPECT_EQ(after.rows_updated - before.rows_updated, 3u + 4u + /* metric resets and adds */ 2 * 2 + 1);
+}
+
+TEST(CompiledModelTest, StepCostFollowsTheSpec) {
+  auto m = tutorial_model();
+  ASSERT_TRUE(m);
+  const StepCost& c = m->step_cost();
+  ASSERT_EQ(c.variables.size(), 3u);
+  EXPECT_EQ(c.variables[0].name, "embedding/embeddings");
+  // 8 x 3 uniform draws from 8 rows: 8 (1 - (7/8)^24) distinct rows expected.
+  EXPECT_NEAR(c.variables[0].rows_per_step, 8 * (1 - std::pow(7.0 / 8, 24)), 1e-9);
+  EXPECT_EQ(c.variables[1].bytes_pulled, 20 * 4) << "the kernel, whole";
+  // Dense(20 -> 1) forward 2*8*20 + 8 (bias); backward 4*8*20 + 2*8; the
+  // mean of 3 rows of 20 per record, forward and backward; the loss.
+  const double expected = (2 * 8 * 20 + 8) + (4 * 8 * 20 + 2 * 8) + 2 * (2 * 24 * 20) + 4 * 8;
+  EXPECT_DOUBLE_EQ(c.train_flops, expected);
+
+  // The expected distinct rows under a Zipf law, against a count of draws.
+  RandomStream r(1);
+  const std::int64_t rows = 1000;
+  std::vector<double> cdf(rows);
+  double total = 0;
+  for (std::int64_t i = 0; i < rows; ++i) cdf[static_cast<std::size_t>(i)] = total += std::pow(i + 1.0, -1.1);
+  double distinct = 0;
+  const int trials = 200;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<bool> seen(rows);
+    for (int d = 0; d < 500; ++d) {
+      const double u = r.uniform() * total;
+      seen[static_cast<std::size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin())] = true;
+    }
+    distinct += static_cast<double>(std::count(seen.begin(), seen.end(), true));
+  }
+  EXPECT_NEAR(expected_distinct_rows(rows, 500, 1.1), distinct / trials, 2.0);
+}
+
+TEST(CompiledModelTest, BadDataFailsTheStepNamingTheColumn) {
+  auto m = tutorial_model();
+  ASSERT_TRUE(m);
+  testing::Records r = tutorial_records(16, 1);
+  r.schema.columns[1].name = "target";
+  RecordSets sets;
+  Program p;
+  p.train_set = sets.add(r.schema, r.batch);
+  auto outcome = train_on_cluster(m, sets, p, 1, 1);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(outcome.status().message(), HasSubstr("column \"label\": the data has no such column"));
+}
+
+TEST(CompiledModelTest, DifferentOptimizersPerGroupAreRefusedForNow) {
+  auto m = compile_text(R"pb(
+    input { name: "ids" categorical { type: INT64 identity_buckets: 10 } }
+    label { column: "y" }
+    layer { name: "e" input: "ids" embedding { dim: 4 } }
+    layer { name: "d" input: "e" dense { units: 1 } }
+    head { input: "d" loss: BINARY_CROSS_ENTROPY }
+    optimizer { layer: "e" adagrad {} }
+    optimizer { adam {} }
+  )pb");
+  ASSERT_TRUE(m);
+  auto vars = m->build_variables(2);
+  EXPECT_EQ(vars.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace twinps::model
