@@ -12,6 +12,7 @@ const std::vector<Command>& commands() {
       {"calibrate", "measure this machine's costs with real processes and write a CostProfile for the simulator",
        run_calibrate},
       {"bench", "performance measurements (targets: sim, ps, train)", run_bench},
+      {"model", "check a model spec; show its layers, variables per ps, and a step's FLOPs and bytes", run_model},
   };
   return all;
 }

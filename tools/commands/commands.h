@@ -22,5 +22,6 @@ int run_tune(int argc, char** argv);
 int run_calibrate(int argc, char** argv);  // tools/commands/calibrate.cc
 int run_bench_ps(int argc, char** argv);     // tools/commands/bench_ps.cc
 int run_bench_train(int argc, char** argv);  // tools/commands/bench_train.cc
+int run_model(int argc, char** argv);        // tools/commands/model.cc
 
 }  // namespace twinps::cli

@@ -1,0 +1,52 @@
+// The real `twinps model` binary: a valid spec prints its variables per ps
+// and a step's cost; a malformed one exits 2 naming file:line:column and field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/sim/test_paths.h"
+#include "tests/tools/process.h"
+
+namespace twinps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+
+Process model(std::vector<std::string> args) {
+  args.insert(args.begin(), {testing::twinps_binary(), "model"});
+  return Process::start(std::move(args));
+}
+
+TEST(ModelCliTest, ShowsTheTutorialSpecsVariablesOnTwoPs) {
+  Process p = model({(sim::testing::source_dir() / "examples/tutorial/model.textproto").string(), "--ps", "2"});
+  ASSERT_TRUE(p.wait(60s));
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  EXPECT_NE(p.out().find("embedding/embeddings         8 x 20             2 shards  ps 0, 1"), std::string::npos)
+      << p.out();
+  EXPECT_NE(p.out().find("rows  7.7 distinct of 8 per step"), std::string::npos) << p.out();
+}
+
+TEST(ModelCliTest, AMalformedSpecExitsTwoNamingTheField) {
+  const std::string dir = testing::temp_dir("model-cli");
+  const std::string path = dir + "/model.textproto";
+  std::ofstream(path) << "input { name: \"x\" dense { width: 2 } }\n"
+                         "label { column: \"y\" }\n"
+                         "layer { name: \"d\" input: \"z\" dense { units: 1 } }\n"
+                         "head { input: \"d\" loss: BINARY_CROSS_ENTROPY }\n";
+  Process p = model({path});
+  ASSERT_TRUE(p.wait(60s));
+  EXPECT_EQ(p.exit_code(), 2);
+  EXPECT_NE(p.err().find(path + ":3:19: layer[0].input[0]: \"z\" names no input or earlier layer"), std::string::npos)
+      << p.err();
+  Process missing = model({dir + "/none.textproto"});
+  ASSERT_TRUE(missing.wait(60s));
+  EXPECT_EQ(missing.exit_code(), 2);
+  EXPECT_NE(missing.err().find("none.textproto: cannot read the model spec"), std::string::npos) << missing.err();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace twinps
