@@ -102,8 +102,8 @@ void register_dataset_functions(FunctionRegistry& registry) {
   registry.add_resource("iterator", [](ResourceContext& ctx) -> StatusOr<std::unique_ptr<Resource>> {
     if (auto* dataset = dynamic_cast<DatasetResource*>(ctx.parent))
       return std::unique_ptr<Resource>(dataset->make_iterator(ctx.random));
-    if (auto* records = dynamic_cast<data::RecordDataset*>(ctx.parent))
-      return std::unique_ptr<Resource>(records->make_iterator(ctx.random));
+    if (auto* files = dynamic_cast<data::RecordDatasetResource*>(ctx.parent))
+      return std::unique_ptr<Resource>(files->make_iterator(ctx.random));
     return absl::InvalidArgumentError("\"iterator\" needs a dataset resource as its parent");
   });
 }

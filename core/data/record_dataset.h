@@ -1,18 +1,14 @@
 #pragma once
-// Per-worker datasets of records (core/data/records.h): what a model's train
-// and eval steps read. A RecordDataset is a per-worker resource (built on
-// each worker by a registered resource function, rebuilt when the worker
-// recovers); iter() of it (the built-in "iterator" resource function,
-// core/data/dataset.h) gives each worker a RecordIterator whose shuffle
-// order is drawn from that worker's random stream (spec R6).
-//
-// File readers (CSV, LibSVM, IDX, TFRecord) implement RecordDataset; so does
-// InMemoryRecordDataset below, for records built in memory (tests, generated
-// data such as the tutorial's).
+// Per-worker resources that give RecordBatches (file datasets), beside the
+// tutorial's in-memory Batch datasets of dataset.h. The built-in "iterator"
+// resource function (register_dataset_functions) makes an iterator of
+// either kind, so the coordinator's create_per_worker_iterator works for
+// both.
+#include <cstdint>
 #include <memory>
-#include <span>
+#include <string>
+#include <vector>
 
-#include "core/data/dataset.h"
 #include "core/data/records.h"
 #include "core/runtime/random.h"
 #include "core/runtime/status.h"
@@ -20,45 +16,31 @@
 
 namespace twinps::data {
 
-class RecordIterator : public Resource {
+// What an iterator has read so far, for run summaries.
+struct ReadStats {
+  std::int64_t records_read = 0;     // records delivered into batches (or dropped as a remainder)
+  std::int64_t records_skipped = 0;  // bad records passed over (skip_bad_records)
+  std::int64_t files_cut_short = 0;  // files whose rest could not be read after a bad record
+  std::int64_t passes_completed = 0;
+  std::vector<std::string> first_errors;  // the first few skipped records' errors, naming file and record
+
+  static constexpr std::size_t kErrorsKept = 5;
+};
+
+class RecordIteratorResource : public Resource {
  public:
-  // The columns of every batch, in order.
-  virtual const Schema& schema() const = 0;
-  // The next batch, or OUT_OF_RANGE at the end of the data.
+  // The next batch, or OUT_OF_RANGE when the data is exhausted. A bad record
+  // (when not skipped) is an error naming file and record, and the iterator
+  // keeps returning it.
   virtual StatusOr<RecordBatch> next() = 0;
-};
-
-class RecordDataset : public Resource {
- public:
   virtual const Schema& schema() const = 0;
-  virtual std::unique_ptr<RecordIterator> make_iterator(RandomStream random) const = 0;
+  virtual const ReadStats& stats() const = 0;
 };
 
-// Records in memory -> shuffle -> batch -> repeat, with tf.data's shuffle
-// buffer and the options InMemoryDataset takes.
-class InMemoryRecordDataset final : public RecordDataset {
+class RecordDatasetResource : public Resource {
  public:
-  // `records` holds every record as one batch that follows `schema`.
-  // INVALID_ARGUMENT for bad options or records that do not fit the schema.
-  static StatusOr<std::unique_ptr<InMemoryRecordDataset>> create(Schema schema,
-                                                                 std::shared_ptr<const RecordBatch> records,
-                                                                 DatasetOptions options);
-  const Schema& schema() const override { return schema_; }
-  std::unique_ptr<RecordIterator> make_iterator(RandomStream random) const override;
-
- private:
-  InMemoryRecordDataset(Schema schema, std::shared_ptr<const RecordBatch> records, DatasetOptions options)
-      : schema_(std::move(schema)), records_(std::move(records)), options_(options) {}
-  Schema schema_;
-  std::shared_ptr<const RecordBatch> records_;
-  DatasetOptions options_;
+  virtual std::unique_ptr<RecordIteratorResource> make_iterator(RandomStream random) const = 0;
+  virtual const Schema& schema() const = 0;
 };
-
-// OK when `batch` has the schema's columns with consistent offsets, types
-// and fixed widths; INVALID_ARGUMENT naming the column otherwise.
-Status check_batch(const Schema& schema, const RecordBatch& batch);
-
-// The records `indices` of `all`, in that order.
-RecordBatch take_records(const RecordBatch& all, std::span<const std::size_t> indices);
 
 }  // namespace twinps::data

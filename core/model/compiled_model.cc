@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/data/dataset.h"
 #include "core/model/spec_convert.h"
 #include "core/ps/optimizer.h"
 #include "core/variables/placement.h"
@@ -230,7 +231,7 @@ struct PreparedBatch {
 Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
   auto vars = find_variables(in_step(ctx), Phase::kTrain);
   if (!vars.ok()) co_return vars.status();
-  auto iterator = ctx.resource<data::RecordIterator>(0);
+  auto iterator = ctx.resource<data::RecordIteratorResource>(0);
   if (!iterator.ok()) co_return iterator.status();
   std::int64_t steps = 1;
   if (ctx.args().size() > 1) {
@@ -314,7 +315,7 @@ Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
 Task<StatusOr<Value>> CompiledModel::evaluate(StepContext& ctx) const {
   auto vars = find_variables(in_step(ctx), Phase::kEval);
   if (!vars.ok()) co_return vars.status();
-  auto iterator = ctx.resource<data::RecordIterator>(0);
+  auto iterator = ctx.resource<data::RecordIteratorResource>(0);
   if (!iterator.ok()) co_return iterator.status();
   auto batch = (*iterator)->next();
   if (!batch.ok()) co_return batch.status();

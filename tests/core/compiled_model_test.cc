@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/data/in_memory_records.h"
 #include "core/local/local_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"

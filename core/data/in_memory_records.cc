@@ -1,4 +1,4 @@
-#include "core/data/record_dataset.h"
+#include "core/data/in_memory_records.h"
 
 namespace twinps::data {
 
@@ -22,7 +22,7 @@ std::size_t values_of(const Column& c) {
   return 0;
 }
 
-class InMemoryRecordIterator final : public RecordIterator {
+class InMemoryRecordIterator final : public RecordIteratorResource {
  public:
   InMemoryRecordIterator(const Schema& schema, std::shared_ptr<const RecordBatch> records, DatasetOptions options,
                          RandomStream random)
@@ -31,6 +31,7 @@ class InMemoryRecordIterator final : public RecordIterator {
   }
 
   const Schema& schema() const override { return schema_; }
+  const ReadStats& stats() const override { return stats_; }
 
   StatusOr<RecordBatch> next() override {
     const auto n = static_cast<std::size_t>(records_->size);
@@ -39,6 +40,7 @@ class InMemoryRecordIterator final : public RecordIterator {
         (options_.drop_remainder && order_.size() - position_ < static_cast<std::size_t>(options_.batch_size))) {
       if (options_.repeat >= 0 && passes_done_ + 1 >= options_.repeat) return absl::OutOfRangeError("end of dataset");
       ++passes_done_;
+      stats_.passes_completed = passes_done_;
       start_pass();
       if (options_.drop_remainder && n < static_cast<std::size_t>(options_.batch_size))
         return absl::OutOfRangeError("fewer records than one batch, and drop_remainder");
@@ -46,6 +48,7 @@ class InMemoryRecordIterator final : public RecordIterator {
     const std::size_t take = std::min(order_.size() - position_, static_cast<std::size_t>(options_.batch_size));
     RecordBatch batch = take_records(*records_, std::span(order_).subspan(position_, take));
     position_ += take;
+    stats_.records_read += static_cast<std::int64_t>(take);
     return batch;
   }
 
@@ -69,6 +72,7 @@ class InMemoryRecordIterator final : public RecordIterator {
   std::vector<std::size_t> order_;
   std::size_t position_ = 0;
   std::int64_t passes_done_ = 0;
+  ReadStats stats_;
 };
 
 }  // namespace
@@ -138,7 +142,7 @@ StatusOr<std::unique_ptr<InMemoryRecordDataset>> InMemoryRecordDataset::create(
       new InMemoryRecordDataset(std::move(schema), std::move(records), options));
 }
 
-std::unique_ptr<RecordIterator> InMemoryRecordDataset::make_iterator(RandomStream random) const {
+std::unique_ptr<RecordIteratorResource> InMemoryRecordDataset::make_iterator(RandomStream random) const {
   return std::make_unique<InMemoryRecordIterator>(schema_, records_, options_, random);
 }
 
