@@ -36,7 +36,7 @@ bool decode_header(const std::uint8_t* in, Header* out) {
   if (get<std::uint32_t>(in, 0) != kMagic || get<std::uint8_t>(in, 4) != kVersion) return false;
   if (get<std::uint8_t>(in, 7) != 0 || get<std::uint32_t>(in, 20) != 0) return false;
   const auto kind = get<std::uint8_t>(in, 5);
-  if (kind < static_cast<std::uint8_t>(Kind::kHello) || kind > static_cast<std::uint8_t>(Kind::kCancel)) return false;
+  if (kind < static_cast<std::uint8_t>(Kind::kHello) || kind > static_cast<std::uint8_t>(Kind::kHelloAck)) return false;
   const auto flags = get<std::uint8_t>(in, 6);
   if (flags & ~kTransportError) return false;
   out->kind = static_cast<Kind>(kind);

@@ -8,14 +8,17 @@
 //
 // Header, little-endian:
 //   0  u32 magic "TWDP"       8  u64 call id (chosen by the caller, per connection)
-//   4  u8  version (1)       16  u32 envelope bytes
+//   4  u8  version (2)       16  u32 envelope bytes
 //   5  u8  kind              20  u32 reserved (0)
 //   6  u8  flags             24  u64 attachment bytes
 //   7  u8  reserved (0)
 //
-// A connection starts with the caller's kHello; then the caller sends
-// kRequest and kCancel frames, the callee kResponse frames (in any order,
-// matched by call id). A response flagged kTransportError carries, in
+// A connection starts with a handshake (net/security.h): the callee's
+// kChallenge, the caller's kHello (with its proof of the cluster token), the
+// callee's kHelloAck (its own proof, or an error); a caller sends nothing
+// else before a valid ack, a callee serves nothing before a valid hello.
+// Then the caller sends kRequest and kCancel frames, the callee kResponse
+// frames (in any order, matched by call id). A response flagged kTransportError carries, in
 // RpcResponse.status, an error of the callee's transport (malformed or
 // oversized request, no service): the caller attributes it to the callee. A
 // header that is not of this protocol ends the connection; a well-formed
@@ -27,10 +30,10 @@
 namespace twinps::net::dataframe {
 
 inline constexpr std::uint32_t kMagic = 0x50445754;  // "TWDP" as little-endian bytes
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;  // 2: the authenticated handshake
 inline constexpr std::size_t kHeaderBytes = 32;
 
-enum class Kind : std::uint8_t { kHello = 1, kRequest = 2, kResponse = 3, kCancel = 4 };
+enum class Kind : std::uint8_t { kHello = 1, kRequest = 2, kResponse = 3, kCancel = 4, kChallenge = 5, kHelloAck = 6 };
 inline constexpr std::uint8_t kTransportError = 1;  // flag on kResponse
 
 struct Header {

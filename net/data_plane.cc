@@ -14,11 +14,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 
 #include "net/convert.h"
 #include "net/data_frame.h"
 #include "net/proto/twinps.pb.h"
+#include "net/security.h"
 
 namespace twinps::net {
 
@@ -60,8 +62,10 @@ constexpr std::size_t kReadBufferBytes = 64 << 10;
 constexpr std::uint64_t kDirectReadMin = 16 << 10;
 constexpr std::uint32_t kMaxHelloBytes = 1024;
 constexpr Duration kDiscoveryTimeout = 10 * kSecond;
-// A connection still not open after this fails its calls (a black-holed peer
-// would otherwise hold them until their deadlines, and every later call too).
+// A connection still not open and authenticated after this fails its calls (a
+// black-holed peer would otherwise hold them until their deadlines, and every
+// later call too); an incoming one is closed (it holds a socket and, with
+// TLS, a session).
 constexpr Duration kConnectTimeout = 10 * kSecond;
 
 std::string call_name(const char* name, const TaskId& to) { return std::string(name) + " to " + to.short_name(); }
@@ -172,12 +176,18 @@ struct DataPlane::State : std::enable_shared_from_this<State> {
   };
 
   State(const TaskId& s, AsioExecutor& e, DataPlaneOptions o)
-      : self(s), executor(e), options(std::move(o)), resolver(e.context()) {}
+      : self(s), executor(e), options(std::move(o)), resolver(e.context()) {
+    if (options.security.tls && options.security.data_plane_tls) configure_tls();
+  }
 
   TaskId self;
   AsioExecutor& executor;
   DataPlaneOptions options;
   DataPlaneStats stats;
+  // With TLS: one context for both ends (server and client certificate alike).
+  std::unique_ptr<asio::ssl::context> tls;
+  Status configuration;  // why the data plane cannot work (bad TLS material), or OK
+  void configure_tls();
 
   // callee
   std::optional<tcp::acceptor> acceptor;
@@ -221,10 +231,12 @@ namespace dp {
 
 // ================================================================== connection
 
-// One TCP connection, either end. Caller: sends hello, requests and cancels,
-// reads responses. Callee: reads hello, requests and cancels, sends
-// responses. Lives as long as a pending asynchronous operation or the state
-// holds it; `state_` is valid while the connection is open.
+// One TCP connection, either end. Callee: sends the challenge, reads the
+// hello, answers it, then reads requests and cancels and sends responses.
+// Caller: reads the challenge, sends the hello, waits for the answer, then
+// sends requests and cancels (queued meanwhile) and reads responses. Lives
+// as long as a pending asynchronous operation or the state holds it; `state_`
+// is valid while the connection is open.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   enum class Role { kCaller, kCallee };
@@ -232,7 +244,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Connection(DataPlane::State* state, Role role, tcp::socket socket, TaskId peer)
       : state_(state), role_(role), socket_(std::move(socket)), peer_(peer),
-        rbuf_(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)), rcap_(kReadBufferBytes) {}
+        rbuf_(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)), rcap_(kReadBufferBytes) {
+    if (state_->tls) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *state_->tls);
+  }
 
   bool closed() const { return closed_; }
   Role role() const { return role_; }
@@ -252,11 +266,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // ---- callee
-  void start_callee() {
-    connected_ = true;
-    set_socket_options();
-    read_more();
-  }
+  void start_callee();
   void forget_live(std::uint64_t wire_id) { live_.erase(wire_id); }
   // An answered (or cancelled) request of `bytes` frees its share of max_connection_inbound_bytes.
   void release_inbound(std::uint64_t bytes);
@@ -264,8 +274,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void reply(std::uint64_t wire_id, StatusOr<Response> result);
   void reply_transport_error(std::uint64_t wire_id, const Status& error);
 
+  // A caller's frames wait for the handshake; a callee only sends once it is done.
   void send(OutFrame f) {
     if (closed_) return;
+    if (!ready_) {
+      pending_.push_back(std::move(f));
+      return;
+    }
     queue_.push_back(std::move(f));
     if (!batching_) flush();
   }
@@ -281,6 +296,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
   void start_write();
   void on_written(const boost::system::error_code& ec);
+  // The handshake's own frames go out at once.
+  void send_handshake(OutFrame f) {
+    queue_.push_back(std::move(f));
+    if (!batching_) flush();
+  }
+  void start_timer(const char* what);
+  void on_transport_ready();
+  void refuse(const Status& why);
+
+  // Reads and writes go through TLS when the data plane has it.
+  template <typename Buffers, typename Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) return tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    socket_.async_read_some(buffers, std::forward<Handler>(handler));
+  }
+  template <typename Buffers, typename Handler>
+  void async_read_all(const Buffers& buffers, Handler&& handler) {
+    if (tls_) return asio::async_read(*tls_, buffers, std::forward<Handler>(handler));
+    asio::async_read(socket_, buffers, std::forward<Handler>(handler));
+  }
+  template <typename Buffers, typename Handler>
+  void async_write_all(const Buffers& buffers, Handler&& handler) {
+    if (tls_) return asio::async_write(*tls_, buffers, std::forward<Handler>(handler));
+    asio::async_write(socket_, buffers, std::forward<Handler>(handler));
+  }
 
   void read_more();
   void on_read(const boost::system::error_code& ec, std::size_t n);
@@ -288,6 +328,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool begin_frame();   // after a header; false: the connection closed
   void on_envelope(const char* p, std::size_t n);
   void on_hello(const char* p, std::size_t n);
+  void on_challenge(const char* p, std::size_t n);
+  void on_hello_ack(const char* p, std::size_t n);
   void on_request(const char* p, std::size_t n);
   void on_response(const char* p, std::size_t n);
   void on_cancel(std::uint64_t wire_id);
@@ -313,14 +355,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
   DataPlane::State* state_;
   Role role_;
   tcp::socket socket_;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls_;  // over socket_, when the data plane has TLS
   TaskId peer_;
   DataEndpoint endpoint_;
-  bool connected_ = false;
+  bool connected_ = false;  // TCP (and TLS) up: handshake frames may be written
+  bool ready_ = false;      // the handshake is done: calls may flow
   bool closed_ = false;
-  TimerId connect_timer_ = kNoTimer;
-  bool hello_seen_ = false;
+  TimerId connect_timer_ = kNoTimer;  // until ready_ (both roles)
+  bool hello_seen_ = false;      // callee
+  bool challenge_seen_ = false;  // caller
+  bool hello_sent_ = false;      // caller
+  bool refused_ = false;         // callee: the peer failed the handshake; closing once the refusal is written
+  std::string nonce_;            // this end's handshake nonce
+  std::string peer_nonce_;       // the callee's, as the caller saw it
 
   // writing
+  std::deque<OutFrame> pending_;  // caller: frames waiting for the handshake
   std::deque<OutFrame> queue_;
   std::vector<OutFrame> writing_frames_;
   bool writing_ = false;
@@ -367,31 +417,38 @@ void Connection::set_socket_options() {
   }
 }
 
+void Connection::start_timer(const char* what) {
+  connect_timer_ = state_->executor.post_after(kConnectTimeout, [weak = weak_from_this(), what] {
+    auto self = weak.lock();
+    if (!self || self->closed_ || self->ready_) return;
+    self->connect_timer_ = kNoTimer;
+    self->io_error(what, asio::error::timed_out);
+  });
+}
+
 void Connection::connect(const DataEndpoint& ep) {
   endpoint_ = ep;
-  wire::DataPlaneHello hello;
-  to_proto(state_->self, hello.mutable_from());
-  to_proto(peer_, hello.mutable_to());
-  const std::size_t bytes = hello.ByteSizeLong();
-  send(make_frame(df::Kind::kHello, 0, 0, &hello, bytes, nullptr, nullptr));
-
-  connect_timer_ = state_->executor.post_after(kConnectTimeout, [weak = weak_from_this()] {
-    auto self = weak.lock();
-    if (!self || self->closed_ || self->connected_) return;
-    self->connect_timer_ = kNoTimer;
-    self->io_error("connect to", asio::error::timed_out);
-  });
-  auto on_connected = [self = shared_from_this()](const boost::system::error_code& ec) {
-    if (self->closed_) return;
-    self->cancel_connect_timer();
-    if (ec) return self->io_error("connect to", ec);
-    self->connected_ = true;
-    self->set_socket_options();
-    self->read_more();
-    self->flush();
-  };
+  start_timer("connect to");
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(ep.host, ec);
+  if (tls_) {
+    // The callee's certificate must be signed by the cluster's CA and name
+    // the host this task dialled (as gRPC checks its channels).
+    tls_->set_verify_mode(asio::ssl::verify_peer);
+    tls_->set_verify_callback(asio::ssl::host_name_verification(ep.host));
+    if (ec) SSL_set_tlsext_host_name(tls_->native_handle(), ep.host.c_str());  // SNI, for names only
+  }
+  auto on_connected = [self = shared_from_this()](const boost::system::error_code& cec) {
+    if (self->closed_) return;
+    if (cec) return self->io_error("connect to", cec);
+    self->set_socket_options();
+    if (!self->tls_) return self->on_transport_ready();
+    self->tls_->async_handshake(asio::ssl::stream_base::client, [self](const boost::system::error_code& hec) {
+      if (self->closed_) return;
+      if (hec) return self->io_error("complete the TLS handshake with", hec);
+      self->on_transport_ready();
+    });
+  };
   if (!ec) {
     socket_.async_connect(tcp::endpoint(address, static_cast<unsigned short>(ep.port)), std::move(on_connected));
     return;
@@ -408,6 +465,30 @@ void Connection::connect(const DataEndpoint& ep) {
       });
 }
 
+void Connection::start_callee() {
+  start_timer("complete the handshake with");
+  set_socket_options();
+  if (!tls_) return on_transport_ready();
+  tls_->async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](const boost::system::error_code& ec) {
+    if (self->closed_) return;
+    if (ec) return self->io_error("complete the TLS handshake with", ec);
+    self->on_transport_ready();
+  });
+}
+
+// TCP (and TLS) is up. The callee opens the handshake with its challenge;
+// the caller waits for it.
+void Connection::on_transport_ready() {
+  connected_ = true;
+  if (role_ == Role::kCallee) {
+    nonce_ = random_nonce();
+    wire::DataPlaneChallenge challenge;
+    challenge.set_nonce(nonce_);
+    send_handshake(make_frame(df::Kind::kChallenge, 0, 0, &challenge, challenge.ByteSizeLong(), nullptr, nullptr));
+  }
+  read_more();
+}
+
 // ---------------------------------------------------------------- writing
 
 void Connection::start_write() {
@@ -422,7 +503,8 @@ void Connection::start_write() {
     buffers.emplace_back(f.head.data(), f.head.size());
     for (const auto& s : f.spans) buffers.emplace_back(s.data, s.size);
   }
-  asio::async_write(socket_, buffers, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+  async_write_all(buffers, [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+    if (!self->closed_) self->state_->stats.bytes_sent += n;
     self->on_written(ec);
   });
 }
@@ -432,6 +514,8 @@ void Connection::on_written(const boost::system::error_code& ec) {
   writing_frames_.clear();  // releases the messages' tensors
   if (closed_) return;
   if (ec) return io_error("write to", ec);
+  if (refused_ && queue_.empty())
+    return close(absl::UnauthenticatedError("refused in the handshake"), CloseMode::kFail);
   flush();
 }
 
@@ -446,15 +530,16 @@ void Connection::read_more() {
     rend_ -= rbegin_;
     rbegin_ = 0;
   }
-  socket_.async_read_some(asio::buffer(rbuf_.get() + rend_, rcap_ - rend_),
-                          [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
-                            self->on_read(ec, n);
-                          });
+  async_read_some(asio::buffer(rbuf_.get() + rend_, rcap_ - rend_),
+                  [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                    self->on_read(ec, n);
+                  });
 }
 
 void Connection::on_read(const boost::system::error_code& ec, std::size_t n) {
   if (closed_) return;
   if (ec) return io_error("read from", ec);
+  state_->stats.bytes_received += n;
   rend_ += n;
   process();
 }
@@ -516,7 +601,10 @@ void Connection::process() {
   batching_ = true;
   for (;;) {
     if (closed_) return;
-    if (phase_ == Phase::kHeld) {  // reading resumes when answers free room (release_inbound)
+    if (refused_ || phase_ == Phase::kHeld) {
+      // Refused: nothing more is read (the refusal goes out, then the
+      // connection closes). Held: reading resumes when answers free room
+      // (release_inbound).
       batching_ = false;
       flush();
       return;
@@ -609,14 +697,33 @@ bool Connection::begin_frame() {
         phase_ = Phase::kEnvelope;
         return true;
       case df::Kind::kResponse:
+      case df::Kind::kChallenge:
+      case df::Kind::kHelloAck:
         break;
     }
-    protocol_error("a response sent to the callee");
+    protocol_error("a response or handshake answer sent to the callee");
     return false;
   }
-  // Caller: only responses come back.
-  if (frame_.kind != df::Kind::kResponse) {
-    protocol_error("a frame other than a response sent to the caller");
+  // Caller: the callee's challenge, then its ack, then responses.
+  const bool small_envelope = frame_.envelope_bytes <= kMaxHelloBytes && frame_.attachment_bytes == 0;
+  if (frame_.kind == df::Kind::kChallenge) {
+    if (challenge_seen_ || !small_envelope) {
+      protocol_error("a second or oversized challenge");
+      return false;
+    }
+    phase_ = Phase::kEnvelope;
+    return true;
+  }
+  if (frame_.kind == df::Kind::kHelloAck) {
+    if (!hello_sent_ || ready_ || !small_envelope) {
+      protocol_error("an unexpected or oversized handshake answer");
+      return false;
+    }
+    phase_ = Phase::kEnvelope;
+    return true;
+  }
+  if (frame_.kind != df::Kind::kResponse || !ready_) {
+    protocol_error(ready_ ? "a frame other than a response sent to the caller" : "a response before the handshake");
     return false;
   }
   auto it = calls_.find(frame_.call_id);
@@ -645,10 +752,13 @@ void Connection::on_envelope(const char* p, std::size_t n) {
   phase_ = Phase::kHeader;
   left_ = 0;
   if (frame_.kind == df::Kind::kHello) return on_hello(p, n);
+  if (frame_.kind == df::Kind::kChallenge) return on_challenge(p, n);
+  if (frame_.kind == df::Kind::kHelloAck) return on_hello_ack(p, n);
   if (role_ == Role::kCallee) return on_request(p, n);
   on_response(p, n);
 }
 
+// Callee: the caller says who it is and proves it holds the cluster token.
 void Connection::on_hello(const char* p, std::size_t n) {
   wire::DataPlaneHello hello;
   TaskId from, to;
@@ -659,6 +769,68 @@ void Connection::on_hello(const char* p, std::size_t n) {
     return protocol_error("a hello for " + to.short_name() + " (this is " + state_->self.short_name() + ")");
   hello_seen_ = true;
   peer_ = from;
+  const std::string& token = state_->options.security.token;
+  if (hello.nonce().size() != kNonceBytes ||
+      !constant_time_equal(hello.proof(), hello_proof(token, nonce_, hello.nonce(), from, to)))
+    return refuse(absl::UnauthenticatedError(state_->self.short_name() + " refused a data-plane connection from " +
+                                             from.short_name() + ": it did not prove it holds the cluster token"));
+  wire::DataPlaneHelloAck ack;
+  ack.set_proof(ack_proof(token, nonce_, hello.nonce(), from, to));
+  send_handshake(make_frame(df::Kind::kHelloAck, 0, 0, &ack, ack.ByteSizeLong(), nullptr, nullptr));
+  ready_ = true;
+  cancel_connect_timer();
+}
+
+// Callee: answers a failed handshake with the reason, then closes once it is written.
+void Connection::refuse(const Status& why) {
+  ++state_->stats.handshakes_refused;
+  wire::DataPlaneHelloAck ack;
+  to_proto(why, ack.mutable_error());
+  send_handshake(make_frame(df::Kind::kHelloAck, 0, 0, &ack, ack.ByteSizeLong(), nullptr, nullptr));
+  refused_ = true;  // nothing more is read
+}
+
+// Caller: the callee's nonce; answer with who this is and the proof.
+void Connection::on_challenge(const char* p, std::size_t n) {
+  wire::DataPlaneChallenge challenge;
+  if (!challenge.ParseFromArray(p, static_cast<int>(n)) || challenge.nonce().size() != kNonceBytes)
+    return protocol_error("a malformed challenge");
+  challenge_seen_ = true;
+  peer_nonce_ = challenge.nonce();
+  nonce_ = random_nonce();
+  wire::DataPlaneHello hello;
+  to_proto(state_->self, hello.mutable_from());
+  to_proto(peer_, hello.mutable_to());
+  hello.set_nonce(nonce_);
+  hello.set_proof(hello_proof(state_->options.security.token, peer_nonce_, nonce_, state_->self, peer_));
+  send_handshake(make_frame(df::Kind::kHello, 0, 0, &hello, hello.ByteSizeLong(), nullptr, nullptr));
+  hello_sent_ = true;
+}
+
+// Caller: the callee accepted (and proved it holds the token too) or refused.
+void Connection::on_hello_ack(const char* p, std::size_t n) {
+  wire::DataPlaneHelloAck ack;
+  if (!ack.ParseFromArray(p, static_cast<int>(n))) return protocol_error("a malformed handshake answer");
+  const std::string where = peer_.short_name() + " (" + endpoint_.host + ":" + std::to_string(endpoint_.port) + ")";
+  if (ack.has_error()) {
+    Status refused;
+    if (!from_proto(ack.error(), &refused).ok() || refused.ok())
+      return protocol_error("a malformed handshake answer");
+    return close(Status(refused.code(), "the data plane of " + where + " refused this task: " +
+                                            std::string(refused.message())),
+                 CloseMode::kFail);
+  }
+  if (!constant_time_equal(ack.proof(), ack_proof(state_->options.security.token, peer_nonce_, nonce_, state_->self,
+                                                  peer_)))
+    return close(absl::UnauthenticatedError("the data plane of " + where +
+                                            " did not prove it holds the cluster token"),
+                 CloseMode::kFail);
+  ready_ = true;
+  cancel_connect_timer();
+  while (!pending_.empty()) {
+    queue_.push_back(std::move(pending_.front()));
+    pending_.pop_front();
+  }
 }
 
 void Connection::on_request(const char* p, std::size_t n) {
@@ -781,9 +953,10 @@ void Connection::read_direct() {
     const std::size_t skip = i == in_.next_target ? in_.target_filled : 0;
     buffers.emplace_back(in_.targets[i].dst + skip, in_.targets[i].len - skip);
   }
-  asio::async_read(socket_, buffers,
-                   [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+  async_read_all(buffers,
+                 [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
                      if (self->closed_) return;
+                     self->state_->stats.bytes_received += n;
                      if (ec) return self->io_error("read from", ec);
                      self->left_ = 0;
                      self->phase_ = Phase::kHeader;
@@ -889,6 +1062,7 @@ void Connection::close(const Status& why, CloseMode mode) {
   boost::system::error_code ig;
   socket_.close(ig);
   queue_.clear();
+  pending_.clear();
   DataPlane::State* state = state_;
   auto keep = shared_from_this();
   if (role_ == Role::kCallee) {
@@ -1240,6 +1414,25 @@ DataPlane::State::~State() {
   resolver.cancel();
 }
 
+void DataPlane::State::configure_tls() {
+  const SecurityOptions& sec = options.security;
+  try {
+    tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls);
+    tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+    tls->use_certificate_chain(asio::buffer(sec.cert_pem));
+    tls->use_private_key(asio::buffer(sec.key_pem), asio::ssl::context::pem);
+    tls->add_certificate_authority(asio::buffer(sec.ca_pem));
+    // As a server; a caller sets verify_peer on its own streams.
+    tls->set_verify_mode(sec.mutual_tls ? asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert
+                                        : asio::ssl::verify_none);
+  } catch (const boost::system::system_error& e) {
+    tls.reset();
+    configuration = absl::InvalidArgumentError(self.short_name() + ": the data plane's TLS certificate, key or CA " +
+                                               "is not usable: " + e.what());
+  }
+}
+
 // ================================================================== DataPlane
 
 DataPlane::DataPlane(const TaskId& self, AsioExecutor& executor, DataPlaneOptions options)
@@ -1248,6 +1441,7 @@ DataPlane::DataPlane(const TaskId& self, AsioExecutor& executor, DataPlaneOption
 DataPlane::~DataPlane() = default;
 
 Status DataPlane::listen(const std::string& host, int port) {
+  TWINPS_RETURN_IF_ERROR(state_->configuration);
   boost::system::error_code ec;
   const auto port_text = std::to_string(port);
   std::vector<tcp::endpoint> candidates;

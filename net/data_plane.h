@@ -26,6 +26,11 @@
 //     malformed one INVALID_ARGUMENT naming the field; the callee answers,
 //     skips the frame and keeps the connection. A byte stream that is not
 //     this protocol ends that connection only.
+//   * every connection opens with a handshake in which the caller proves it
+//     holds the cluster token and the callee proves it back (net/security.h);
+//     a caller without it gets UNAUTHENTICATED and is served nothing. With
+//     TLS the connection runs over OpenSSL (Asio's ssl::stream), the callee's
+//     certificate checked against the CA and the host dialled.
 // Calls on one connection are served in order; with several connections per
 // peer they may overtake each other (as gRPC calls may).
 //
@@ -38,6 +43,7 @@
 
 #include "core/runtime/transport.h"
 #include "net/asio_executor.h"
+#include "net/security.h"
 
 namespace twinps::net {
 
@@ -67,6 +73,9 @@ struct DataPlaneOptions {
   // touched as bytes land in them), what a header claims costs nothing: a
   // task's memory follows what its peers actually send.
   std::size_t max_connection_inbound_bytes = 0;
+  // The cluster token every connection's handshake proves (both ways), and
+  // TLS (net/security.h). A peer without the token gets UNAUTHENTICATED.
+  SecurityOptions security;
   DiscoverFn discover;
   FallbackFn fallback;
 };
@@ -80,6 +89,9 @@ struct DataPlaneStats {
   std::uint64_t requests_served = 0;        // reached the handler
   std::uint64_t frames_rejected = 0;        // answered with a transport error, or ended a connection
   std::uint64_t requests_held = 0;          // waited under max_connection_inbound_bytes
+  std::uint64_t handshakes_refused = 0;     // callers without the cluster token
+  std::uint64_t bytes_received = 0;         // on every connection, both roles
+  std::uint64_t bytes_sent = 0;
 };
 
 class DataPlane {

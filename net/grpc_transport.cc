@@ -49,6 +49,21 @@ struct ServerShared {
   AsioExecutor* executor = nullptr;
   std::size_t max_message_bytes = 0;
   std::size_t attachment_threshold = 0;
+  std::string token;  // "" = any caller is served
+  std::atomic<std::uint64_t> unauthenticated{0};
+
+  // gRPC thread: OK when the call carries the cluster token.
+  grpc::Status authenticate(grpc::CallbackServerContext* ctx) {
+    if (token.empty()) return grpc::Status::OK;
+    const auto& md = ctx->client_metadata();
+    auto it = md.find(kTokenMetadataKey);
+    if (it != md.end() && token_matches(token, std::string_view(it->second.data(), it->second.size())))
+      return grpc::Status::OK;
+    unauthenticated.fetch_add(1);
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        self.short_name() + " refused a call from " + ctx->peer() +
+                            ": it carries no valid cluster token");
+  }
 
   std::mutex mu;
   bool stopping = false;
@@ -223,6 +238,10 @@ class Service final : public ServiceBase {
   grpc::ServerUnaryReactor* LocateDataPlane(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer*,
                                             grpc::ByteBuffer* response) override {
     auto* reactor = ctx->DefaultReactor();
+    if (grpc::Status denied = shared_->authenticate(ctx); !denied.ok()) {
+      reactor->Finish(denied);
+      return reactor;
+    }
     bool stopping;
     {
       std::lock_guard lock(shared_->mu);
@@ -243,6 +262,11 @@ class Service final : public ServiceBase {
 
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override {
+    if (grpc::Status denied = shared_->authenticate(ctx); !denied.ok()) {
+      auto* reactor = ctx->DefaultReactor();
+      reactor->Finish(denied);
+      return reactor;
+    }
     auto rpc = std::make_shared<IncomingRpc>(shared_, ctx, response);
     rpc->start(*request);
     return rpc.get();  // alive until OnDone
@@ -392,6 +416,34 @@ struct GrpcTransport::Impl {
     server_shared->executor = &executor;
     server_shared->max_message_bytes = options.max_message_bytes;
     server_shared->attachment_threshold = options.attachment_threshold;
+    server_shared->token = options.security.token;
+  }
+
+  std::shared_ptr<grpc::ServerCredentials> server_credentials() const {
+    const SecurityOptions& sec = options.security;
+    if (!sec.tls) return grpc::InsecureServerCredentials();
+    grpc::SslServerCredentialsOptions o(sec.mutual_tls ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                       : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    o.pem_root_certs = sec.ca_pem;
+    o.pem_key_cert_pairs.push_back({sec.key_pem, sec.cert_pem});
+    return grpc::SslServerCredentials(o);
+  }
+
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials() const {
+    const SecurityOptions& sec = options.security;
+    if (!sec.tls) return grpc::InsecureChannelCredentials();
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = sec.ca_pem;  // the server's certificate must name the host dialled
+    if (sec.mutual_tls) {
+      o.pem_private_key = sec.key_pem;
+      o.pem_cert_chain = sec.cert_pem;
+    }
+    return grpc::SslCredentials(o);
+  }
+
+  void add_token(grpc::ClientContext& ctx) const {
+    if (!options.security.token.empty())
+      ctx.AddMetadata(kTokenMetadataKey, token_metadata_value(options.security.token));
   }
 
   void start_data_plane() {
@@ -400,6 +452,7 @@ struct GrpcTransport::Impl {
     o.attachment_threshold = options.attachment_threshold;
     o.connections_per_peer = options.data_connections_per_peer;
     o.socket_buffer_bytes = options.data_socket_buffer_bytes;
+    o.security = options.security;
     o.discover = [this](const TaskId& to, Time deadline, UniqueFunction<void(StatusOr<DataEndpoint>)> done) {
       locate(to, deadline, std::move(done));
     };
@@ -423,7 +476,7 @@ struct GrpcTransport::Impl {
   Status start_server() {
     service = std::make_unique<Service>(server_shared);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(options.listen_address, server_credentials(), &port);
     builder.SetMaxReceiveMessageSize(clamp_to_int(options.max_message_bytes));
     builder.SetMaxSendMessageSize(clamp_to_int(options.max_message_bytes));
     // Two live servers on one port would split the callers between them.
@@ -485,7 +538,7 @@ struct GrpcTransport::Impl {
       // A distinct argument per channel keeps gRPC from sharing one connection among them.
       grpc::ChannelArguments channel_args = args;
       channel_args.SetInt("twinps.channel_index", i);
-      p.channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), channel_args));
+      p.channels.push_back(grpc::CreateCustomChannel(address, channel_credentials(), channel_args));
       p.stubs.push_back(std::make_unique<grpc::GenericStub>(p.channels.back()));
     }
     return &peers.emplace(to, std::move(p)).first->second;
@@ -530,6 +583,7 @@ struct GrpcTransport::Impl {
       d->ctx.set_deadline(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(left, GPR_TIMESPAN)));
     }
     d->ctx.set_wait_for_ready(false);  // a peer that is down is UNAVAILABLE now
+    add_token(d->ctx);
     {
       std::lock_guard lock(client_shared->mu);
       ++client_shared->pending;
@@ -605,6 +659,7 @@ struct GrpcTransport::Impl {
       rpc->ctx.set_deadline(gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos(left, GPR_TIMESPAN)));
     }
     rpc->ctx.set_wait_for_ready(false);  // fail fast: a peer that is down is UNAVAILABLE now
+    add_token(rpc->ctx);
 
     if (options_in.cancel.can_be_cancelled()) {
       std::weak_ptr<OutgoingRpc> weak = rpc;
@@ -662,6 +717,7 @@ struct GrpcTransport::Impl {
 
 StatusOr<std::unique_ptr<GrpcTransport>> GrpcTransport::create(const TaskId& self, AsioExecutor& executor,
                                                                GrpcTransportOptions options) {
+  TWINPS_RETURN_IF_ERROR(check_tls_material(options.security));
   auto impl = std::make_unique<Impl>(self, executor, std::move(options));
   if (impl->options.data_plane == DataPlaneMode::kTcp) impl->start_data_plane();
   if (!impl->options.listen_address.empty()) {
@@ -705,7 +761,11 @@ GrpcTransportStats GrpcTransport::stats() const {
     out.data_connections_opened = d.connections_opened;
     out.data_connections_accepted = d.connections_accepted;
     out.data_frames_rejected = d.frames_rejected;
+    out.unauthenticated_refused += d.handshakes_refused;
+    out.data_bytes_received = d.bytes_received;
+    out.data_bytes_sent = d.bytes_sent;
   }
+  out.unauthenticated_refused += impl_->server_shared->unauthenticated.load();
   return out;
 }
 

@@ -51,6 +51,7 @@
 #include "core/runtime/transport.h"
 #include "net/asio_executor.h"
 #include "net/convert.h"
+#include "net/security.h"
 
 namespace twinps::net {
 
@@ -102,6 +103,11 @@ struct GrpcTransportOptions {
   // Every request over the data plane, not only Pull and Push: for tests
   // (the whole contract suite on the data plane) and experiments.
   bool data_plane_for_every_request = false;
+
+  // The cluster token and TLS, on both planes (net/security.h). A call
+  // without the token is refused with UNAUTHENTICATED before anything in it
+  // is decoded.
+  SecurityOptions security;
 };
 
 struct GrpcTransportStats {
@@ -112,6 +118,9 @@ struct GrpcTransportStats {
   std::uint64_t data_connections_opened = 0;
   std::uint64_t data_connections_accepted = 0;
   std::uint64_t data_frames_rejected = 0;
+  std::uint64_t unauthenticated_refused = 0;  // gRPC calls and data-plane connections without the token
+  std::uint64_t data_bytes_received = 0;      // on data-plane connections (both roles)
+  std::uint64_t data_bytes_sent = 0;
 };
 
 // A resolver over a fixed map.

@@ -1,12 +1,14 @@
 #pragma once
-// Flags every serving task shares (serve, train): where it listens. A task
-// listens on every interface at its TF_CONFIG port unless --bind names one
-// address: in a pod the TF_CONFIG host is a Service name whose address the
-// pod does not own, so binding to it would fail.
+// Flags the tasks of a real cluster share. Where a task listens: on every
+// interface at its TF_CONFIG port unless --bind names one address (in a pod
+// the TF_CONFIG host is a Service name whose address the pod does not own,
+// so binding to it would fail). And who may talk to it.
 #include <string>
+#include <vector>
 
 #include "core/runtime/status.h"
 #include "net/grpc_transport.h"
+#include "net/security.h"
 #include "tools/cli.h"
 
 namespace twinps::cli {
@@ -22,6 +24,23 @@ struct ServingFlags {
   StatusOr<std::string> listen_address(const std::string& configured) const;
   // Applies --data-port to the transport; checked by listen_address().
   void apply(net::GrpcTransportOptions* transport) const { transport->data_listen_port = data_port; }
+};
+
+// Who may talk to the task (net/security.h): the cluster token and TLS. Each
+// flag falls back to an environment variable, so a Kubernetes pod gets them
+// from a Secret either way.
+struct SecurityFlags {
+  std::string token_file;  // --token-file, TWINPS_TOKEN_FILE (or the token itself in TWINPS_TOKEN)
+  std::string tls_cert, tls_key, tls_ca;  // --tls-cert/-key/-ca, TWINPS_TLS_CERT/_KEY/_CA
+  bool tls_mutual = false;                // --tls-mutual, TWINPS_TLS_MUTUAL=1
+  std::string data_plane_tls = "on";      // --data-plane-tls on|off
+
+  void add_to(po::options_description& options);
+  // The token and TLS material the flags and environment name, read and
+  // checked; INVALID_ARGUMENT naming the flag or file otherwise.
+  StatusOr<net::SecurityOptions> security() const;
+  // The flags as given, to start another task with the same.
+  std::vector<std::string> to_args() const;
 };
 
 }  // namespace twinps::cli

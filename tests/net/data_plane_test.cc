@@ -19,6 +19,7 @@
 #include "net/data_frame.h"
 #include "net/data_plane.h"
 #include "net/grpc_transport.h"
+#include "net/security.h"
 #include "tests/net/net_test_util.h"
 
 namespace twinps::net {
@@ -301,11 +302,33 @@ class RawConnection {
     df::encode_header(h, reinterpret_cast<std::uint8_t*>(out.data()));
     return out + envelope + attachments;
   }
-  void hello(const TaskId& to = kPs) {
+  // The handshake: reads the challenge, sends the hello with its proof
+  // (of `token`: none by default, as the test servers have none); reads the
+  // answer when the callee will give one (not to a hello for another task).
+  void hello(const TaskId& to = kPs, const std::string& token = "") {
+    df::Header h;
+    std::string env, att;
+    wire::DataPlaneChallenge challenge;
+    ASSERT_TRUE(read_frame(&h, &env, &att));
+    ASSERT_EQ(h.kind, df::Kind::kChallenge);
+    ASSERT_TRUE(challenge.ParseFromString(env));
+    const std::string nonce(kNonceBytes, 'n');
     wire::DataPlaneHello hello;
     to_proto(TaskId::worker(7), hello.mutable_from());
     to_proto(to, hello.mutable_to());
+    hello.set_nonce(nonce);
+    hello.set_proof(hello_proof(token, challenge.nonce(), nonce, TaskId::worker(7), to));
     send_raw(frame(df::Kind::kHello, 0, hello.SerializeAsString(), ""));
+    if (to != kPs) return;
+    ASSERT_TRUE(read_frame(&h, &env, &att));
+    ASSERT_EQ(h.kind, df::Kind::kHelloAck);
+  }
+  // Reads the challenge and ignores it (a peer that skips the handshake).
+  void skip_challenge() {
+    df::Header h;
+    std::string env, att;
+    ASSERT_TRUE(read_frame(&h, &env, &att));
+    ASSERT_EQ(h.kind, df::Kind::kChallenge);
   }
   void request(std::uint64_t id, const wire::RpcRequest& envelope, const std::string& attachments = "") {
     send_raw(frame(df::Kind::kRequest, id, envelope.SerializeAsString(), attachments));
@@ -458,6 +481,7 @@ TEST(DataPlaneTest, AByteStreamThatIsNotTheProtocolEndsOnlyItsOwnConnection) {
   }
   {
     RawConnection raw(port);
+    raw.skip_challenge();
     wire::RpcRequest pull;
     pull.mutable_request()->mutable_pull();
     raw.request(1, pull);  // before any hello

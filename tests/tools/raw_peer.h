@@ -21,6 +21,7 @@
 #include "net/convert.h"
 #include "net/data_frame.h"
 #include "net/proto/twinps.pb.h"
+#include "net/security.h"
 
 namespace twinps::testing {
 
@@ -81,12 +82,31 @@ class RawPeer {
     return frame(kind, call_id, static_cast<std::uint32_t>(body.size()), attachment_bytes, body);
   }
 
-  // The frame that opens a connection: who calls whom.
-  bool hello(const TaskId& from, const TaskId& to) {
+  // The handshake (net/security.h): reads the callee's challenge, answers
+  // with who calls whom and a proof made with `token` ("" when the peer has
+  // none). Returns the callee's answer: OK, or the error it refused with
+  // (UNAUTHENTICATED without the right token); UNAVAILABLE if the connection
+  // broke first.
+  Status hello(const TaskId& from, const TaskId& to, const std::string& token = "") {
+    auto challenge_frame = read_frame();
+    net::wire::DataPlaneChallenge challenge;
+    if (!challenge_frame || challenge_frame->header.kind != net::dataframe::Kind::kChallenge ||
+        !challenge.ParseFromString(challenge_frame->envelope))
+      return absl::UnavailableError("test: no challenge");
+    const std::string nonce = net::random_nonce();
     net::wire::DataPlaneHello h;
     net::to_proto(from, h.mutable_from());
     net::to_proto(to, h.mutable_to());
-    return send_bytes(frame_with(net::dataframe::Kind::kHello, 0, h));
+    h.set_nonce(nonce);
+    h.set_proof(net::hello_proof(token, challenge.nonce(), nonce, from, to));
+    if (!send_bytes(frame_with(net::dataframe::Kind::kHello, 0, h))) return absl::UnavailableError("test: send");
+    auto ack_frame = read_frame();
+    net::wire::DataPlaneHelloAck ack;
+    if (!ack_frame || ack_frame->header.kind != net::dataframe::Kind::kHelloAck ||
+        !ack.ParseFromString(ack_frame->envelope))
+      return absl::UnavailableError("test: no answer to the hello");
+    if (ack.has_error()) return Status(static_cast<StatusCode>(ack.error().code()), ack.error().message());
+    return absl::OkStatus();
   }
 
   // Reads one frame; nullopt if the connection closed or the timeout passed.

@@ -129,7 +129,7 @@ TEST(ServingTest, HeadersClaimingHugeBodiesLeaveMemoryWithinItsCap) {
   for (int i = 0; i < 2 * kConnections; ++i) {
     auto peer = std::make_unique<testing::RawPeer>(port);
     ASSERT_TRUE(peer->ok());
-    ASSERT_TRUE(peer->hello(TaskId::worker(0), TaskId::ps(0)));
+    ASSERT_TRUE(peer->hello(TaskId::worker(0), TaskId::ps(0)).ok());
     if (i < kConnections) {
       // An envelope claimed at 250 MiB, never sent.
       ASSERT_TRUE(peer->send_bytes(testing::RawPeer::frame(df::Kind::kRequest, 1, kClaimed, 0)));
@@ -152,7 +152,7 @@ TEST(ServingTest, HeadersClaimingHugeBodiesLeaveMemoryWithinItsCap) {
   ASSERT_TRUE(drained) << "the task did not read what the peers sent";
   // ... and still answers a well-formed request on a fresh connection.
   testing::RawPeer probe(port);
-  ASSERT_TRUE(probe.hello(TaskId::worker(0), TaskId::ps(0)));
+  ASSERT_TRUE(probe.hello(TaskId::worker(0), TaskId::ps(0)).ok());
   net::wire::RpcRequest pull;
   net::to_proto(TaskId::worker(0), pull.mutable_from());
   pull.mutable_request()->mutable_pull()->add_items()->set_shard(424242);

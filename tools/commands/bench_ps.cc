@@ -17,6 +17,10 @@
 //   pipelined   push then pull issued back to back, both in flight (ps-lite's PUSH_PULL);
 //   sequential  push, wait, pull, wait — one message in flight per worker;
 //   push-pull   one Push carrying the pull (then_pull): one round trip.
+// With --tls the same load runs three times in one invocation — plain;
+// gRPC over TLS with the data plane in clear but token-authenticated; TLS on
+// both planes — with a throwaway CA made for the run (net/throwaway_pki.h),
+// and the table gives each one's throughput relative to plain.
 // A pair moves N floats each way (or the pulled rows with --pull rows). GB/s
 // counts both directions; "goodput" counts one, as ps-lite's benchmark prints it.
 // The servers run the real ParameterStore: each push is validated and applied
@@ -39,9 +43,11 @@
 #include "core/runtime/block_on.h"
 #include "net/allocator_tuning.h"
 #include "net/grpc_transport.h"
+#include "net/throwaway_pki.h"
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
 #include "tools/data_plane_flag.h"
+#include "tools/serving_flags.h"
 #include "tools/subprocess.h"
 #include "tools/tf_config.h"
 
@@ -61,8 +67,10 @@ struct BenchConfig {
   double window = 2.0;
   double warmup = 1.0;
   std::string data_plane = "tcp";
-  net::GrpcTransportOptions transport;  // from --data-plane
+  net::GrpcTransportOptions transport;  // from --data-plane and the security flags
   std::size_t max_message_mb = 512;
+  std::vector<std::string> security_args;  // passed on to the servers and generators
+  bool quiet = false;                      // --tls: one summary table at the end
 };
 
 std::int64_t cols_of(const BenchConfig& c) { return c.values_per_key / c.rows; }
@@ -264,6 +272,7 @@ Status create_keys(const BenchConfig& c, const std::function<std::string(const T
   net::GrpcTransportOptions o;
   o.resolve = resolve;
   o.max_message_bytes = c.max_message_mb << 20;
+  o.security = c.transport.security;
   auto transport = net::GrpcTransport::create(TaskId::chief(), ex, o);
   if (!transport.ok()) return transport.status();
   std::map<int, CreateShardsRequest> per_ps;
@@ -292,7 +301,11 @@ Status create_keys(const BenchConfig& c, const std::function<std::string(const T
   return absl::OkStatus();
 }
 
-int run_parent(const BenchConfig& c) {
+struct Measured {
+  Summary pairs, gbps;
+};
+
+int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
   const std::string dir = make_temp_dir("bench-ps");
   std::map<TaskId, std::string> addresses;
   for (int i = 0; i < c.servers; ++i) addresses[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(free_port());
@@ -308,9 +321,10 @@ int run_parent(const BenchConfig& c) {
   for (int i = 0; i < c.servers; ++i) {
     TfConfig task = tfc;
     task.task = TaskId::ps(i);
-    servers.push_back(Child::start({self, "serve", "--data-plane", c.data_plane, "--max-message-mb",
-                                    std::to_string(c.max_message_mb)},
-                                   {"TF_CONFIG=" + task.to_json()}, dir, "ps" + std::to_string(i)));
+    std::vector<std::string> args{self, "serve", "--data-plane", c.data_plane, "--max-message-mb",
+                                  std::to_string(c.max_message_mb)};
+    args.insert(args.end(), c.security_args.begin(), c.security_args.end());
+    servers.push_back(Child::start(args, {"TF_CONFIG=" + task.to_json()}, dir, "ps" + std::to_string(i)));
   }
   for (int i = 0; i < c.servers; ++i) {
     if (!servers[static_cast<std::size_t>(i)].wait_for_output("serving on", std::chrono::seconds(30))) {
@@ -339,6 +353,7 @@ int run_parent(const BenchConfig& c) {
          "--window", std::to_string(c.window), "--data-plane", c.data_plane, "--max-message-mb",
          std::to_string(c.max_message_mb)};
     args.insert(args.end(), rest.begin(), rest.end());
+    args.insert(args.end(), c.security_args.begin(), c.security_args.end());
     generators.push_back(Child::start(args, {}, dir, "worker" + std::to_string(w)));
   }
   const auto limit = std::chrono::milliseconds(static_cast<std::int64_t>((c.warmup + c.repeats * c.window) * 1000) + 120000);
@@ -373,6 +388,13 @@ int run_parent(const BenchConfig& c) {
   for (auto* v : {&pairs, &bytes, &calls})
     for (auto& x : *v) x /= c.window;
 
+  if (measured) {
+    measured->pairs = summarize(pairs);
+    auto g = bytes;
+    for (auto& x : g) x /= 1e9;
+    measured->gbps = summarize(g);
+  }
+  if (c.quiet) return kExitOk;
   const double key_bytes = static_cast<double>(c.values_per_key) * sizeof(float);
   std::printf("twinps bench ps: %d server(s) x %d worker(s) as processes, %d key(s) of %s (%lldx%lld floats), "
               "%s pulls, mode %s, data plane %s\n",
@@ -401,6 +423,82 @@ int run_parent(const BenchConfig& c) {
   return kExitOk;
 }
 
+std::string hex_token() {
+  std::string out;
+  for (unsigned char b : net::random_nonce()) out += format("%02x", b);
+  return out;
+}
+
+// --tls: the same load plain, with TLS on gRPC only (the data plane in clear,
+// each connection authenticated by the token handshake), and with TLS on both
+// planes; one run, so the ratios compare like with like.
+int run_tls_comparison(BenchConfig c) {
+  const std::string dir = make_temp_dir("bench-ps-tls");
+  auto ca = net::make_throwaway_ca("twinps bench CA");
+  auto leaf = ca.ok() ? net::issue_certificate(*ca, {"127.0.0.1", "localhost"}) : StatusOr<net::PemPair>(ca.status());
+  if (!leaf.ok()) {
+    std::fprintf(stderr, "twinps bench ps: %s\n", describe(leaf.status()).c_str());
+    return kExitFailed;
+  }
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  const std::vector<std::string> tls_args{"--tls-cert", write("tls.crt", leaf->cert_pem), "--tls-key",
+                                          write("tls.key", leaf->key_pem), "--tls-ca", write("ca.pem", ca->cert_pem),
+                                          "--token-file", write("token", hex_token())};
+  struct Setting {
+    const char* name;
+    std::vector<std::string> args;
+  };
+  std::vector<Setting> settings = {{"plain (no token, no TLS)", {}},
+                                   {"token + TLS on gRPC, data plane in clear", tls_args},
+                                   {"token + TLS on both planes", tls_args}};
+  settings[1].args.insert(settings[1].args.end(), {"--data-plane-tls", "off"});
+  const std::string load_before = loadavg();
+  std::vector<Measured> results;
+  for (const auto& setting : settings) {
+    std::fprintf(stderr, "twinps bench ps --tls: %s ...\n", setting.name);
+    BenchConfig run = c;
+    run.quiet = true;
+    run.security_args = setting.args;
+    SecurityFlags flags;
+    po::options_description o;
+    flags.add_to(o);
+    po::variables_map vm;
+    std::vector<std::string> argv_text{"bench"};
+    argv_text.insert(argv_text.end(), setting.args.begin(), setting.args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_text) argv.push_back(a.data());
+    po::store(po::parse_command_line(static_cast<int>(argv.size()), argv.data(), o), vm);
+    po::notify(vm);
+    auto security = flags.security();
+    if (!security.ok()) {
+      std::fprintf(stderr, "twinps bench ps: %s\n", describe(security.status()).c_str());
+      return kExitFailed;
+    }
+    run.transport.security = *security;
+    Measured m;
+    if (int rc = run_parent(run, &m); rc != kExitOk) return rc;
+    results.push_back(m);
+  }
+  const double key_bytes = static_cast<double>(c.values_per_key) * sizeof(float);
+  std::printf("twinps bench ps --tls: %d server(s) x %d worker(s), %d key(s) of %s, mode %s, %d x %.1f s windows\n",
+              c.servers, c.workers, c.keys,
+              key_bytes >= (1 << 20) ? format("%.0f MiB", key_bytes / (1 << 20)).c_str()
+                                     : format("%.0f KiB", key_bytes / 1024).c_str(),
+              c.mode.c_str(), c.repeats, c.window);
+  Table t;
+  for (std::size_t i = 0; i < settings.size(); ++i) {
+    const double ratio = results[0].pairs.median > 0 ? results[i].pairs.median / results[0].pairs.median : 0;
+    t.row(settings[i].name, show(results[i].pairs, "%.0f") + " pairs/s, " + format("%.3f", results[i].gbps.median) +
+                                 " GB/s" + (i ? format("  (%.0f %% of plain)", 100 * ratio) : std::string()));
+  }
+  t.row("load average", load_before + " -> " + loadavg());
+  t.print();
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_bench_ps(int argc, char** argv) {
@@ -424,10 +522,14 @@ int run_bench_ps(int argc, char** argv) {
       ("warmup", po::value(&c.warmup)->default_value(1.0), "seconds of load before the first window")
       ("data-plane", po::value(&c.data_plane)->default_value("tcp"), kDataPlaneHelp)
       ("max-message-mb", po::value(&c.max_message_mb)->default_value(512), "largest message, MiB")
+      ("tls", "measure the cost of TLS: the same load plain, with TLS on gRPC only (data plane in clear, "
+              "token-authenticated) and on both planes, with a throwaway CA")
       ("load-generator", "internal: run as one load generator")
       ("worker-index", po::value(&worker_index), "internal: this generator's worker index")
       ("tf-config", po::value(&tf_config), "internal: the cluster")
       ("start-at-ns", po::value(&start_ns), "internal: CLOCK_MONOTONIC ns of the first window");
+  SecurityFlags security_flags;  // a generator gets the servers' token and TLS material
+  security_flags.add_to(opts);
   po::variables_map vm;
   if (int rc = parse(argc, argv,
                      "usage: twinps bench ps [--servers S] [--workers W] [--keys K] [--values-per-key N] ...\n"
@@ -455,7 +557,15 @@ int run_bench_ps(int argc, char** argv) {
   }
   // Large tensors: keep freed buffers mapped (net/allocator_tuning.h), in every process of the bench.
   net::tune_allocator_for_large_tensors();
+  if (auto security = security_flags.security(); security.ok()) {
+    c.transport.security = *security;
+    c.security_args = security_flags.to_args();  // the servers and generators get the same
+  } else {
+    std::fprintf(stderr, "twinps bench ps: %s\n", std::string(security.status().message()).c_str());
+    return kExitBadInput;
+  }
   if (vm.count("load-generator")) return run_load_generator(c, worker_index, tf_config, start_ns);
+  if (vm.count("tls")) return run_tls_comparison(c);
   return run_parent(c);
 }
 

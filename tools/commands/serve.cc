@@ -54,6 +54,8 @@ int run_serve(int argc, char** argv) {
        "`twinps tune` takes)");
   ServingFlags serving;
   serving.add_to(opts);
+  SecurityFlags security_flags;
+  security_flags.add_to(opts);
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
@@ -95,6 +97,11 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(listen.status().message()).c_str());
     return kExitBadInput;
   }
+  auto security = security_flags.security();
+  if (!security.ok()) {
+    std::fprintf(stderr, "twinps serve: %s\n", std::string(security.status().message()).c_str());
+    return kExitBadInput;
+  }
   // Tensors arrive in fresh buffers: keep freed ones mapped rather than fault pages in again.
   net::tune_allocator_for_large_tensors();
   FunctionRegistry registry;
@@ -121,6 +128,7 @@ int run_serve(int argc, char** argv) {
   o.transport = transport;
   o.transport.max_message_bytes = max_message_mb << 20;
   serving.apply(&o.transport);
+  o.transport.security = *security;
   FixedStepDelay delay(from_seconds(step_delay));
   if (step_delay > 0) o.cost = &delay;
   auto node = net::RealNode::create(std::move(o));

@@ -16,6 +16,7 @@
 #include "net/real_node.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
+#include "tools/serving_flags.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 
@@ -307,11 +308,19 @@ int run_train(int argc, char** argv) {
       ("trace", po::value(&s.trace_path), "write a Chrome Trace Event file (open in Perfetto)")
       ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log")
       ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp);
+  SecurityFlags security_flags;
+  security_flags.add_to(opts);
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps train (--in-memory | --in-process | with TF_CONFIG) [options]", opts, vm);
       rc >= 0)
     return rc;
   if (!apply_data_plane("train", data_plane, &s.transport)) return kExitBadInput;
+  if (auto security = security_flags.security(); security.ok()) {
+    s.transport.security = *security;
+  } else {
+    std::fprintf(stderr, "twinps train: %s\n", std::string(security.status().message()).c_str());
+    return kExitBadInput;
+  }
   if (vm.count("in-memory") && vm.count("in-process")) {
     std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
     return kExitBadInput;
