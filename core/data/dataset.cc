@@ -1,27 +1,23 @@
 #include "core/data/dataset.h"
 
 #include "core/data/record_dataset.h"
+#include "core/data/shuffle_buffer.h"
 
 namespace twinps {
 
 std::vector<std::size_t> shuffle_order(std::size_t n, std::size_t buffer_size, RandomStream& random) {
-  // Fill a buffer, then repeatedly emit a random buffer element and refill
-  // its place from the input: a full shuffle when buffer_size >= n.
   std::vector<std::size_t> out;
   out.reserve(n);
-  std::vector<std::size_t> buffer;
+  ShuffleBuffer<std::size_t> buffer(buffer_size, random);
   std::size_t next = 0;
-  while (next < n && buffer.size() < buffer_size) buffer.push_back(next++);
-  while (!buffer.empty()) {
-    std::size_t pick = random.below(buffer.size());
-    out.push_back(buffer[pick]);
-    if (next < n) {
-      buffer[pick] = next++;
-    } else {
-      buffer[pick] = buffer.back();
-      buffer.pop_back();
-    }
-  }
+  auto pull = [&](std::size_t& item) -> StatusOr<bool> {
+    if (next >= n) return false;
+    item = next++;
+    return true;
+  };
+  std::size_t index = 0;
+  while (*buffer.next(pull, index)) out.push_back(index);
+  random = buffer.random();
   return out;
 }
 
