@@ -13,6 +13,7 @@ const std::vector<Command>& commands() {
        run_calibrate},
       {"bench", "performance measurements (targets: sim, ps, train)", run_bench},
       {"model", "check a model spec; show its layers, variables per ps, and a step's FLOPs and bytes", run_model},
+      {"datagen", "write a synthetic dataset (kinds: ctr)", run_datagen},
   };
   return all;
 }

@@ -23,5 +23,6 @@ int run_calibrate(int argc, char** argv);  // tools/commands/calibrate.cc
 int run_bench_ps(int argc, char** argv);     // tools/commands/bench_ps.cc
 int run_bench_train(int argc, char** argv);  // tools/commands/bench_train.cc
 int run_model(int argc, char** argv);        // tools/commands/model.cc
+int run_datagen(int argc, char** argv);      // tools/commands/datagen.cc
 
 }  // namespace twinps::cli
