@@ -1,12 +1,16 @@
 #pragma once
 // Core's coroutine types. A `Task<T>` is a lazily started coroutine that
-// produces a T; awaiting it runs it to completion and resumes the awaiter by
-// symmetric transfer. A `TaskScope` owns the root tasks a node has spawned and
-// destroys whatever is still suspended when the node goes away (a simulated
-// crash, a shutdown), which in turn destroys every frame those roots await.
+// produces a T; awaiting it runs it to completion and then resumes the
+// awaiter. A `TaskScope` owns the root tasks a node has spawned and destroys
+// whatever is still suspended when the node goes away (a simulated crash, a
+// shutdown), which in turn destroys every frame those roots await.
 //
 // Nothing here knows whether time is simulated: suspension points are the
 // awaitables in sync.h, which resume through the node's Executor.
+//
+// How control passes between coroutines without growing the stack: see
+// resume.h.
+#include <cassert>
 #include <coroutine>
 #include <cstdint>
 #include <exception>
@@ -15,6 +19,7 @@
 #include <utility>
 
 #include "core/runtime/executor.h"
+#include "core/runtime/resume.h"
 
 namespace twinps {
 
@@ -24,7 +29,7 @@ class Task;
 namespace detail {
 
 struct TaskPromiseBase {
-  std::coroutine_handle<> continuation = std::noop_coroutine();
+  std::coroutine_handle<> continuation;  // the awaiter; null while nobody awaits
   std::exception_ptr error;
 
   std::suspend_always initial_suspend() noexcept { return {}; }
@@ -32,8 +37,8 @@ struct TaskPromiseBase {
   struct FinalAwaiter {
     bool await_ready() noexcept { return false; }
     template <typename P>
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> self) noexcept {
-      return self.promise().continuation;
+    void await_suspend(std::coroutine_handle<P> self) noexcept {
+      transfer_to(self.promise().continuation);
     }
     void await_resume() noexcept {}
   };
@@ -94,9 +99,9 @@ class [[nodiscard]] Task {
   struct Awaiter {
     Handle handle;
     bool await_ready() const noexcept { return false; }
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+    void await_suspend(std::coroutine_handle<> awaiting) noexcept {
       handle.promise().continuation = awaiting;
-      return handle;
+      detail::transfer_to(handle);
     }
     T await_resume() { return handle.promise().take(); }
   };
@@ -197,7 +202,7 @@ inline void TaskScope::spawn(Task<void> task) {
   // the frame; the weak flag keeps this event from touching it.
   executor_.post([root, alive = std::weak_ptr<bool>(alive_)]() {
     if (alive.expired()) return;
-    root.resume();
+    resume_now(root);
   });
 }
 
