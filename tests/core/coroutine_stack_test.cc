@@ -25,7 +25,7 @@ constexpr std::size_t kSmallStack = 256 * 1024;
 // The deepest a test may go below its thread's entry. Generous for
 // sanitizer builds' larger frames, and far below what one frame per
 // iteration would need (100,000 iterations x >= 64 bytes = 6 MB).
-constexpr std::uintptr_t kDepthBound = 128 * 1024;
+constexpr std::uintptr_t kDepthBound = 64 * 1024;
 
 // The deepest frame seen below the thread's entry point.
 struct StackDepth {
