@@ -442,6 +442,12 @@ StatusOr<std::unique_ptr<FileDataset>> FileDataset::create(const FileDatasetSpec
   if (!plan.ok()) return plan.status();
   ds->plan_ = std::move(*plan);
   ds->worker_ = worker;
+  // Open the shard's first file now, so that a schema that does not fit the
+  // files (a CSV header without a column, mismatched IDX pairs) fails when
+  // the dataset is built rather than at the first batch.
+  const std::int32_t first = ds->plan_.pieces.empty() ? 0 : ds->plan_.pieces.front().file;
+  auto probe = open_reader(spec, ds->format_, ds->schema_, ds->files_[static_cast<std::size_t>(first)], first);
+  if (!probe.ok()) return probe.status();
   return ds;
 }
 
