@@ -274,28 +274,8 @@ Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
         push.gradient(*vars->params[v], std::move(grads[v]));
       }
     }
-    std::size_t m = 0;
-    for (auto metric : metrics_) {
-      const double n = static_cast<double>(f.batch);
-      switch (metric) {
-        case spec::LOSS:
-          push.add(*vars->metrics[m++], scalar(l.loss * n));
-          push.add(*vars->metrics[m++], scalar(n));
-          break;
-        case spec::ACCURACY:
-          push.add(*vars->metrics[m++], scalar(correct_predictions(graph_->loss(), logits, f.labels)));
-          push.add(*vars->metrics[m++], scalar(n));
-          break;
-        case spec::AUC: {
-          Matrix counts, totals;
-          auc_counts(logits, f.labels, auc_thresholds(spec().auc_thresholds()), counts, totals);
-          push.add(*vars->metrics[m++], std::move(counts));
-          push.add(*vars->metrics[m++], std::move(totals));
-          break;
-        }
-        default: break;
-      }
-    }
+    std::vector<Matrix> deltas = metric_deltas(logits, f.labels, l.loss);
+    for (std::size_t m = 0; m < deltas.size(); ++m) push.add(*vars->metrics[m], std::move(deltas[m]));
     push.add_counter(*vars->iterations, 1);
 
     if (i + 1 == steps) {
@@ -331,28 +311,8 @@ Task<StatusOr<Value>> CompiledModel::evaluate(StepContext& ctx) const {
   const Matrix& logits = graph_->forward(*features, params, tape, ForwardMode{false, nullptr});
   const LossResult l = compute_loss(graph_->loss(), logits, features->labels);
   ParameterClient::PushBatch push;
-  std::size_t m = 0;
-  const double n = static_cast<double>(features->batch);
-  for (auto metric : metrics_) {
-    switch (metric) {
-      case spec::LOSS:
-        push.add(*vars->metrics[m++], scalar(l.loss * n));
-        push.add(*vars->metrics[m++], scalar(n));
-        break;
-      case spec::ACCURACY:
-        push.add(*vars->metrics[m++], scalar(correct_predictions(graph_->loss(), logits, features->labels)));
-        push.add(*vars->metrics[m++], scalar(n));
-        break;
-      case spec::AUC: {
-        Matrix counts, totals;
-        auc_counts(logits, features->labels, auc_thresholds(spec().auc_thresholds()), counts, totals);
-        push.add(*vars->metrics[m++], std::move(counts));
-        push.add(*vars->metrics[m++], std::move(totals));
-        break;
-      }
-      default: break;
-    }
-  }
+  std::vector<Matrix> deltas = metric_deltas(logits, features->labels, l.loss);
+  for (std::size_t m = 0; m < deltas.size(); ++m) push.add(*vars->metrics[m], std::move(deltas[m]));
   Status pushed = co_await ctx.ps().push(push);
   if (!pushed.ok()) co_return pushed;
   co_return Value(l.loss);
@@ -363,6 +323,100 @@ void CompiledModel::register_functions(FunctionRegistry& registry) const {
   std::shared_ptr<const CompiledModel> self = shared_from_this();
   registry.add_step(train_step(), [self](StepContext& ctx) { return self->train(ctx); });
   registry.add_step(eval_step(), [self](StepContext& ctx) { return self->evaluate(ctx); });
+}
+
+// ---------------------------------------------------------------- metrics
+
+std::vector<Matrix> CompiledModel::metric_deltas(const Matrix& logits, const Matrix& labels, double loss) const {
+  std::vector<Matrix> out;
+  const double n = static_cast<double>(logits.rows());
+  for (auto metric : metrics_) {
+    switch (metric) {
+      case spec::LOSS:
+        out.push_back(scalar(loss * n));
+        out.push_back(scalar(n));
+        break;
+      case spec::ACCURACY:
+        out.push_back(scalar(correct_predictions(graph_->loss(), logits, labels)));
+        out.push_back(scalar(n));
+        break;
+      case spec::AUC: {
+        Matrix counts, totals;
+        auc_counts(logits, labels, auc_thresholds(spec().auc_thresholds()), counts, totals);
+        out.push_back(std::move(counts));
+        out.push_back(std::move(totals));
+        break;
+      }
+      default: break;
+    }
+  }
+  return out;
+}
+
+MetricValues CompiledModel::metrics_from(const std::vector<Matrix>& totals) const {
+  MetricValues out;
+  std::size_t h = 0;
+  for (auto metric : metrics_) {
+    const Matrix& a = totals[h++];
+    const Matrix& b = totals[h++];
+    switch (metric) {
+      case spec::LOSS:
+        out.examples = b(0, 0);
+        out.loss = b(0, 0) > 0 ? a(0, 0) / b(0, 0) : 0.0;
+        break;
+      case spec::ACCURACY: out.accuracy = b(0, 0) > 0 ? a(0, 0) / b(0, 0) : 0.0; break;
+      case spec::AUC: out.auc = auc_from_counts(a, b); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+LocalEvaluator::LocalEvaluator(std::shared_ptr<const CompiledModel> model) : model_(std::move(model)) {}
+
+Status LocalEvaluator::add(const VariableValues& values, const data::Schema& schema, const data::RecordBatch& batch) {
+  const ModelGraph& g = model_->graph();
+  auto features = g.features().map(schema, batch);
+  if (!features.ok()) return features.status();
+  ModelGraph::Params params;
+  params.lookups = g.plan_lookups(*features);
+  for (std::size_t v = 0; v < g.variables().size(); ++v) {
+    const auto& var = g.variables()[v];
+    auto it = values.find(var.name);
+    if (it == values.end()) return absl::InvalidArgumentError("no value for variable \"" + var.name + "\"");
+    const Matrix& full = it->second;
+    if (full.rows() != storage_rows(var.shape) || full.cols() != storage_cols(var.shape))
+      return absl::InvalidArgumentError("variable \"" + var.name + "\" is " + std::to_string(full.rows()) + "x" +
+                                        std::to_string(full.cols()) + "; the model needs " + shape_string(var.shape));
+    if (!var.embedding) {
+      params.values.push_back(full);
+      continue;
+    }
+    Matrix rows(static_cast<Eigen::Index>(params.lookups[v].rows.size()), full.cols());
+    for (std::size_t i = 0; i < params.lookups[v].rows.size(); ++i) {
+      const std::int64_t id = params.lookups[v].rows[i];
+      if (id < 0 || id >= full.rows())
+        return absl::InvalidArgumentError("variable \"" + var.name + "\": id " + std::to_string(id) +
+                                          " is outside its " + std::to_string(full.rows()) + " rows");
+      rows.row(static_cast<Eigen::Index>(i)) = full.row(id);
+    }
+    params.values.push_back(std::move(rows));
+  }
+  ModelGraph::Tape tape;
+  const Matrix& logits = g.forward(*features, params, tape, ForwardMode{false, nullptr});
+  const LossResult l = compute_loss(g.loss(), logits, features->labels);
+  std::vector<Matrix> deltas = model_->metric_deltas(logits, features->labels, l.loss);
+  if (totals_.empty()) {
+    totals_ = std::move(deltas);
+  } else {
+    for (std::size_t i = 0; i < deltas.size(); ++i) totals_[i] += deltas[i];
+  }
+  return absl::OkStatus();
+}
+
+MetricValues LocalEvaluator::result() const {
+  if (totals_.empty()) return MetricValues{};
+  return model_->metrics_from(totals_);
 }
 
 // ---------------------------------------------------------------- metrics on the coordinator
@@ -389,21 +443,9 @@ Task<StatusOr<MetricValues>> CompiledModel::read_metrics(ParameterClient& ps, co
   }
   auto r = co_await ps.pull(pull);
   if (!r.ok()) co_return r.status();
-  MetricValues out;
-  std::size_t h = 0;
-  for (auto metric : metrics_) {
-    const Matrix& a = r->value(handles[h++]);
-    const Matrix& b = r->value(handles[h++]);
-    switch (metric) {
-      case spec::LOSS:
-        out.examples = b(0, 0);
-        out.loss = b(0, 0) > 0 ? a(0, 0) / b(0, 0) : 0.0;
-        break;
-      case spec::ACCURACY: out.accuracy = b(0, 0) > 0 ? a(0, 0) / b(0, 0) : 0.0; break;
-      case spec::AUC: out.auc = auc_from_counts(a, b); break;
-      default: break;
-    }
-  }
+  std::vector<Matrix> totals;
+  for (int h : handles) totals.push_back(r->value(h));
+  MetricValues out = metrics_from(totals);
   co_return out;
 }
 

@@ -22,6 +22,7 @@
 // threads at once.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,6 +114,11 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   Task<StatusOr<MetricValues>> read_metrics(ParameterClient& ps, const VariableDirectory& variables,
                                             Phase phase) const;
 
+  // What one batch adds to each metric accumulator (metric_variables()
+  // order), and the metrics those accumulated totals give.
+  std::vector<Matrix> metric_deltas(const Matrix& logits, const Matrix& labels, double loss) const;
+  MetricValues metrics_from(const std::vector<Matrix>& totals) const;
+
   // Finds a variable by name, or null.
   using VariableLookup = std::function<const VariableLayout*(const std::string&)>;
 
@@ -133,6 +139,27 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   std::vector<spec::Metric> metrics_;  // in creation order; LOSS always among them
   std::vector<OptimizerConfig> optimizer_of_variable_;
   StepCost cost_;
+};
+
+// Evaluation on the caller with full variable values, no parameter server:
+// what a side-car evaluator does with a restored checkpoint and what direct
+// inline evaluation does on the coordinator. The same forward pass and metric
+// arithmetic as the eval step function.
+class LocalEvaluator {
+ public:
+  // Full values by variable name ("dense/kernel": [rows x cols] storage).
+  using VariableValues = std::map<std::string, Matrix, std::less<>>;
+
+  explicit LocalEvaluator(std::shared_ptr<const CompiledModel> model);
+  // Adds a batch's metrics. INVALID_ARGUMENT for a missing or misshapen
+  // variable value, or bad data (naming the column).
+  Status add(const VariableValues& values, const data::Schema& schema, const data::RecordBatch& batch);
+  // The metrics of every batch added so far.
+  MetricValues result() const;
+
+ private:
+  std::shared_ptr<const CompiledModel> model_;
+  std::vector<Matrix> totals_;
 };
 
 }  // namespace twinps::model

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "core/data/in_memory_records.h"
@@ -14,6 +15,7 @@
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial.h"
+#include "core/variables/sharded_variable.h"
 #include "tests/core/record_builder.h"
 #include "tests/sim/test_paths.h"
 
@@ -136,9 +138,10 @@ Task<StatusOr<Outcome>> run_program(ClusterCoordinator& c, const CompiledModel& 
   co_return out;
 }
 
-// Trains `m` on a fresh in-memory cluster.
+// Trains `m` on a fresh in-memory cluster; `after` sees the cluster at the end.
 StatusOr<Outcome> train_on_cluster(const std::shared_ptr<const CompiledModel>& m, const RecordSets& sets,
-                                   const Program& p, int workers, int ps, std::uint64_t seed = 1) {
+                                   const Program& p, int workers, int ps, std::uint64_t seed = 1,
+                                   const std::function<void(LocalCluster&)>& after = {}) {
   FunctionRegistry registry;
   m->register_functions(registry);
   sets.register_functions(registry);
@@ -153,7 +156,27 @@ StatusOr<Outcome> train_on_cluster(const std::shared_ptr<const CompiledModel>& m
   if (!started->ok()) return *started;
   auto outcome = cluster.run(run_program(cluster.coordinator(), *m, p));
   if (!outcome) return absl::DeadlineExceededError("the program did not finish");
+  if (after) after(cluster);
   return *std::move(outcome);
+}
+
+// Every variable's full value, read back from the parameter servers.
+LocalEvaluator::VariableValues export_values(LocalCluster& cluster) {
+  auto& c = cluster.coordinator();
+  auto shards = cluster.run(c.export_variables());
+  EXPECT_TRUE(shards && shards->ok());
+  std::map<ShardId, const ShardState*> by_id;
+  for (const auto& s : **shards) by_id[s.spec.id] = &s;
+  LocalEvaluator::VariableValues values;
+  for (const VariableLayout& v : c.variables().all()) {
+    if (v.kind != VariableKind::kTrainable) continue;
+    std::vector<Matrix> pieces;
+    for (const auto& shard : v.shards) pieces.push_back(by_id.at(shard.id)->value);
+    auto full = concat_shards(v, pieces);
+    EXPECT_TRUE(full.ok());
+    values[v.name] = *full;
+  }
+  return values;
 }
 
 // ---------------------------------------------------------------- the tutorial as a spec
@@ -308,7 +331,8 @@ TEST(CompiledModelTest, AnMlpLearnsRingsOnTwoPsAndThreeWorkers) {
   p.shuffle = 2000;
   p.eval_steps = 5;
   p.eval_batch = 100;
-  auto outcome = train_on_cluster(m, sets, p, 3, 2, 7);
+  LocalEvaluator::VariableValues trained;
+  auto outcome = train_on_cluster(m, sets, p, 3, 2, 7, [&](LocalCluster& c) { trained = export_values(c); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   for (const auto& e : outcome->epochs) std::printf("loss %.4f accuracy %.4f\n", e.loss, *e.accuracy);
   std::printf("test: loss %.4f accuracy %.4f on %.0f examples\n", outcome->eval.loss, *outcome->eval.accuracy,
@@ -317,6 +341,49 @@ TEST(CompiledModelTest, AnMlpLearnsRingsOnTwoPsAndThreeWorkers) {
   EXPECT_LT(outcome->epochs.back().loss, outcome->epochs.front().loss / 3);
   EXPECT_EQ(outcome->eval.examples, 500);
   EXPECT_GE(*outcome->eval.accuracy, 0.95) << "held-out points";
+
+  // Every worker reads the whole evaluation set (per-worker datasets, as in
+  // TensorFlow's tutorial), so the distributed evaluation's 500 records are
+  // not the 500 test points once each; the held-out accuracy proper is the
+  // trained values' on every test point, evaluated here.
+  LocalEvaluator local(m);
+  ASSERT_TRUE(local.add(trained, test.schema, test.batch).ok());
+  std::printf("held out: accuracy %.4f on %.0f points\n", *local.result().accuracy, local.result().examples);
+  EXPECT_EQ(local.result().examples, 500);
+  EXPECT_GE(*local.result().accuracy, 0.95);
+}
+
+TEST(CompiledModelTest, LocalEvaluationGivesTheDistributedEvaluationsMetrics) {
+  // One worker evaluates the test set once, in order: a side-car evaluator
+  // with the trained values must see the same metrics.
+  auto m = compile_text(kMlp);
+  ASSERT_TRUE(m);
+  RecordSets sets;
+  testing::Records train = ring_records(500, 1), test = ring_records(200, 2);
+  Program p;
+  p.train_set = sets.add(train.schema, train.batch);
+  p.eval_set = sets.add(test.schema, test.batch);
+  p.epochs = 2;
+  p.steps_per_epoch = 20;
+  p.eval_steps = 4;
+  p.eval_batch = 50;
+  LocalEvaluator::VariableValues trained;
+  auto outcome = train_on_cluster(m, sets, p, 1, 2, 3, [&](LocalCluster& c) { trained = export_values(c); });
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  LocalEvaluator local(m);
+  for (std::size_t begin = 0; begin < 200; begin += 50) {
+    std::vector<std::size_t> rows;
+    for (std::size_t i = begin; i < begin + 50; ++i) rows.push_back(i);
+    ASSERT_TRUE(local.add(trained, test.schema, data::take_records(test.batch, rows)).ok());
+  }
+  EXPECT_EQ(outcome->iterations, 40);
+  EXPECT_EQ(local.result().examples, 200);
+  EXPECT_EQ(outcome->eval.examples, 200);
+  EXPECT_EQ(*local.result().accuracy, *outcome->eval.accuracy);
+  EXPECT_NEAR(local.result().loss, outcome->eval.loss, 1e-6);
+  trained.erase("hidden2/bias");
+  EXPECT_THAT(std::string(local.add(trained, test.schema, test.batch).message()),
+              HasSubstr("no value for variable \"hidden2/bias\""));
 }
 
 TEST(CompiledModelTest, TrainingIsDeterministicForASeed) {
