@@ -130,20 +130,26 @@ DotInteractionLayer::DotInteractionLayer(int inputs, Eigen::Index dim, bool self
 
 void DotInteractionLayer::forward(std::span<const Matrix* const> inputs, std::span<const Matrix* const>,
                                   Matrix& out, Saved&, const ForwardMode&) const {
-  out.resize(inputs[0]->rows(), output_width());
+  // Pair by pair into a [pairs x batch] block (each pair's results
+  // contiguous), then transposed: writing columns of the row-major output
+  // directly would touch a cache line per record per pair.
+  Matrix by_pair(output_width(), inputs[0]->rows());
   for (std::size_t k = 0; k < pairs_.size(); ++k) {
     const auto [i, j] = pairs_[k];
-    out.col(static_cast<Eigen::Index>(k)) = inputs[i]->cwiseProduct(*inputs[j]).rowwise().sum();
+    by_pair.row(static_cast<Eigen::Index>(k)) = inputs[i]->cwiseProduct(*inputs[j]).rowwise().sum().transpose();
   }
+  out = by_pair.transpose();
 }
 
 void DotInteractionLayer::backward(std::span<const Matrix* const> inputs, std::span<const Matrix* const>,
                                    const Matrix&, const Matrix& dout, const Saved&,
                                    std::span<Matrix* const> dinputs, std::span<Matrix>) const {
-  // d(x_i . x_j)/dx_i = x_j, per record, scaled by that record's dout.
+  // d(x_i . x_j)/dx_i = x_j, per record, scaled by that record's dout. Each
+  // pair reads one column of dout: transposed once, those are contiguous.
+  const Matrix by_pair = dout.transpose();
   for (std::size_t k = 0; k < pairs_.size(); ++k) {
     const auto [i, j] = pairs_[k];
-    const auto g = dout.col(static_cast<Eigen::Index>(k));
+    const auto g = by_pair.row(static_cast<Eigen::Index>(k)).transpose();
     if (dinputs[i] != nullptr) dinputs[i]->array() += inputs[j]->array().colwise() * g.array();
     if (dinputs[j] != nullptr) dinputs[j]->array() += inputs[i]->array().colwise() * g.array();
   }

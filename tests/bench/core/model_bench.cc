@@ -12,6 +12,7 @@
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial.h"
+#include "net/allocator_tuning.h"
 
 namespace twinps::model {
 namespace {
@@ -228,4 +229,13 @@ BENCHMARK(BM_ModelTutorialTraining)->Arg(0)->Arg(1)->ArgName("spec")->Unit(bench
 }  // namespace
 }  // namespace twinps::model
 
-BENCHMARK_MAIN();
+// As in `twinps serve` (a worker process): freed tensor memory stays mapped,
+// so a step's buffers are not fresh pages every time.
+int main(int argc, char** argv) {
+  twinps::net::tune_allocator_for_large_tensors();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
