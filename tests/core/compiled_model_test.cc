@@ -584,6 +584,18 @@ TEST(CompiledModelTest, StepCostFollowsTheSpec) {
     distinct += static_cast<double>(std::count(seen.begin(), seen.end(), true));
   }
   EXPECT_NEAR(expected_distinct_rows(rows, 500, 1.1), distinct / trials, 2.0);
+
+  // Large tables are summed in buckets beyond the first 65536 ranks: against
+  // the exact sum of every row's term.
+  for (double s : {0.8, 1.0, 1.2}) {
+    const std::int64_t big = 400000;
+    const double draws = 20000;
+    double norm = 0;
+    for (std::int64_t i = 1; i <= big; ++i) norm += std::pow(static_cast<double>(i), -s);
+    double exact = 0;
+    for (std::int64_t i = 1; i <= big; ++i) exact += -std::expm1(draws * std::log1p(-std::pow(static_cast<double>(i), -s) / norm));
+    EXPECT_NEAR(expected_distinct_rows(big, draws, s), exact, 1e-4 * exact) << "zipf exponent " << s;
+  }
 }
 
 TEST(CompiledModelTest, BadDataFailsTheStepNamingTheColumn) {
