@@ -156,15 +156,15 @@ StatusOr<std::int64_t> FeatureMapper::id_of(const InputMapping& m, const data::C
   return absl::InternalError("not a categorical input");
 }
 
-Status FeatureMapper::map_dense(const InputMapping& m, const data::Column& c, std::int64_t batch,
+Status FeatureMapper::map_dense(const InputMapping& m, const data::Column& c, const data::RecordBatch& batch,
                                 Matrix& out) const {
-  out.resize(batch, m.width);
-  for (std::int64_t r = 0; r < batch; ++r) {
+  out.resize(batch.size, m.width);
+  for (std::int64_t r = 0; r < batch.size; ++r) {
     for (int k = 0; k < m.width; ++k) {
       const auto i = static_cast<std::size_t>(c.offsets[static_cast<std::size_t>(r)] + k);
       float x = c.type == data::ColumnType::kFloat ? c.floats[i] : static_cast<float>(c.ints[i]);
       if (!std::isfinite(x))
-        return column_error(m.column, "record " + std::to_string(r) + " of the batch holds " + std::to_string(x));
+        return column_error(m.column, batch.describe_record(r) + " holds " + std::to_string(x));
       if (m.log1p) x = std::log1p(std::max(x, 0.0f));
       out(r, k) = (x - m.shift) * m.scale;
     }
@@ -173,22 +173,22 @@ Status FeatureMapper::map_dense(const InputMapping& m, const data::Column& c, st
 }
 
 Status FeatureMapper::map_categorical(const InputMapping& m, const data::Column& c, const data::Column* weights,
-                                      IdBags& out) const {
+                                      const data::RecordBatch& batch, IdBags& out) const {
   out = IdBags{};
   out.ids.reserve(static_cast<std::size_t>(c.offsets.back()));
   if (weights) out.weights.reserve(out.ids.capacity());
   for (std::size_t r = 0; r + 1 < c.offsets.size(); ++r) {
     const auto begin = static_cast<std::size_t>(c.offsets[r]), end = static_cast<std::size_t>(c.offsets[r + 1]);
     if (weights && weights->offsets[r + 1] - weights->offsets[r] != c.offsets[r + 1] - c.offsets[r])
-      return column_error(m.weight_column, "record " + std::to_string(r) + " of the batch has " +
+      return column_error(m.weight_column, batch.describe_record(static_cast<std::int64_t>(r)) + " has " +
                                                std::to_string(weights->offsets[r + 1] - weights->offsets[r]) +
                                                " weights for " + std::to_string(end - begin) + " values of \"" +
                                                m.column + "\"");
     for (std::size_t i = begin; i < end; ++i) {
       auto id = id_of(m, c, i);
       if (!id.ok())
-        return absl::InvalidArgumentError(std::string(id.status().message()) + " in record " + std::to_string(r) +
-                                          " of the batch");
+        return absl::InvalidArgumentError(std::string(id.status().message()) + " in " +
+                                          batch.describe_record(static_cast<std::int64_t>(r)));
       if (*id < 0) continue;  // OOV_IGNORE
       out.ids.push_back(*id);
       if (weights) out.weights.push_back(weights->floats[static_cast<std::size_t>(weights->offsets[r]) + (i - begin)]);
@@ -198,9 +198,9 @@ Status FeatureMapper::map_categorical(const InputMapping& m, const data::Column&
   return absl::OkStatus();
 }
 
-Status FeatureMapper::map_labels(const data::Column& c, std::int64_t batch, Matrix& out) const {
-  out.resize(batch, label_width_);
-  for (std::int64_t r = 0; r < batch; ++r) {
+Status FeatureMapper::map_labels(const data::Column& c, const data::RecordBatch& batch, Matrix& out) const {
+  out.resize(batch.size, label_width_);
+  for (std::int64_t r = 0; r < batch.size; ++r) {
     for (int k = 0; k < label_width_; ++k) {
       const auto i = static_cast<std::size_t>(c.offsets[static_cast<std::size_t>(r)] + k);
       double y = 0;
@@ -210,14 +210,14 @@ Status FeatureMapper::map_labels(const data::Column& c, std::int64_t batch, Matr
         case data::ColumnType::kString: {
           auto it = label_vocabulary_.find(c.strings[i]);
           if (it == label_vocabulary_.end())
-            return column_error(label_column_, "record " + std::to_string(r) + " of the batch has the label \"" +
+            return column_error(label_column_, batch.describe_record(r) + " has the label \"" +
                                                    c.strings[i] + "\", which is not in the label vocabulary");
           y = static_cast<double>(it->second);
           break;
         }
       }
       auto bad = [&](const std::string& what) {
-        return column_error(label_column_, "record " + std::to_string(r) + " of the batch has the label " +
+        return column_error(label_column_, batch.describe_record(r) + " has the label " +
                                                std::to_string(y) + ": " + what);
       };
       if (!std::isfinite(y)) return bad("not a number");
@@ -250,7 +250,7 @@ StatusOr<Features> FeatureMapper::map(const data::Schema& schema, const data::Re
     if (want.width > 0)
       for (std::size_t r = 0; r + 1 < c.offsets.size(); ++r)
         if (c.offsets[r + 1] - c.offsets[r] != want.width)
-          return column_error(want.name, "record " + std::to_string(r) + " of the batch has " +
+          return column_error(want.name, batch.describe_record(static_cast<std::int64_t>(r)) + " has " +
                                              std::to_string(c.offsets[r + 1] - c.offsets[r]) + " values; the model reads " +
                                              std::to_string(want.width));
     return &c;
@@ -268,7 +268,7 @@ StatusOr<Features> FeatureMapper::map(const data::Schema& schema, const data::Re
     auto c = column(spec_of(m.column));
     if (!c.ok()) return c.status();
     if (m.kind == InputMapping::Kind::kDense) {
-      TWINPS_RETURN_IF_ERROR(map_dense(m, **c, batch.size, f.dense[i]));
+      TWINPS_RETURN_IF_ERROR(map_dense(m, **c, batch, f.dense[i]));
       continue;
     }
     const data::Column* weights = nullptr;
@@ -277,12 +277,12 @@ StatusOr<Features> FeatureMapper::map(const data::Schema& schema, const data::Re
       if (!w.ok()) return w.status();
       weights = *w;
     }
-    TWINPS_RETURN_IF_ERROR(map_categorical(m, **c, weights, f.bags[i]));
+    TWINPS_RETURN_IF_ERROR(map_categorical(m, **c, weights, batch, f.bags[i]));
   }
   if (labels) {
     auto c = column(spec_of(label_column_));
     if (!c.ok()) return c.status();
-    TWINPS_RETURN_IF_ERROR(map_labels(**c, batch.size, f.labels));
+    TWINPS_RETURN_IF_ERROR(map_labels(**c, batch, f.labels));
   }
   return f;
 }

@@ -48,7 +48,8 @@ class FeatureMapper {
 
   // Maps `batch`, whose columns follow `schema` (the dataset's, which may
   // hold more columns than the model reads). INVALID_ARGUMENT naming the
-  // column (and the record within the batch) for a missing column, another
+  // column and the record (its file and number when the batch came from
+  // files: RecordBatch::describe_record) for a missing column, another
   // type or width, an unknown value under OOV_ERROR, a label the loss cannot
   // take. Without `labels` the label column is not needed.
   StatusOr<Features> map(const data::Schema& schema, const data::RecordBatch& batch, bool labels = true) const;
@@ -71,12 +72,12 @@ class FeatureMapper {
     std::int64_t id_count = 0;
   };
 
-  Status map_dense(const InputMapping& m, const data::Column& c, std::int64_t batch, Matrix& out) const;
+  Status map_dense(const InputMapping& m, const data::Column& c, const data::RecordBatch& batch, Matrix& out) const;
   Status map_categorical(const InputMapping& m, const data::Column& c, const data::Column* weights,
-                         IdBags& out) const;
+                         const data::RecordBatch& batch, IdBags& out) const;
   // The id of one value, or -1 to drop it (OOV_IGNORE); an error under OOV_ERROR.
   StatusOr<std::int64_t> id_of(const InputMapping& m, const data::Column& c, std::size_t value) const;
-  Status map_labels(const data::Column& c, std::int64_t batch, Matrix& out) const;
+  Status map_labels(const data::Column& c, const data::RecordBatch& batch, Matrix& out) const;
 
   std::vector<InputMapping> inputs_;
   data::Schema schema_;

@@ -205,7 +205,7 @@ TEST(FeaturesTest, IdentityIdsWithOovPoliciesAndWeights) {
 
   auto error = with("oov: OOV_ERROR");
   EXPECT_THAT(error->features().map(r.schema, r.batch).status().message(),
-              HasSubstr("column \"ids\": id 7 is outside [0, 4) (oov: OOV_ERROR) in record 0 of the batch"));
+              HasSubstr("column \"ids\": id 7 is outside [0, 4) (oov: OOV_ERROR) in record 0"));
 }
 
 TEST(FeaturesTest, DenseInputsAreTransformed) {
@@ -233,12 +233,20 @@ TEST(FeaturesTest, BadDataNamesTheColumnAndRecord) {
   r = dlrm_records();
   r.batch.columns[4] = float_column({{1}, {0}, {2}, {0}});
   EXPECT_THAT(g->features().map(r.schema, r.batch).status().message(),
-              HasSubstr("column \"y\": record 2 of the batch has the label 2.000000: binary cross-entropy takes labels in [0, 1]"));
+              HasSubstr("column \"y\": record 2 has the label 2.000000: binary cross-entropy takes labels in [0, 1]"));
 
   r = dlrm_records();
   r.batch.columns[2] = float_column({{0.5f, 2, 1}, {}, {1.5f}, {1}});
   EXPECT_THAT(g->features().map(r.schema, r.batch).status().message(),
-              HasSubstr("column \"w1\": record 3 of the batch has 1 weights for 2 values of \"c1\""));
+              HasSubstr("column \"w1\": record 3 has 1 weights for 2 values of \"c1\""));
+
+  // From files, the record is named by its file and line.
+  r = dlrm_records();
+  r.batch.columns[4] = float_column({{1}, {0}, {2}, {0}});
+  r.batch.files = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"a.csv", "b.csv"});
+  r.batch.origins = {{0, 9, 10}, {0, 10, 11}, {1, 1, 2}, {1, 2, 3}};
+  EXPECT_THAT(g->features().map(r.schema, r.batch).status().message(),
+              HasSubstr("column \"y\": b.csv:2 (record 1) has the label 2.000000"));
 
   r = dlrm_records();
   r.schema.columns[0].type = data::ColumnType::kInt64;
