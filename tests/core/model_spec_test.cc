@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
 #include "tests/sim/test_paths.h"
 
@@ -54,7 +55,7 @@ TEST(ModelSpecTest, TheValidModelLoads) {
   EXPECT_EQ(s.spec.batch_size(), 32) << "the documented default";
 }
 
-TEST(ModelSpecTest, EveryExampleSpecLoads) {
+TEST(ModelSpecTest, EveryExampleSpecLoadsAndCompiles) {
   int found = 0;
   for (const auto& dir : std::filesystem::directory_iterator(examples_dir())) {
     const auto path = dir.path() / "model.textproto";
@@ -62,6 +63,10 @@ TEST(ModelSpecTest, EveryExampleSpecLoads) {
     ++found;
     LoadedSpec s = load_model_spec_file(path.string());
     EXPECT_TRUE(s.ok()) << all_errors(s);
+    if (!s.ok()) continue;
+    auto m = CompiledModel::compile(s.spec);
+    ASSERT_TRUE(m.ok()) << path << ": " << m.status();
+    EXPECT_TRUE((*m)->build_variables(2, /*shape_only=*/true).ok()) << path;
   }
   EXPECT_GE(found, 1);
 }
