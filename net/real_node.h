@@ -42,6 +42,9 @@ class RealNode {
   GrpcTransport& transport() { return *transport_; }
   int port() const { return transport_->port(); }
   Incarnation incarnation() const { return runtime_->incarnation; }
+  // The task's node, by role (nullptr for the others): for metrics.
+  const ParameterServerNode* ps() const { return ps_.get(); }
+  const WorkerNode* worker() const { return worker_.get(); }
 
   // Runs the executor on its own thread (servers). Without it, the owner
   // drives the executor with run_until / block_on (the coordinator).

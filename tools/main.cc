@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "net/log.h"
 #include "tools/commands/commands.h"
 
 namespace {
@@ -17,6 +18,7 @@ void usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  twinps::log::init("twinps");  // before anything can log; gRPC's log goes through it
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

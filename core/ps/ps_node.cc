@@ -13,6 +13,13 @@ ParameterStore::Options with_default_name(ParameterStore::Options options, const
 
 }  // namespace
 
+void ApplyLatency::record(Duration d) {
+  std::size_t i = 0;
+  while (i < kBounds.size() && d > kBounds[i]) ++i;
+  ++counts[i];
+  sum += d;
+}
+
 ParameterServerNode::ParameterServerNode(Runtime& runtime, ParameterStore::Options options)
     : runtime_(runtime), store_(with_default_name(std::move(options), runtime.self)) {
   runtime_.transport.serve([this](IncomingCall call, Responder respond) { handle(std::move(call), std::move(respond)); });
@@ -54,7 +61,9 @@ void ParameterServerNode::handle(IncomingCall call, Responder respond) {
   const Time start = runtime_.executor.now();
   const std::string name = request_name(call.request);
   const double request_bytes = static_cast<double>(wire_size(call.request));
+  const bool push = std::holds_alternative<PushRequest>(call.request);
   StatusOr<Response> result = dispatch(call);
+  if (push && result.ok()) apply_latency_.record(runtime_.executor.now() - start);
   const std::string code = absl::StatusCodeToString(result.status().code());
   runtime_.trace.span(runtime_.self, "ps", name, start, runtime_.executor.now() - start,
                       {TraceArg{"request_bytes", request_bytes}, TraceArg{"status", 0, code}});

@@ -5,10 +5,25 @@
 // and the node keeps serving. Errors are not attributed to this task as a
 // failed task (status.h): a refused request is the caller's mistake or a
 // fence, not a ps failure, and must not be classified as one.
+#include <array>
+#include <cstdint>
+
 #include "core/ps/parameter_store.h"
 #include "core/runtime/runtime.h"
 
 namespace twinps {
+
+// How long accepted pushes took to apply, on the task's clock, as counts in
+// fixed buckets (what a metrics endpoint exports as a histogram).
+struct ApplyLatency {
+  static constexpr std::array<Duration, 14> kBounds = {
+      10 * kMicrosecond, 25 * kMicrosecond, 50 * kMicrosecond, 100 * kMicrosecond, 250 * kMicrosecond,
+      500 * kMicrosecond, kMillisecond, 2500 * kMicrosecond, 5 * kMillisecond, 10 * kMillisecond,
+      25 * kMillisecond, 50 * kMillisecond, 100 * kMillisecond, kSecond};
+  std::array<std::uint64_t, kBounds.size() + 1> counts{};  // the last: above every bound
+  Duration sum = 0;
+  void record(Duration d);
+};
 
 class ParameterServerNode {
  public:
@@ -22,6 +37,7 @@ class ParameterServerNode {
 
   ParameterStore& store() { return store_; }
   const ParameterStore& store() const { return store_; }
+  const ApplyLatency& apply_latency() const { return apply_latency_; }
 
  private:
   void handle(IncomingCall call, Responder respond);
@@ -29,6 +45,7 @@ class ParameterServerNode {
 
   Runtime& runtime_;
   ParameterStore store_;
+  ApplyLatency apply_latency_;
 };
 
 }  // namespace twinps

@@ -5,12 +5,14 @@
 #include "core/models/synthetic/synthetic.h"
 #include "core/models/tutorial/tutorial.h"
 #include "net/allocator_tuning.h"
+#include "net/log.h"
 #include "net/real_node.h"
 #include "sim/scenario_loader.h"
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
 #include "tools/serving_flags.h"
+#include "tools/task_metrics.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 
@@ -56,6 +58,9 @@ int run_serve(int argc, char** argv) {
   serving.add_to(opts);
   SecurityFlags security_flags;
   security_flags.add_to(opts);
+  MetricsFlags metrics_flags;
+  metrics_flags.add_to(opts, /*coordinator=*/false);
+  log::init("twinps serve");
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
@@ -102,6 +107,12 @@ int run_serve(int argc, char** argv) {
     std::fprintf(stderr, "twinps serve: %s\n", std::string(security.status().message()).c_str());
     return kExitBadInput;
   }
+  if (Status st = metrics_flags.apply_log_level(); !st.ok()) {
+    std::fprintf(stderr, "twinps serve: %s\n", std::string(st.message()).c_str());
+    return kExitBadInput;
+  }
+  if (!security->token.empty() && !security->tls)
+    spdlog::warn("the cluster token travels in clear on gRPC without TLS (--tls-cert/--tls-key/--tls-ca)");
   // Tensors arrive in fresh buffers: keep freed ones mapped rather than fault pages in again.
   net::tune_allocator_for_large_tensors();
   FunctionRegistry registry;
@@ -133,13 +144,16 @@ int run_serve(int argc, char** argv) {
   if (step_delay > 0) o.cost = &delay;
   auto node = net::RealNode::create(std::move(o));
   if (!node.ok()) {
-    std::fprintf(stderr, "twinps serve: cannot serve %s on %s: %s\n", task.short_name().c_str(), address->c_str(),
-                 describe(node.status()).c_str());
+    spdlog::error("cannot serve {} on {}: {}", task.short_name(), address->c_str(), describe(node.status()));
     return kExitFailed;
   }
-  std::fprintf(stderr, "twinps serve: %s serving on %s (listening on %s, data plane port %d, incarnation %016llx)\n",
-               task.short_name().c_str(), address->c_str(), listen->c_str(), (*node)->transport().data_port(),
-               static_cast<unsigned long long>((*node)->incarnation()));
+  auto metrics = TaskMetrics::start(metrics_flags, serving.bind, task, *security);
+  if (!metrics.ok()) {
+    spdlog::error("{}: {}", task.short_name(), describe(metrics.status()));
+    return metrics.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
+  }
+  spdlog::info("{} serving on {} (listening on {}, data plane port {}, incarnation {:016x})", task.short_name(),
+               address->c_str(), listen->c_str(), (*node)->transport().data_port(), (*node)->incarnation());
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   // The executor runs on this thread; a periodic timer lets it notice signals.
@@ -147,8 +161,13 @@ int run_serve(int argc, char** argv) {
   std::function<void()> tick;
   tick = [&] { ex.post_after(100 * kMillisecond, [&] { tick(); }); };
   tick();
+  if (*metrics) {
+    (*metrics)->watch(node->get());
+    (*metrics)->attach(ex);
+    spdlog::info("{} metrics on {}", task.short_name(), (*metrics)->url());
+  }
   ex.run_until([] { return g_stop != 0; });
-  std::fprintf(stderr, "twinps serve: %s stopping\n", task.short_name().c_str());
+  spdlog::info("{} stopping", task.short_name());
   return kExitOk;
 }
 

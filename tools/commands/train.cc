@@ -13,10 +13,12 @@
 #include "core/models/tutorial/tutorial.h"
 #include "net/in_process_cluster.h"
 #include "net/locked_trace.h"
+#include "net/log.h"
 #include "net/real_node.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
 #include "tools/serving_flags.h"
+#include "tools/task_metrics.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 
@@ -35,6 +37,7 @@ struct TrainSettings {
   std::string trace_path;
   std::string report_path;
   net::GrpcTransportOptions transport;  // --data-plane
+  TaskMetrics* metrics = nullptr;        // --metrics-port: the chief's Prometheus endpoint
 };
 
 // What the run did, for --report (tests and notebooks read it).
@@ -106,8 +109,7 @@ Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, Che
     co_return kExitFailed;
   }
   for (const auto& refused : start->refused) {
-    std::fprintf(stderr, "twinps train: refused checkpoint %s: %s\n", refused.name.c_str(),
-                 describe(refused.reason).c_str());
+    spdlog::warn("refused checkpoint {}: {}", refused.name, describe(refused.reason));
     report.json["refused"].push_back({{"name", refused.name}, {"reason", describe(refused.reason)}});
   }
   const int start_epoch = resume_epoch(start->step, s.model.steps_per_epoch);
@@ -164,12 +166,14 @@ Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, Che
       };
     }
   }
-  auto on_epoch = [&report](const tutorial::EpochReport& e) {
+  auto on_epoch = [&report, &s, start_iterations = start->step](const tutorial::EpochReport& e) {
+    if (s.metrics) s.metrics->on_epoch(e, start_iterations);
     print_epoch(e);
     report.json["epochs"].push_back(
         {{"epoch", e.epoch}, {"accuracy", e.accuracy}, {"iterations", e.iterations}, {"time", to_seconds(e.finished_at)}});
   };
   auto result = co_await tutorial::train(c, s.model, start_epoch, on_epoch, after_epoch, after_schedule);
+  if (s.metrics) s.metrics->on_finished(result.ok() ? *result : tutorial::Result{}, s.model.batch_size, result.status());
   if (!result.ok()) {
     std::fprintf(stderr, "twinps train: %s\n", describe(result.status()).c_str());
     report.json["error"] = describe(result.status());
@@ -214,6 +218,15 @@ int run_in_memory(const TrainSettings& s, CheckpointManager* manager, TraceSink*
   return rc.value_or(kExitFailed);
 }
 
+// The chief's metrics read the coordinator and its node, published every second.
+void watch_metrics(const TrainSettings& s, const ClusterCoordinator& coordinator, net::RealNode& node) {
+  if (!s.metrics) return;
+  s.metrics->watch(&coordinator);
+  s.metrics->watch(&node);
+  s.metrics->attach(node.executor());
+  spdlog::info("chief metrics on {}", s.metrics->url());
+}
+
 int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink* trace, Report& report) {
   FunctionRegistry registry;
   tutorial::register_functions(registry);
@@ -232,8 +245,10 @@ int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink
   }
   net::RealNode& node = (*cluster)->coordinator();
   ClusterCoordinator coordinator(node.runtime(), s.shape, registry, s.coordinator);
+  watch_metrics(s, coordinator, node);
   auto rc = block_on(node.executor(), coordinator_program(coordinator, s, manager, report));
   report.write(s.report_path, &coordinator);
+  if (s.metrics) s.metrics->freeze();
   return rc.value_or(kExitFailed);
 }
 
@@ -269,8 +284,10 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
     return kExitFailed;
   }
   ClusterCoordinator coordinator((*node)->runtime(), s.shape, registry, s.coordinator);
+  watch_metrics(s, coordinator, **node);
   auto rc = block_on((*node)->executor(), coordinator_program(coordinator, s, manager, report));
   report.write(s.report_path, &coordinator);
+  if (s.metrics) s.metrics->freeze();
   return rc.value_or(kExitFailed);
 }
 
@@ -310,6 +327,9 @@ int run_train(int argc, char** argv) {
       ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp);
   SecurityFlags security_flags;
   security_flags.add_to(opts);
+  MetricsFlags metrics_flags;
+  metrics_flags.add_to(opts, /*coordinator=*/true);
+  log::init("twinps train");
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps train (--in-memory | --in-process | with TF_CONFIG) [options]", opts, vm);
       rc >= 0)
@@ -357,10 +377,29 @@ int run_train(int argc, char** argv) {
       return kExitBadInput;
     }
   }
+  if (Status st = metrics_flags.apply_log_level(); !st.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", std::string(st.message()).c_str());
+    return kExitBadInput;
+  }
+  auto metrics = vm.count("in-memory") ? StatusOr<std::unique_ptr<TaskMetrics>>(nullptr)
+                                       : TaskMetrics::start(metrics_flags, metrics_flags.bind, TaskId::chief(),
+                                                            s.transport.security);
+  if (!metrics.ok()) {
+    std::fprintf(stderr, "twinps train: %s\n", describe(metrics.status()).c_str());
+    return metrics.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
+  }
+  s.metrics = metrics->get();
   Report report;
-  if (vm.count("in-memory")) return run_in_memory(s, checkpoints->manager.get(), trace.get(), report);
-  if (vm.count("in-process")) return run_in_process(s, checkpoints->manager.get(), trace.get(), report);
-  return run_on_cluster(s, tf_config, checkpoints->manager.get(), trace.get(), report);
+  int rc;
+  if (vm.count("in-memory")) {
+    rc = run_in_memory(s, checkpoints->manager.get(), trace.get(), report);
+  } else if (vm.count("in-process")) {
+    rc = run_in_process(s, checkpoints->manager.get(), trace.get(), report);
+  } else {
+    rc = run_on_cluster(s, tf_config, checkpoints->manager.get(), trace.get(), report);
+  }
+  if (s.metrics) linger_for_scrapes(*s.metrics, metrics_flags.linger);
+  return rc;
 }
 
 }  // namespace twinps::cli

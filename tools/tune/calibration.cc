@@ -1,5 +1,7 @@
 #include "tools/tune/calibration.h"
 
+#include <spdlog/spdlog.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -122,8 +124,8 @@ class PsProber {
     p.rtt_s = median(rtts);
     p.ps_cpu_s = median(cpus);
     if (o_.verbose)
-      std::fprintf(stderr, "twinps calibrate: %-28s %9.1f KiB %6.0f rows: round trip %8.1f us, ps CPU %8.1f us\n",
-                   p.name.c_str(), p.kib, p.rows, p.rtt_s * 1e6, p.ps_cpu_s * 1e6);
+      spdlog::info("calibrate: {:<28} {:9.1f} KiB {:6.0f} rows: round trip {:8.1f} us, ps CPU {:8.1f} us", p.name, p.kib,
+                   p.rows, p.rtt_s * 1e6, p.ps_cpu_s * 1e6);
     return absl::OkStatus();
   }
 

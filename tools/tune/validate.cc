@@ -1,5 +1,7 @@
 #include "tools/tune/validate.h"
 
+#include <spdlog/spdlog.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,7 +174,7 @@ int run_tune_validate(int argc, char** argv) {
 
   if (profile_path.empty()) {
     for (auto& m : models) {
-      std::fprintf(stderr, "twinps tune --validate: calibrating for %s ...\n", m.name.c_str());
+      spdlog::info("tune --validate: calibrating for {} ...", m.name);
       CalibrationOptions co;
       co.model = &m.model;
       co.work_dir = work_dir;
@@ -222,8 +224,8 @@ int run_tune_validate(int argc, char** argv) {
       ro.seconds = seconds;
       ro.work_dir = work_dir + format("/%s-%dw-%dps-%ds-%d", name.c_str(), c.workers, c.ps, c.shards, round);
       std::filesystem::create_directories(ro.work_dir);
-      std::fprintf(stderr, "twinps tune --validate: round %d/%d: %s %s %d shards: real run ...\n", round + 1, rounds,
-                   name.c_str(), cluster_name(c).c_str(), c.shards);
+      spdlog::info("tune --validate: round {}/{}: {} {} {} shards: real run ...", round + 1, rounds, name,
+                   cluster_name(c), c.shards);
       auto real = run_real(ro);
       if (!real.ok()) {
         std::fprintf(stderr, "twinps tune --validate: real run failed: %s (logs in %s)\n",
