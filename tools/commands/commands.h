@@ -24,5 +24,6 @@ int run_bench_ps(int argc, char** argv);     // tools/commands/bench_ps.cc
 int run_bench_train(int argc, char** argv);  // tools/commands/bench_train.cc
 int run_model(int argc, char** argv);        // tools/commands/model.cc
 int run_datagen(int argc, char** argv);      // tools/commands/datagen.cc
+int run_tf_config(int argc, char** argv);    // tools/commands/tf_config.cc
 
 }  // namespace twinps::cli
