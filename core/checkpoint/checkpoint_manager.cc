@@ -185,7 +185,34 @@ bool parse_step(const std::string& name, const std::string& prefix, std::int64_t
   return ec == std::errc() && ptr == last;
 }
 
+// A file's name must agree with the step recorded inside it: the content,
+// never the name, says how far training got. A copy or rename that breaks
+// this (ckpt-60 copied to ckpt-9223372036854775807) would otherwise be taken
+// for the newest checkpoint and make keep-N delete real newer ones.
+Status check_name_matches(const std::string& name, const std::string& prefix, const pb::Checkpoint& ckpt,
+                          const std::string& file) {
+  std::int64_t named = 0;
+  if (!parse_step(name, prefix, &named))
+    return absl::InvalidArgumentError("'" + name + "' is not a checkpoint name ('" + prefix + "-<step>')");
+  if (named == ckpt.step()) return absl::OkStatus();
+  return absl::DataLossError("checkpoint file '" + file + "' is named for step " + std::to_string(named) +
+                             " but records step " + std::to_string(ckpt.step()) +
+                             " (its iterations): it was renamed or copied, so its name cannot be trusted; "
+                             "refused (rename it to '" + prefix + "-" + std::to_string(ckpt.step()) +
+                             "' to use it)");
+}
+
 }  // namespace
+
+StatusOr<std::int64_t> CheckpointManager::verified_step(const std::string& name) const {
+  const std::string file = storage_.describe(name);
+  auto bytes = storage_.read(name);
+  if (!bytes.ok()) return bytes.status();
+  auto decoded = decode(*bytes, file);
+  if (!decoded.ok()) return decoded.status();
+  TWINPS_RETURN_IF_ERROR(check_name_matches(name, prefix_, *decoded, file));
+  return decoded->step();
+}
 
 CheckpointManager::CheckpointManager(CheckpointStorage& storage, int max_to_keep, std::string prefix)
     : storage_(storage), max_to_keep_(max_to_keep), prefix_(std::move(prefix)) {}
@@ -273,10 +300,19 @@ StatusOr<std::string> CheckpointManager::save(std::int64_t step, const std::vect
   if (max_to_keep_ > 0) {
     auto existing = list();
     if (!existing.ok()) return existing.status();
+    // Only checkpoints that verify and whose name agrees with their content
+    // count, ordered by the step recorded inside: a damaged or misnamed file
+    // is neither counted nor removed (it is not known to be older), and the
+    // checkpoint just written is never the one removed.
     std::vector<CheckpointInfo> others;
-    for (auto& info : *existing)
-      if (info.name != name) others.push_back(std::move(info));
-    // Oldest first; the checkpoint just written is never the one removed.
+    for (auto& info : *existing) {
+      if (info.name == name) continue;
+      auto step = verified_step(info.name);
+      if (step.ok()) others.push_back({info.name, *step});
+    }
+    std::sort(others.begin(), others.end(), [](const CheckpointInfo& a, const CheckpointInfo& b) {
+      return a.step != b.step ? a.step < b.step : a.name < b.name;
+    });
     std::size_t excess = others.size() + 1 > static_cast<std::size_t>(max_to_keep_)
                              ? others.size() + 1 - static_cast<std::size_t>(max_to_keep_)
                              : 0;
@@ -325,6 +361,7 @@ StatusOr<RestoredCheckpoint> CheckpointManager::restore(const std::string& name,
   auto decoded = decode(*bytes, file);
   if (!decoded.ok()) return decoded.status();
   const pb::Checkpoint& ckpt = *decoded;
+  TWINPS_RETURN_IF_ERROR(check_name_matches(name, prefix_, ckpt, file));
 
   std::map<std::string, const pb::Variable*> saved;
   for (const auto& v : ckpt.variables()) saved.emplace(v.name(), &v);

@@ -10,6 +10,9 @@
 //
 // Files are "<prefix>-<step>", framed and checksummed (checkpoint_file.h) and
 // written atomically. A damaged file is refused as a whole, never half loaded.
+// The step inside a verified file is the truth: a file whose name disagrees
+// with it (renamed or copied) is refused with DATA_LOSS naming both, and is
+// never counted, or removed, by keep-N.
 // A checkpoint must fit in one protobuf message (2 GiB).
 #include <cstdint>
 #include <map>
@@ -55,7 +58,9 @@ class CheckpointManager {
   CheckpointManager(CheckpointStorage& storage, int max_to_keep, std::string prefix = "ckpt");
 
   // Writes "<prefix>-<step>" (replacing one of the same step) and then removes
-  // the oldest checkpoints beyond max_to_keep; returns the name written.
+  // the oldest checkpoints beyond max_to_keep — oldest by the step recorded in
+  // each verified file; files that do not verify are left alone — and returns
+  // the name written. Each save reads the kept checkpoints to verify them.
   // `shards` must hold the state of every shard of every layout (from
   // ExportShards), trainable ones with the optimizer's slots: INVALID_ARGUMENT
   // naming the variable otherwise, with nothing written.
@@ -65,8 +70,11 @@ class CheckpointManager {
 
   // The newest checkpoint that reads and verifies, cut into `targets`.
   //  * NOT_FOUND if there is no checkpoint.
-  //  * A checkpoint that is damaged (DATA_LOSS) or cannot be read is refused
+  //  * A checkpoint that is damaged (DATA_LOSS), whose name disagrees with the
+  //    step recorded inside it (DATA_LOSS), or that cannot be read is refused
   //    and the next older one tried; the refusals are returned with the result.
+  //    So the checkpoint restored is the one with the highest recorded step
+  //    among those that verify.
   //    If every checkpoint is refused: DATA_LOSS listing each reason.
   //  * A checkpoint that verifies but does not fit the targets (a variable
   //    missing, another full shape or kind, another optimizer's slots) is
@@ -79,9 +87,14 @@ class CheckpointManager {
   StatusOr<RestoredCheckpoint> restore(const std::string& name, const std::vector<VariableLayout>& targets,
                                        const OptimizerConfig& optimizer) const;
 
-  // The checkpoints of this prefix, oldest (lowest step) first. Other names in
-  // the storage are ignored.
+  // The checkpoints of this prefix, oldest (lowest step) first, by name: the
+  // files are not read, so a step here is only what the name claims (restore
+  // checks it). Other names in the storage are ignored.
   StatusOr<std::vector<CheckpointInfo>> list() const;
+
+  // Reads and verifies one checkpoint file: the step recorded inside it, or
+  // why it cannot be trusted (damaged, unreadable, or named for another step).
+  StatusOr<std::int64_t> verified_step(const std::string& name) const;
 
   const std::string& prefix() const { return prefix_; }
   int max_to_keep() const { return max_to_keep_; }

@@ -531,5 +531,45 @@ TEST(CheckpointManagerTest, OnDiskATruncatedNewestFileFallsBackToThePrevious) {
   EXPECT_TRUE(contains(r->refused[0].reason, "truncated")) << r->refused[0].reason;
 }
 
+// A copied or renamed file must not pass for the newest checkpoint: the step
+// recorded inside a verified file decides, and keep-N neither counts nor
+// removes a file whose name disagrees with its content (issue 9, point 2).
+TEST(CheckpointManagerTest, ANameThatDisagreesWithItsContentIsRefusedAndNeverCountedForKeepN) {
+  TempDir dir;
+  auto storage = LocalDiskStorage::open(dir.str());
+  ASSERT_TRUE(storage.ok()) << storage.status();
+  CheckpointManager manager(**storage, 3);
+  const auto v = layout("v", {2}, VariableKind::kTrainable, {2}, 1);
+  for (std::int64_t step : {20, 40, 60})
+    ASSERT_TRUE(manager.save(step, {v}, states(v, column({float(step), 0})), OptimizerConfig{}).ok()) << step;
+  fs::copy_file(dir.path() / "ckpt-60", dir.path() / "ckpt-9223372036854775807");
+  fs::copy_file(dir.path() / "ckpt-40", dir.path() / "ckpt-80");
+
+  auto r = manager.restore_latest({v}, OptimizerConfig{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->name, "ckpt-60");
+  EXPECT_EQ(r->step, 60);
+  ASSERT_EQ(r->refused.size(), 2u);
+  EXPECT_EQ(r->refused[0].name, "ckpt-9223372036854775807");
+  EXPECT_EQ(r->refused[0].reason.code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(contains(r->refused[0].reason, "named for step 9223372036854775807 but records step 60"))
+      << r->refused[0].reason;
+  EXPECT_EQ(r->refused[1].name, "ckpt-80");
+  EXPECT_TRUE(contains(r->refused[1].reason, "named for step 80 but records step 40")) << r->refused[1].reason;
+  EXPECT_EQ(manager.restore("ckpt-80", {v}, OptimizerConfig{}).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(manager.verified_step("ckpt-60").value_or(-1), 60);
+
+  // keep 3: the real 20 goes, the real 40 and 60 stay; the misnamed files are
+  // not counted (they would have pushed out 20, 40 and 60) and are left alone.
+  ASSERT_TRUE(manager.save(70, {v}, states(v, column({70, 0})), OptimizerConfig{}).ok());
+  for (const char* kept : {"ckpt-40", "ckpt-60", "ckpt-70", "ckpt-80", "ckpt-9223372036854775807"})
+    EXPECT_TRUE(fs::exists(dir.path() / kept)) << kept;
+  EXPECT_FALSE(fs::exists(dir.path() / "ckpt-20"));
+  auto latest = manager.restore_latest({v}, OptimizerConfig{});
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->name, "ckpt-70");
+  EXPECT_EQ(latest->shards[0].value, column({70, 0}));
+}
+
 }  // namespace
 }  // namespace twinps
