@@ -32,6 +32,14 @@ void PsServiceTransport::serve(CallHandler handler) {
 }
 
 void PsServiceTransport::arrive(IncomingCall call, Responder respond) {
+  // Health checks are answered at once, outside the service queue and its
+  // counters: the queue models the threads that apply pulls and pushes, and
+  // the coordinator's heartbeats test whether the ps is alive, not how busy
+  // it is (a hot ps must not be taken for a hung one).
+  if (std::holds_alternative<HealthRequest>(call.request)) {
+    handler_(std::move(call), std::move(respond));
+    return;
+  }
   queue_.push_back(Waiting{std::move(call), std::move(respond), executor_.now()});
   stats_.max_queue = std::max(stats_.max_queue, queue_.size());
   start_next();

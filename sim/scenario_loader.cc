@@ -439,8 +439,12 @@ void Validator::faults() {
                     ")");
         }
         break;
+      case scenario::Fault::kPause:
+        task_ok(p(f, "pause"), f.pause());
+        break;
       case scenario::Fault::KIND_NOT_SET:
-        error(p, "a fault needs a kind (kill_worker, kill_ps, kill_coordinator, partition, straggler, slow_link, hotspot)");
+        error(p, "a fault needs a kind (kill_worker, kill_ps, kill_coordinator, partition, straggler, slow_link, "
+                 "hotspot, pause)");
     }
   }
   if (s_.has_random_faults()) {

@@ -46,6 +46,8 @@ class ClosureQueue {
   // Empties the global FIFO, marking every closure CANCELLED (E2 step 3).
   std::size_t cancel_queued();
   bool has_error() const { return error_.has_value(); }
+  // The pending error, if any (not cleared).
+  const Status* pending_error() const { return error_ ? &*error_ : nullptr; }
   // Returns the pending error and clears it (E2 step 5).
   Status take_error();
   bool idle() const { return queue_.empty() && in_flight_ == 0; }

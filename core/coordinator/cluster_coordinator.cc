@@ -1,6 +1,7 @@
 #include "core/coordinator/cluster_coordinator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 namespace twinps {
@@ -59,26 +60,43 @@ Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, Op
   if (started_) co_return absl::FailedPreconditionError("the coordinator has already started");
   variables_ = VariableDirectory(std::move(variables));
   optimizer_ = optimizer;
-  TWINPS_CO_RETURN_IF_ERROR(co_await wait_for_cluster());
-  TWINPS_CO_RETURN_IF_ERROR(co_await create_variables(initial));
+  const Time started_at = runtime_.executor.now();
+  // Forming the cluster as a whole gets connect_timeout: a task preempted
+  // while it forms (spec W9: TensorFlow retries the initial connection) is
+  // waited for, at every stage, until then.
+  const Time deadline = add_saturating(started_at, options_.connect_timeout);
+  TWINPS_CO_RETURN_IF_ERROR(co_await wait_for_cluster(deadline));
+  TWINPS_CO_RETURN_IF_ERROR(co_await create_variables(initial, deadline));
+  // Every worker is set up at once, each retrying on its own.
+  std::vector<Future<Status>> setups;
   for (auto& w : workers_) {
-    Status s = co_await setup_worker(w);
-    if (!s.ok()) co_return Status(s.code(), "setting up " + w.task.short_name() + ": " + describe(s));
+    Promise<Status> done(runtime_.executor);
+    setups.push_back(done.future());
+    scope_.spawn([](ClusterCoordinator* self, WorkerHandle* w, Time deadline, Promise<Status> done) -> Task<void> {
+      (void)done.set(co_await self->connect_worker(*w, deadline));
+    }(this, &w, deadline, done));
   }
+  Status failed = absl::OkStatus();
+  for (auto& f : setups) {
+    Status s = co_await f;
+    if (failed.ok() && !s.ok()) failed = std::move(s);
+  }
+  if (!failed.ok()) co_return failed;
   started_ = true;
+  runtime_.trace.span(runtime_.self, "coordinator", "form cluster", started_at, runtime_.executor.now() - started_at);
   for (int i = 0; i < shape_.workers; ++i) {
     scope_.spawn(worker_loop(i));
     scope_.spawn(monitor_worker(i));
   }
+  for (int p = 0; p < shape_.ps; ++p) scope_.spawn(monitor_parameter_server(p));
   co_return absl::OkStatus();
 }
 
-Task<Status> ClusterCoordinator::wait_for_cluster() {
+Task<Status> ClusterCoordinator::wait_for_cluster(Time deadline) {
   std::vector<TaskId> pending;
   for (int i = 0; i < shape_.ps; ++i) pending.push_back(TaskId::ps(i));
   for (int i = 0; i < shape_.workers; ++i) pending.push_back(TaskId::worker(i));
   std::map<TaskId, Status> last_error;
-  const Time deadline = add_saturating(runtime_.executor.now(), options_.connect_timeout);
   Duration backoff = options_.recovery_backoff_min;
   for (;;) {
     // Ask every missing task at once, then collect the answers.
@@ -111,14 +129,23 @@ Task<Status> ClusterCoordinator::wait_for_cluster() {
   co_return with_failed_task(absl::UnavailableError(msg), pending.front());
 }
 
-Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>& initial) {
+namespace {
+// A failure to reach a task that may come back (preempted, restarting,
+// briefly unreachable), as opposed to one that no retry can fix.
+bool may_pass(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
+         s.code() == StatusCode::kAborted;
+}
+}  // namespace
+
+Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>& initial, Time deadline) {
   std::map<ShardId, const ShardState*> by_id;
   for (const auto& s : initial) by_id[s.spec.id] = &s;
   std::vector<CreateShardsRequest> per_ps(static_cast<std::size_t>(shape_.ps));
   for (auto& req : per_ps) {
     req.fence = Fence{runtime_.incarnation, generation_};
     req.optimizer = optimizer_;
-    req.replace_existing = true;  // a (re)starting coordinator defines the state (P6)
+    req.replace_existing = true;  // a (re)starting coordinator defines the state (P6); retrying is harmless
   }
   for (const auto& v : variables_.all()) {
     for (const auto& shard : v.shards) {
@@ -132,24 +159,69 @@ Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>&
       per_ps[static_cast<std::size_t>(shard.ps)].shards.push_back(*it->second);
     }
   }
-  std::vector<Future<StatusOr<Response>>> answers;
-  for (int p = 0; p < shape_.ps; ++p) {
-    CallOptions opts;
-    opts.deadline = add_saturating(runtime_.executor.now(), options_.rpc_timeout);
-    answers.push_back(
-        call_async(runtime_.executor, runtime_.transport, TaskId::ps(p), std::move(per_ps[static_cast<std::size_t>(p)]), opts));
+  // Each ps is asked until it answers or the formation deadline passes: one
+  // preempted while the cluster forms is waited for (spec W9).
+  std::vector<int> pending;
+  for (int p = 0; p < shape_.ps; ++p) pending.push_back(p);
+  Duration backoff = options_.recovery_backoff_min;
+  for (;;) {
+    std::vector<Future<StatusOr<Response>>> answers;
+    for (int p : pending) {
+      CallOptions opts;
+      opts.deadline = std::min(deadline, add_saturating(runtime_.executor.now(), options_.rpc_timeout));
+      answers.push_back(call_async(runtime_.executor, runtime_.transport, TaskId::ps(p),
+                                   per_ps[static_cast<std::size_t>(p)], opts));
+    }
+    std::vector<int> still;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      auto r = co_await answers[i];
+      if (r.ok()) continue;
+      Status error(r.status().code(),
+                   "creating variables on ps:" + std::to_string(pending[i]) + ": " + describe(r.status()));
+      if (!may_pass(r.status()) || runtime_.executor.now() >= deadline) co_return error;
+      still.push_back(pending[i]);
+    }
+    pending = std::move(still);
+    if (pending.empty()) co_return absl::OkStatus();
+    co_await sleep_for(runtime_.executor, std::max<Duration>(0, std::min(backoff, deadline - runtime_.executor.now())));
+    backoff = std::min(backoff * 2, options_.recovery_backoff_max);
   }
-  for (int p = 0; p < shape_.ps; ++p) {
-    auto r = co_await answers[static_cast<std::size_t>(p)];
-    if (!r.ok())
-      co_return Status(r.status().code(), "creating variables on ps:" + std::to_string(p) + ": " + describe(r.status()));
-  }
-  co_return absl::OkStatus();
 }
 
-Task<Status> ClusterCoordinator::setup_worker(WorkerHandle& w) {
+Task<Status> ClusterCoordinator::connect_worker(WorkerHandle& w, Time deadline) {
+  Duration backoff = options_.recovery_backoff_min;
+  Status last;
+  for (;;) {
+    // The incarnation is read again before each setup: a worker preempted
+    // since it first answered is a new process (spec W9).
+    const Duration timeout = std::clamp<Duration>(deadline - runtime_.executor.now(), 1, options_.rpc_timeout);
+    auto health = response_as<HealthResponse>(co_await control_call(w.task, HealthRequest{}, timeout));
+    if (health.ok()) {
+      w.incarnation = health->incarnation;
+      last = co_await setup_worker(w, std::min(deadline, add_saturating(runtime_.executor.now(), options_.rpc_timeout)));
+      if (last.ok()) co_return absl::OkStatus();
+      // A worker that answers but cannot reach a parameter server: that ps
+      // is the problem, and it is named.
+      if (auto t = failed_task(last); t && t->job == Job::kPs)
+        co_return Status(last.code(), "setting up " + w.task.short_name() + ": " + describe(last));
+    } else {
+      last = health.status();
+    }
+    if (!may_pass(last) || runtime_.executor.now() >= deadline)
+      co_return with_failed_task(Status(last.code(), "setting up " + w.task.short_name() + " (retried for " +
+                                                         std::to_string(to_seconds(options_.connect_timeout)) +
+                                                         " s, the connect timeout): " + describe(last)),
+                                 w.task);
+    co_await sleep_for(runtime_.executor, std::max<Duration>(0, std::min(backoff, deadline - runtime_.executor.now())));
+    backoff = std::min(backoff * 2, options_.recovery_backoff_max);
+  }
+}
+
+Task<Status> ClusterCoordinator::setup_worker(WorkerHandle& w, Time deadline) {
   SetupWorkerRequest req{Fence{runtime_.incarnation, generation_}, variables_.all()};
-  auto r = co_await control_call(w.task, std::move(req), options_.rpc_timeout);
+  CallOptions opts;
+  opts.deadline = deadline;
+  auto r = co_await call_async(runtime_.executor, runtime_.transport, w.task, std::move(req), std::move(opts));
   co_return r.status();
 }
 
@@ -182,12 +254,17 @@ Task<StatusOr<RemoteValue>> ClusterCoordinator::schedule(std::string fn, std::ve
 }
 
 Task<Status> ClusterCoordinator::join() {
+  const Time start = runtime_.executor.now();
   joining_ = true;
   co_await queue_.wait_until_idle_or_error();
   joining_ = false;
   state_changed_.notify_all();
-  if (queue_.has_error()) co_return co_await raise_pending_error();
-  co_return absl::OkStatus();
+  Status result = absl::OkStatus();
+  if (queue_.has_error()) result = co_await raise_pending_error();
+  runtime_.trace.span(runtime_.self, "coordinator", "join", start, runtime_.executor.now() - start,
+                      {TraceArg{"completed", static_cast<double>(stats_.completed)},
+                       TraceArg{"code", static_cast<double>(result.code())}});
+  co_return result;
 }
 
 Task<StatusOr<bool>> ClusterCoordinator::done() {
@@ -199,11 +276,14 @@ Task<Status> ClusterCoordinator::raise_pending_error() {
   while (raising_) co_await state_changed_.wait();
   if (!queue_.has_error()) co_return absl::OkStatus();  // another caller raised it
   raising_ = true;
+  const Time start = runtime_.executor.now();
   // E2: (1) cancel what runs in this generation, fencing the parameter servers
   // so a cancelled closure can no longer change them; (2) wait until nothing is
   // in flight; (3) cancel what is queued; (4) open a new generation; (5) raise once.
   generation_cancel_.cancel();
-  co_await fence_parameter_servers(generation_ + 1);
+  const Status* pending = queue_.pending_error();
+  const std::optional<TaskId> culprit = pending ? failed_task(*pending) : std::nullopt;
+  co_await fence_parameter_servers(generation_ + 1, culprit && culprit->job == Job::kPs ? culprit->index : -1);
   co_await queue_.wait_until_nothing_in_flight();
   stats_.cancelled += queue_.cancel_queued();
   ++generation_;
@@ -212,12 +292,14 @@ Task<Status> ClusterCoordinator::raise_pending_error() {
   ++stats_.errors_raised;
   state_changed_.notify_all();
   Status error = queue_.take_error();
+  runtime_.trace.span(runtime_.self, "coordinator", "cancel generation", start, runtime_.executor.now() - start,
+                      {TraceArg{"generation", static_cast<double>(generation_ - 1)}});
   runtime_.trace.instant(runtime_.self, "coordinator", "error_raised", runtime_.executor.now(),
                          {TraceArg{"code", static_cast<double>(error.code())}});
   co_return error;
 }
 
-Task<void> ClusterCoordinator::fence_parameter_servers(std::uint64_t generation) {
+Task<void> ClusterCoordinator::fence_parameter_servers(std::uint64_t generation, int failed_ps) {
   std::vector<Future<StatusOr<Response>>> answers;
   for (int p = 0; p < shape_.ps; ++p) {
     CallOptions opts;
@@ -227,7 +309,11 @@ Task<void> ClusterCoordinator::fence_parameter_servers(std::uint64_t generation)
   }
   // A ps that cannot be reached holds nothing a cancelled closure could still
   // change through it; its failure surfaces through the closures that need it.
-  for (auto& a : answers) (void)co_await a;
+  // The ps whose failure is being raised is sent the fence but not waited
+  // for: it is down or hung, and waiting would only delay the error (a hung
+  // ps would hold it for the whole rpc_timeout).
+  for (int p = 0; p < shape_.ps; ++p)
+    if (p != failed_ps) (void)co_await answers[static_cast<std::size_t>(p)];
 }
 
 PerWorkerValues ClusterCoordinator::create_per_worker_resource(std::string fn, std::vector<Value> args,
@@ -276,10 +362,13 @@ void ClusterCoordinator::stop() {
   generation_cancel_.cancel();
   state_changed_.notify_all();
   for (auto& w : workers_) w.dispatch_started->notify_all();  // monitors see stopping_ and end
+  ps_monitor_stop_.cancel();
 }
 
 ParameterClient ClusterCoordinator::parameter_client() {
-  return ParameterClient(runtime_, Fence{runtime_.incarnation, generation_}, CancelToken{}, options_.rpc_timeout,
+  // Cancelled when a parameter server is found hung or unreachable, so the
+  // coordinator's own reads and writes do not wait out rpc_timeout on it.
+  return ParameterClient(runtime_, Fence{runtime_.incarnation, generation_}, ps_lost_.token(), options_.rpc_timeout,
                          push_counter_);
 }
 
@@ -379,7 +468,9 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
                         w.incarnation};
   CallOptions opts;
   opts.cancel = watch->cancel.token();
-  if (options_.closure_timeout > 0) opts.deadline = add_saturating(runtime_.executor.now(), options_.closure_timeout);
+  const Time closure_deadline =
+      options_.closure_timeout > 0 ? add_saturating(runtime_.executor.now(), options_.closure_timeout) : kTimeNever;
+  opts.deadline = closure_deadline;
   auto reply_future = call_async(runtime_.executor, runtime_.transport, w.task, std::move(req), std::move(opts));
   w.running = watch;
   w.dispatch_started->notify_all();
@@ -399,14 +490,43 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
     co_return;
   }
 
-  const bool generation_cancelled = closure->generation != generation_ || generation_cancel_.cancelled();
+  Status error = reply.status();
+  bool generation_cancelled = closure->generation != generation_ || generation_cancel_.cancelled();
+  // The call passed the closure timeout. Either the worker is gone (then it
+  // is a worker failure, retried elsewhere as always) or the closure itself
+  // runs too long — asked once: the worker answers a health check as the
+  // same process. A slow closure is a DeadlineExceeded of that closure, and
+  // TensorFlow's rule for DeadlineExceeded applies (C18): it is retried only
+  // while fewer than `transient_timeouts` (workers / 10 by default) deadline
+  // errors have been seen, then raised. Retrying it as a worker failure
+  // would never end: every attempt takes as long, and worker failures are
+  // retried without limit (C15) — the livelock issue 9 found.
+  bool slow_closure = false;
+  if (closure_deadline != kTimeNever && error.code() == StatusCode::kDeadlineExceeded &&
+      failed_task(error) == w.task && !watch->lost && !generation_cancelled &&
+      runtime_.executor.now() >= closure_deadline) {
+    auto health =
+        response_as<HealthResponse>(co_await control_call(w.task, HealthRequest{}, options_.heartbeat_timeout));
+    generation_cancelled = closure->generation != generation_ || generation_cancel_.cancelled();
+    if (health.ok() && health->incarnation == w.incarnation && !generation_cancelled) {
+      w.last_heard = runtime_.executor.now();
+      slow_closure = true;
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%.6g s", to_seconds(options_.closure_timeout));
+      error = absl::DeadlineExceededError("closure " + std::to_string(closure->id) + " (" + closure->fn +
+                                          ") ran longer than the closure timeout (" + limit + ") on " +
+                                          w.task.short_name() + ", which is alive (attempt " +
+                                          std::to_string(closure->attempts) + ")");
+    }
+  }
   const Classification c =
-      classify_closure_failure(reply.status(), FailureFacts{w.task, watch->lost, generation_cancelled});
+      slow_closure ? Classification{ClosureFailure::kTransientTimeout, w.task}
+                   : classify_closure_failure(error, FailureFacts{w.task, watch->lost, generation_cancelled});
   runtime_.trace.instant(w.task, "coordinator", closure_failure_name(c.kind), runtime_.executor.now(),
                          {TraceArg{"closure", static_cast<double>(closure->id)}});
   switch (c.kind) {
     case ClosureFailure::kWorkerFailure:
-      mark_worker_dead(w, reply.status());
+      mark_worker_dead(w, error);
       put_back();
       break;
     case ClosureFailure::kParameterServerFailure: {
@@ -415,7 +535,7 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
         ++stats_.ps_failures_retried;
         put_back();
       } else {
-        fail(reply.status());
+        fail(error);
       }
       break;
     }
@@ -425,7 +545,7 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
         ++stats_.timeouts_retried;
         put_back();
       } else {
-        fail(reply.status());
+        fail(error);
       }
       break;
     }
@@ -434,12 +554,12 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
       break;
     case ClosureFailure::kCancelled:
       // E6: it keeps the error it actually got; that error is never raised.
-      closure->output.set_error(reply.status());
+      closure->output.set_error(error);
       ++stats_.cancelled;
       queue_.mark_cancelled_in_flight();
       break;
     case ClosureFailure::kApplicationError:
-      fail(reply.status());
+      fail(error);
       break;
   }
 }
@@ -470,6 +590,48 @@ Task<void> ClusterCoordinator::monitor_worker(int index) {
   }
 }
 
+// A parameter server is asked for its health every heartbeat_interval, from
+// start() to stop(). A dead ps makes closures fail at once, but a hung one
+// (SIGSTOP, a stuck host) makes every call to it wait for its deadline, and
+// the chief would stall silently; `heartbeat_misses` health checks in a row
+// without an answer within heartbeat_timeout raise UNAVAILABLE naming it,
+// like any ps failure (P1): the next schedule/join/done raises it.
+// Health checks are answered by a ps at once (the simulator does not queue
+// them behind pulls and pushes), so a busy ps is not taken for a hung one.
+Task<void> ClusterCoordinator::monitor_parameter_server(int index) {
+  const TaskId ps = TaskId::ps(index);
+  int misses = 0;
+  Status last;
+  const CancelToken stop = ps_monitor_stop_.token();
+  while (!stopping_) {
+    co_await sleep_for(runtime_.executor, options_.heartbeat_interval);
+    if (stopping_) break;
+    CallOptions opts;
+    opts.deadline = add_saturating(runtime_.executor.now(), options_.heartbeat_timeout);
+    opts.cancel = stop;
+    auto r = response_as<HealthResponse>(
+        co_await call_async(runtime_.executor, runtime_.transport, ps, HealthRequest{}, std::move(opts)));
+    if (stopping_) break;
+    if (r.ok()) {
+      misses = 0;
+      continue;
+    }
+    last = r.status();
+    if (++misses < options_.heartbeat_misses) continue;
+    misses = 0;
+    char detail[160];
+    std::snprintf(detail, sizeof detail,
+                  " did not answer %d health checks in a row (one every %.3g s, each given %.3g s): it is hung or "
+                  "unreachable",
+                  options_.heartbeat_misses, to_seconds(options_.heartbeat_interval),
+                  to_seconds(options_.heartbeat_timeout));
+    runtime_.trace.instant(ps, "coordinator", "ps_failed", runtime_.executor.now());
+    queue_.report_error(
+        with_failed_task(absl::UnavailableError(ps.short_name() + detail + "; last: " + describe(last)), ps));
+    ps_lost_.cancel();
+  }
+}
+
 void ClusterCoordinator::mark_worker_dead(WorkerHandle& w, const Status& cause) {
   if (w.state == WorkerState::kDead) return;
   w.state = WorkerState::kDead;
@@ -489,7 +651,7 @@ Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
         co_await control_call(w.task, HealthRequest{}, std::min(options_.rpc_timeout, options_.heartbeat_timeout)));
     if (health.ok()) {
       w.incarnation = health->incarnation;
-      Status setup = co_await setup_worker(w);
+      Status setup = co_await setup_worker(w, add_saturating(runtime_.executor.now(), options_.rpc_timeout));
       if (setup.ok()) {
         // Recovery of this worker alone: the others never paused (TensorFlow
         // updates the whole cluster at once, a TODO there).

@@ -43,12 +43,19 @@ struct CoordinatorOptions {
   // check; `heartbeat_misses` consecutive failures count as a worker failure.
   // This catches a worker that hangs or is partitioned away, which a dead TCP
   // connection alone would not reveal. Any answer from the worker counts as
-  // hearing from it, so busy workers are rarely pinged.
+  // hearing from it, so busy workers are rarely pinged. Every parameter
+  // server is sent a health check each interval from start() to stop(), and
+  // `heartbeat_misses` unanswered in a row raise UNAVAILABLE naming it (a
+  // hung ps is noticed within about interval * misses + timeout).
   Duration heartbeat_interval = 1 * kSecond;
   Duration heartbeat_timeout = 2 * kSecond;
   int heartbeat_misses = 3;
-  // A closure running longer than this is treated as a worker failure and run
-  // elsewhere (0 = no limit, as in TensorFlow).
+  // A closure running longer than this (0 = no limit, as in TensorFlow)
+  // ends with DEADLINE_EXCEEDED. If its worker no longer answers as the same
+  // process, that is a worker failure (the closure runs elsewhere); if the
+  // worker is alive, the closure itself is too slow and TensorFlow's rule for
+  // DeadlineExceeded applies (C18, `transient_timeouts`): retried only while
+  // fewer such errors have been seen, then raised — never retried forever.
   Duration closure_timeout = 0;
   // Recovery of a dead worker polls it with exponential backoff.
   Duration recovery_backoff_min = 50 * kMillisecond;
@@ -99,10 +106,12 @@ class ClusterCoordinator {
   ClusterCoordinator(const ClusterCoordinator&) = delete;
   ClusterCoordinator& operator=(const ClusterCoordinator&) = delete;
 
-  // Forms the cluster: every ps and worker must answer within connect_timeout
-  // (else UNAVAILABLE naming each missing task), then the variables are
+  // Forms the cluster: every ps and worker must answer, then the variables are
   // created on the parameter servers from `initial` (fresh values or a
-  // restored checkpoint), every worker is set up, and dispatch begins.
+  // restored checkpoint), every worker is set up, and dispatch begins. The
+  // whole formation has connect_timeout: a task that is down or preempted
+  // meanwhile (spec W9) is retried with backoff until then, and only then is
+  // UNAVAILABLE raised naming it.
   Task<Status> start(std::vector<VariableLayout> variables, OptimizerConfig optimizer,
                      std::vector<ShardState> initial);
 
@@ -137,6 +146,10 @@ class ClusterCoordinator {
   const std::vector<DispatchRecord>& dispatch_log() const { return dispatch_log_; }
   const ClusterShape& shape() const { return shape_; }
   Time now() const { return runtime_.executor.now(); }
+  // The coordinator's task and trace, for programs that record their own
+  // spans on its track (epochs, checkpoints).
+  const TaskId& self() const { return runtime_.self; }
+  TraceSink& trace() { return runtime_.trace; }
   int live_workers() const;
   std::uint64_t generation() const { return generation_; }
 
@@ -160,9 +173,12 @@ class ClusterCoordinator {
     std::unique_ptr<Notifier> dispatch_started;
   };
 
-  Task<Status> wait_for_cluster();
-  Task<Status> create_variables(const std::vector<ShardState>& initial);
-  Task<Status> setup_worker(WorkerHandle& w);
+  Task<Status> wait_for_cluster(Time deadline);
+  Task<Status> create_variables(const std::vector<ShardState>& initial, Time deadline);
+  Task<Status> setup_worker(WorkerHandle& w, Time deadline);
+  // Health check then setup, retried with backoff until `deadline` (start()).
+  Task<Status> connect_worker(WorkerHandle& w, Time deadline);
+  Task<void> monitor_parameter_server(int index);
   Task<void> worker_loop(int index);
   Task<void> process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure);
   Task<void> process_resource(WorkerHandle& w, ResourceClosure rc);
@@ -170,7 +186,8 @@ class ClusterCoordinator {
   Task<void> recover_worker(WorkerHandle& w);
   void mark_worker_dead(WorkerHandle& w, const Status& cause);
   Task<Status> raise_pending_error();
-  Task<void> fence_parameter_servers(std::uint64_t generation);
+  // Fences every ps at `generation`; waits for each answer except failed_ps's (-1: none).
+  Task<void> fence_parameter_servers(std::uint64_t generation, int failed_ps = -1);
   Task<StatusOr<Response>> control_call(const TaskId& to, Request request, Duration timeout);
   void log_dispatch(int worker, DispatchRecord::Kind kind, std::uint64_t id);
   int transient_timeout_threshold() const;
@@ -188,6 +205,8 @@ class ClusterCoordinator {
   int timeout_count_ = 0;                           // C18
   std::uint64_t generation_ = 0;
   CancellationSource generation_cancel_;
+  CancellationSource ps_lost_;          // a ps was found hung or unreachable: the coordinator's own calls end
+  CancellationSource ps_monitor_stop_;  // stop(): the ps monitors' sleeps and health checks end
   ClosureId next_closure_id_ = 1;
   std::uint64_t push_counter_ = 0;  // numbers the coordinator's own pushes
   ResourceId next_resource_id_ = 1;

@@ -69,6 +69,16 @@ void LocalCluster::restart_coordinator() {
   restart(TaskId::chief());
 }
 
+void LocalCluster::pause(const TaskId& task) {
+  auto it = nodes_.find(task);
+  if (it != nodes_.end() && it->second->executor) engine_.pause(it->second->slot);
+}
+
+void LocalCluster::resume(const TaskId& task) {
+  auto it = nodes_.find(task);
+  if (it != nodes_.end()) engine_.resume(it->second->slot);
+}
+
 bool LocalCluster::is_up(const TaskId& task) const {
   auto it = nodes_.find(task);
   return it != nodes_.end() && it->second->executor != nullptr;

@@ -56,6 +56,11 @@ class LocalCluster {
   // Replace the coordinator by a fresh one (after a coordinator crash).
   void restart_coordinator();
   bool is_up(const TaskId& task) const;
+  // Stop and continue a task (SIGSTOP / SIGCONT): it keeps its memory and its
+  // connections, but runs nothing — timers and messages to it wait — until
+  // it resumes. Killing a paused task ends the pause.
+  void pause(const TaskId& task);
+  void resume(const TaskId& task);
 
   WorkerNode* worker(int i);
   ParameterServerNode* ps(int i);

@@ -9,6 +9,7 @@
 // model, faults and tracing on top of the same engine.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -29,17 +30,59 @@ class LocalEngine {
 
   NodeSlot add_node() {
     incarnations_.push_back(1);
+    held_.emplace_back();
+    paused_.push_back(false);
     return static_cast<NodeSlot>(incarnations_.size() - 1);
   }
   std::uint32_t incarnation(NodeSlot node) const { return incarnations_[node]; }
-  // Every queued event of the node's current incarnation becomes a no-op.
-  void bump_incarnation(NodeSlot node) { ++incarnations_[node]; }
+  // Every queued event of the node's current incarnation becomes a no-op
+  // (and a paused node is no longer paused: what it held is dropped).
+  void bump_incarnation(NodeSlot node) {
+    ++incarnations_[node];
+    paused_[node] = false;
+    held_count_ -= held_[node].size();
+    held_[node].clear();
+  }
+
+  // SIGSTOP and SIGCONT: while a node is paused its events (timers, messages
+  // delivered to it) are held, in order, and run when it resumes — late, as
+  // a stopped process's would. Nothing is lost and nothing runs meanwhile.
+  void pause(NodeSlot node) { paused_[node] = true; }
+  void resume(NodeSlot node) {
+    if (!paused_[node]) return;
+    paused_[node] = false;
+    auto held = std::move(held_[node]);
+    held_[node].clear();
+    held_count_ -= held.size();
+    // Re-posted now, in the order they were due; an id given out before keeps
+    // cancelling its event through `reposted_`.
+    for (auto& [old_id, ev] : held) {
+      const TimerId id = queue_.push(now_, std::move(ev));
+      reposted_[old_id] = id;
+    }
+  }
+  bool paused(NodeSlot node) const { return paused_[node]; }
 
   TimerId post_at(NodeSlot node, std::uint32_t incarnation, Time when, Callback fn) {
     if (when < now_) when = now_;
     return queue_.push(when, Event{std::move(fn), node, incarnation});
   }
-  void cancel(TimerId id) { queue_.cancel(id); }
+  void cancel(TimerId id) {
+    if (queue_.cancel(id) || (reposted_.empty() && held_count_ == 0)) return;
+    if (auto it = reposted_.find(id); it != reposted_.end()) {
+      const TimerId now_id = it->second;
+      reposted_.erase(it);
+      cancel(now_id);
+      return;
+    }
+    for (auto& held : held_)
+      for (auto it = held.begin(); it != held.end(); ++it)
+        if (it->first == id) {
+          held.erase(it);
+          --held_count_;
+          return;
+        }
+  }
 
   // Runs one event; false if none is left.
   bool step() {
@@ -48,6 +91,11 @@ class LocalEngine {
     now_ = ev.time;
     if (incarnations_[ev.payload.node] != ev.payload.incarnation) {
       ++skipped_;
+      return true;
+    }
+    if (paused_[ev.payload.node]) {
+      held_[ev.payload.node].emplace_back(ev.id, std::move(ev.payload));
+      ++held_count_;
       return true;
     }
     ++processed_;
@@ -86,6 +134,10 @@ class LocalEngine {
   };
   EventQueue<Event> queue_;
   std::vector<std::uint32_t> incarnations_;
+  std::vector<bool> paused_;
+  std::vector<std::vector<std::pair<TimerId, Event>>> held_;  // per node, in the order they were due
+  std::size_t held_count_ = 0;
+  std::map<TimerId, TimerId> reposted_;  // id before the pause -> id of the re-posted event
   Time now_ = 0;
   std::uint64_t processed_ = 0;
   std::uint64_t skipped_ = 0;

@@ -74,6 +74,7 @@ class EventQueue {
     Time time;
     std::uint64_t sequence;
     Payload payload;
+    EventId id;  // as push() returned it (no longer valid for cancel())
   };
   Popped pop() {
     drop_cancelled();
@@ -86,7 +87,8 @@ class EventQueue {
       remove_top();
     }
     now_ = top.time;
-    Popped out{top.time, top.seq, std::move(slots_[top.slot].payload)};
+    Popped out{top.time, top.seq, std::move(slots_[top.slot].payload),
+               (static_cast<EventId>(top.generation) << 32) | (top.slot + 1ull)};
     release(top.slot);
     --live_;
     return out;

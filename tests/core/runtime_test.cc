@@ -141,6 +141,43 @@ TEST(LocalEngineTest, EventsOfAKilledIncarnationAreSkipped) {
   EXPECT_EQ(engine.events_skipped(), 1u);
 }
 
+// SIGSTOP / SIGCONT in the simulator: a paused node runs nothing (timers and
+// messages wait, in order), other nodes go on, and on resume everything held
+// runs at once in the order it was due; a held timer can still be cancelled.
+TEST(LocalEngineTest, APausedNodeHoldsItsEventsInOrderUntilItResumes) {
+  LocalEngine engine;
+  NodeExecutor paused(engine, engine.add_node());
+  NodeExecutor other(engine, engine.add_node());
+  std::vector<std::pair<std::string, Time>> ran;
+  auto log = [&](const char* what) { return [&ran, &engine, what] { ran.emplace_back(what, engine.now()); }; };
+  paused.post_after(1 * kSecond, log("p1"));
+  const TimerId cancelled = paused.post_after(2 * kSecond, log("p2-cancelled"));
+  paused.post_after(3 * kSecond, log("p3"));
+  other.post_after(2 * kSecond, log("o2"));
+  engine.pause(paused.node());
+  engine.run(5 * kSecond);
+  EXPECT_TRUE(engine.paused(paused.node()));
+  ASSERT_EQ(ran.size(), 1u);
+  EXPECT_EQ(ran[0], std::make_pair(std::string("o2"), 2 * kSecond));
+  paused.cancel(cancelled);  // held, not yet run: still cancellable
+  engine.resume(paused.node());
+  paused.post_after(0, log("p-new"));
+  engine.run();
+  ASSERT_EQ(ran.size(), 4u);
+  EXPECT_EQ(ran[1], std::make_pair(std::string("p1"), 5 * kSecond));
+  EXPECT_EQ(ran[2], std::make_pair(std::string("p3"), 5 * kSecond));
+  EXPECT_EQ(ran[3], std::make_pair(std::string("p-new"), 5 * kSecond));
+
+  // Killing a paused node ends the pause and drops what it held.
+  paused.post_after(kSecond, log("dropped"));
+  engine.pause(paused.node());
+  engine.run(7 * kSecond);
+  engine.bump_incarnation(paused.node());
+  EXPECT_FALSE(engine.paused(paused.node()));
+  engine.run();
+  EXPECT_EQ(ran.size(), 4u);
+}
+
 struct Pair {
   LocalEngine engine;
   InMemoryNetwork net{engine};

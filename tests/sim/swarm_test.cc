@@ -54,6 +54,22 @@ TEST(SwarmTest, PinnedRegressionSeeds) {
   }
 }
 
+// Issue 9, point 7: closures that always take a little longer than the
+// closure timeout (closure_timeout_s 2.006-2.016 s, attempts of ~2.07 s) were
+// retried as worker failures every ~2 s until the 3,600 s limit. A slow
+// closure on a live worker is now a DeadlineExceeded under TensorFlow's
+// threshold (C18), raised instead of retried forever.
+TEST(SwarmTest, PinnedClosureTimeoutLivelockSeedsFinish) {
+  for (std::uint64_t seed : {24988, 46876, 105458}) {
+    const scenario::Scenario s = swarm_scenario(seed);
+    ASSERT_GT(s.coordinator().closure_timeout_s(), 0) << "seed " << seed << " no longer draws a closure timeout";
+    SwarmOutcome o = run_swarm_seed(seed);
+    for (const auto& v : o.violations) ADD_FAILURE() << "pinned seed " << seed << ": " << v;
+    EXPECT_LT(o.end_time, from_seconds(s.time_limit_s())) << "seed " << seed;
+    EXPECT_GT(o.errors_raised, 0u) << "seed " << seed << ": the slow closure's DEADLINE_EXCEEDED is raised";
+  }
+}
+
 TEST(SwarmTest, ASeedReplaysTheSameRun) {
   auto s = swarm_scenario(17);
   SimOptions o;
