@@ -137,10 +137,13 @@ std::vector<ExpectationResult> check_expectations(const scenario::Scenario& sc, 
             if (unresolved++ == 0) first = v.label + "[" + std::to_string(v.index) + "]";
           }
         }
-        e.passed = unresolved == 0;
-        e.observed = unresolved == 0 ? std::to_string(total) + " of " + std::to_string(total) + " resolved"
-                                     : std::to_string(unresolved) + " of " + std::to_string(total) +
-                                           " without a result (first: " + first + ")";
+        // A check over nothing proves nothing: no closure means the program
+        // never scheduled one (or never got to), which must not read as a pass.
+        e.passed = total > 0 && unresolved == 0;
+        e.observed = total == 0       ? "vacuous: the program got no RemoteValue to check"
+                     : unresolved == 0 ? std::to_string(total) + " of " + std::to_string(total) + " resolved"
+                                       : std::to_string(unresolved) + " of " + std::to_string(total) +
+                                             " without a result (first: " + first + ")";
         break;
       }
       case scenario::Expectation::kStat: {
@@ -295,8 +298,10 @@ std::vector<ExpectationResult> check_expectations(const scenario::Scenario& sc, 
       case scenario::Expectation::kInvariants: {
         e.what = "the coordinator's invariants hold";
         auto v = check_invariants(r);
-        e.passed = v.empty();
-        e.observed = v.empty() ? "all hold" : std::to_string(v.size()) + " violated; first: " + v.front();
+        e.passed = v.empty() && !r.values.empty();
+        e.observed = !v.empty()         ? std::to_string(v.size()) + " violated; first: " + v.front()
+                     : r.values.empty() ? "vacuous: no closure was scheduled, so nothing was checked"
+                                        : "all hold over " + std::to_string(r.values.size()) + " closures";
         break;
       }
       case scenario::Expectation::KIND_NOT_SET: continue;

@@ -94,6 +94,9 @@ struct Simulation::Impl {
   Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c);
   Task<Status> save_checkpoint(ClusterCoordinator& c, const tutorial::EpochReport& e);
   Task<void> watch(std::size_t value, RemoteValue rv);
+  // Keeps a closure the program got, for expectations and invariants.
+  void record_value(ClusterCoordinator& c, int start, const std::string& label, int index, const std::string& fn,
+                    const RemoteValue& rv);
   void snapshot_coordinator();
   std::vector<PsReport> ps_counters() const;
 
@@ -439,6 +442,20 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
           });
       break;
     }
+    case scenario::Fault::kPause: {
+      const TaskId t = *parse_task_name(f.pause());
+      what = "pause " + t.short_name() + " (SIGSTOP)" + until;
+      both(
+          [this, t] {
+            tee.instant(t, "fault", "paused", control().now());
+            cluster->pause(t);
+          },
+          [this, t] {
+            cluster->resume(t);
+            tee.instant(t, "fault", "resumed", control().now());
+          });
+      break;
+    }
     case scenario::Fault::kHotspot: {
       const int v = workload->find(f.hotspot().variable());
       what = "every step reads \"" + f.hotspot().variable() + "\"" + until;
@@ -482,6 +499,22 @@ std::vector<PsReport> Simulation::Impl::ps_counters() const {
 Task<void> Simulation::Impl::watch(std::size_t value, RemoteValue rv) {
   (void)co_await rv.fetch();
   result.values[value].resolved_at = cluster->engine().now();
+}
+
+void Simulation::Impl::record_value(ClusterCoordinator& c, int start, const std::string& label, int index,
+                                    const std::string& fn, const RemoteValue& rv) {
+  ValueRecord v;
+  v.program_start = start;
+  v.label = label;
+  v.index = index;
+  v.fn = fn;
+  v.closure = c.stats().scheduled;  // closure ids count schedule()d closures from 1
+  v.scheduled_at = c.now();
+  result.values.push_back(std::move(v));
+  remote_values.push_back(rv);
+  // Always watched (not only for invariants), so that the events of a run,
+  // and its trace hash, never depend on what is checked.
+  program_scope->spawn(watch(result.values.size() - 1, rv));
 }
 
 Task<std::optional<std::int64_t>> Simulation::Impl::read_iterations(ClusterCoordinator& c) {
@@ -590,18 +623,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
           rec.status = rv.status();
           break;
         }
-        ValueRecord v;
-        v.program_start = start;
-        v.label = a.label();
-        v.index = k;
-        v.fn = s.function();
-        v.closure = c.stats().scheduled;  // closure ids count schedule()d closures from 1
-        v.scheduled_at = ex.now();
-        result.values.push_back(std::move(v));
-        remote_values.push_back(*rv);
-        // Always watched (not only for invariants), so that the events of a
-        // run, and its trace hash, never depend on what is checked.
-        program_scope->spawn(watch(result.values.size() - 1, *rv));
+        record_value(c, start, a.label(), k, s.function(), *rv);
       }
       break;
     }
@@ -616,6 +638,14 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
       break;
     }
     case scenario::Action::kTrain: {
+      // Named, not a temporary in the co_await below: GCC 12 destroys such a
+      // temporary lambda's captures twice.
+      int index = 0;
+      const std::string label = a.label();
+      tutorial::OnScheduled on_scheduled = [this, &c, start, &label, &index](const std::string& fn,
+                                                                            const RemoteValue& rv) {
+        record_value(c, start, label, index++, fn, rv);
+      };
       auto trained = co_await tutorial::train(
           c, tutorial_config, start_epoch,
           [this](const tutorial::EpochReport& e) { result.epochs.push_back(e); },
@@ -623,7 +653,8 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
               ? tutorial::AfterEpoch([this](ClusterCoordinator& cc, const tutorial::EpochReport& e) {
                   return save_checkpoint(cc, e);
                 })
-              : tutorial::AfterEpoch());
+              : tutorial::AfterEpoch(),
+          tutorial::AfterSchedule(), on_scheduled);
       rec.status = trained.status();
       break;
     }

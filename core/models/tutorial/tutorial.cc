@@ -325,8 +325,11 @@ Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& c, std::vector<Exam
 
 Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epoch,
                              std::function<void(const EpochReport&)> on_epoch, AfterEpoch after_epoch,
-                             AfterSchedule after_schedule) {
+                             AfterSchedule after_schedule, OnScheduled on_scheduled) {
   Result result;
+  auto scheduled = [&](const char* fn, const RemoteValue& rv) {
+    if (on_scheduled) on_scheduled(fn, rv);
+  };
   std::int64_t steps_scheduled = 0;
   auto dataset_args = [&](std::uint64_t seed, int n, int shuffle_buffer) {
     return std::vector<Value>{Value(static_cast<std::int64_t>(seed)), Value(std::int64_t{n}),
@@ -340,12 +343,14 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
 
   result.training_started = c.now();
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
+    const Time epoch_start = c.now();
     TWINPS_CO_RETURN_IF_ERROR(co_await reset_metric(c, kAccuracyTotal, kAccuracyCount));
     for (int step = 0; step < config.steps_per_epoch; step += config.steps_per_execution) {
       const int steps = std::min(config.steps_per_execution, config.steps_per_epoch - step);
       std::vector<Arg> call_args{iterator, Value(std::int64_t{steps})};
       auto rv = co_await c.schedule(kTrainStep, std::move(call_args));
       if (!rv.ok()) co_return rv.status();
+      scheduled(kTrainStep, *rv);
       steps_scheduled += steps;
       if (after_schedule) TWINPS_CO_RETURN_IF_ERROR(co_await after_schedule(c, steps_scheduled));
     }
@@ -355,6 +360,8 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
     auto iterations = co_await read_iterations(c);
     if (!iterations.ok()) co_return iterations.status();
     EpochReport report{epoch, *accuracy, *iterations, c.now()};
+    c.trace().span(c.self(), "program", "epoch", epoch_start, c.now() - epoch_start,
+                   {TraceArg{"epoch", static_cast<double>(epoch)}, TraceArg{"accuracy", *accuracy}});
     result.training_finished = report.finished_at;
     result.steps_trained += config.steps_per_epoch;
     result.epochs.push_back(report);
@@ -365,6 +372,7 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
   std::vector<Arg> call_args{iterator};
   auto loss_rv = co_await c.schedule(kTrainStep, std::move(call_args));
   if (!loss_rv.ok()) co_return loss_rv.status();
+  scheduled(kTrainStep, *loss_rv);
   TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
   auto loss = co_await loss_rv->fetch();
   if (!loss.ok()) co_return loss.status();
@@ -384,6 +392,7 @@ Task<StatusOr<Result>> train(ClusterCoordinator& c, Config config, int start_epo
     std::vector<Arg> call_args{eval_iterator};
     auto rv = co_await c.schedule(kEvalStep, std::move(call_args));
     if (!rv.ok()) co_return rv.status();
+    scheduled(kEvalStep, *rv);
   }
   TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
   auto distributed = co_await read_accuracy(c, kEvalAccuracyTotal, kEvalAccuracyCount);

@@ -99,6 +99,10 @@ using AfterEpoch = std::function<Task<Status>(ClusterCoordinator&, const EpochRe
 // this run so far; e.g. to save a checkpoint every N steps or seconds (join
 // first: save_checkpoint wants no closure running). An error stops training.
 using AfterSchedule = std::function<Task<Status>(ClusterCoordinator&, std::int64_t steps_scheduled)>;
+// Called with every closure train() schedules (train, loss and eval steps)
+// and its RemoteValue: the simulator records them so that expectations over
+// the program's closures see the tutorial's too.
+using OnScheduled = std::function<void(const std::string& fn, const RemoteValue&)>;
 
 // The tutorial's training loop from epoch `start_epoch` (a resumed run starts
 // at iterations // steps_per_epoch): per epoch, reset the accuracy metric,
@@ -106,7 +110,7 @@ using AfterSchedule = std::function<Task<Status>(ClusterCoordinator&, std::int64
 // for the final loss, and both kinds of inline evaluation.
 Task<StatusOr<Result>> train(ClusterCoordinator& coordinator, Config config, int start_epoch = 0,
                              std::function<void(const EpochReport&)> on_epoch = {}, AfterEpoch after_epoch = {},
-                             AfterSchedule after_schedule = {});
+                             AfterSchedule after_schedule = {}, OnScheduled on_scheduled = {});
 
 // Accuracy of the current parameters on `examples`, computed on the caller.
 Task<StatusOr<double>> evaluate_directly(ClusterCoordinator& coordinator, std::vector<Example> examples);
