@@ -14,7 +14,8 @@ namespace {
 constexpr Duration kMaxWaitSlice = 3600 * kSecond;
 }  // namespace
 
-AsioExecutor::AsioExecutor() : epoch_(std::chrono::steady_clock::now()), io_(1), timer_(io_) {}
+AsioExecutor::AsioExecutor() : AsioExecutor(std::chrono::steady_clock::now()) {}
+AsioExecutor::AsioExecutor(std::chrono::steady_clock::time_point epoch) : epoch_(epoch), io_(1), timer_(io_) {}
 
 AsioExecutor::~AsioExecutor() { stop(); }
 

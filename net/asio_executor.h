@@ -39,6 +39,10 @@ namespace twinps::net {
 class AsioExecutor final : public Executor {
  public:
   AsioExecutor();
+  // now() counts from `epoch` rather than from construction: executors that
+  // share an epoch (the tasks of an in-process cluster) share a clock, and
+  // their traces line up.
+  explicit AsioExecutor(std::chrono::steady_clock::time_point epoch);
   ~AsioExecutor() override;  // stops the thread if started; queued callbacks are destroyed unrun
   AsioExecutor(const AsioExecutor&) = delete;
   AsioExecutor& operator=(const AsioExecutor&) = delete;
@@ -107,6 +111,8 @@ class AsioExecutor final : public Executor {
   // Converts between this executor's clock and std::chrono::steady_clock.
   std::chrono::steady_clock::time_point to_steady(Time t) const;
   Time from_steady(std::chrono::steady_clock::time_point t) const;
+  // The steady-clock instant now() counts from.
+  std::chrono::steady_clock::time_point epoch() const { return epoch_; }
 
  private:
   void arm_timer();       // executor thread only

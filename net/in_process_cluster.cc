@@ -11,6 +11,8 @@ StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::start(InProcessClu
     auto it = addresses->find(t);
     return it == addresses->end() ? std::string() : it->second;
   };
+  // One clock for every task: their trace records share one timeline.
+  const auto epoch = std::chrono::steady_clock::now();
   std::vector<TaskId> tasks;
   for (int i = 0; i < options.ps; ++i) tasks.push_back(TaskId::ps(i));
   for (int i = 0; i < options.workers; ++i) tasks.push_back(TaskId::worker(i));
@@ -23,6 +25,7 @@ StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::start(InProcessClu
     o.trace = options.trace;
     o.worker = options.worker;
     o.transport = options.transport;
+    o.clock_epoch = epoch;
     auto node = RealNode::create(std::move(o));
     if (!node.ok()) return node.status();
     (*addresses)[t] = options.host + ":" + std::to_string((*node)->port());
@@ -33,6 +36,7 @@ StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::start(InProcessClu
   co.resolve = resolve;
   co.trace = options.trace;
   co.transport = options.transport;
+  co.clock_epoch = epoch;
   auto coordinator = RealNode::create(std::move(co));
   if (!coordinator.ok()) return coordinator.status();
   cluster->coordinator_ = std::move(*coordinator);

@@ -18,7 +18,8 @@ StatusOr<std::unique_ptr<RealNode>> RealNode::create(RealNodeOptions options) {
   if (options.task.job == Job::kWorker && !options.registry)
     return absl::InvalidArgumentError("a worker node needs a function registry");
   std::unique_ptr<RealNode> node(new RealNode());
-  node->executor_ = std::make_unique<AsioExecutor>();
+  node->executor_ = options.clock_epoch ? std::make_unique<AsioExecutor>(*options.clock_epoch)
+                                        : std::make_unique<AsioExecutor>();
   GrpcTransportOptions topts = options.transport;
   topts.listen_address = options.listen_address;
   topts.resolve = options.resolve;

@@ -4,7 +4,9 @@
 // task's node (a parameter server, a worker, or nothing for the coordinator,
 // which runs its program on the runtime). `twinps serve` hosts one per
 // process; the in-process cluster hosts several, one thread each.
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -26,6 +28,9 @@ struct RealNodeOptions {
   CostModel* cost = nullptr;                   // fault injection: extra step time; nullptr = none
   WorkerOptions worker;
   GrpcTransportOptions transport;  // listen_address and resolve are filled from above
+  // Where the node's clock starts (default: when it is created); nodes given
+  // the same epoch write traces on one timeline.
+  std::optional<std::chrono::steady_clock::time_point> clock_epoch;
 };
 
 class RealNode {

@@ -24,6 +24,7 @@ StatusOr<StartingPoint> restore_or_initialize(const CheckpointManager* manager,
 
 Task<StatusOr<std::string>> save_checkpoint(ClusterCoordinator& coordinator, CheckpointManager& manager,
                                             std::map<std::string, std::string> metadata, std::string step_counter) {
+  const Time start = coordinator.now();
   auto shards = co_await coordinator.export_variables();
   if (!shards.ok()) co_return shards.status();
   std::int64_t step = 0;
@@ -31,7 +32,10 @@ Task<StatusOr<std::string>> save_checkpoint(ClusterCoordinator& coordinator, Che
     for (const auto& s : *shards)
       if (s.spec.id == counter->shards.front().id) step = s.counter;
   }
-  co_return manager.save(step, coordinator.variables().all(), *shards, coordinator.optimizer(), metadata);
+  auto saved = manager.save(step, coordinator.variables().all(), *shards, coordinator.optimizer(), metadata);
+  coordinator.trace().span(coordinator.self(), "program", "save checkpoint", start, coordinator.now() - start,
+                           {TraceArg{"step", static_cast<double>(step)}, TraceArg{"ok", saved.ok() ? 1.0 : 0.0}});
+  co_return saved;
 }
 
 }  // namespace twinps

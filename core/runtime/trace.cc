@@ -1,9 +1,13 @@
 #include "core/runtime/trace.h"
 
 #include <bit>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 namespace twinps {
 
@@ -52,26 +56,31 @@ void TraceHasher::record(TracePhase phase, const TaskId& track, std::string_view
 struct ChromeTraceWriter::Impl {
   std::FILE* file = nullptr;
   bool first = true;
+  std::uint64_t records = 0;
   std::set<TaskId> named;  // tracks whose metadata has been written
+  nlohmann::ordered_json info = nlohmann::ordered_json::object();
 };
 
 namespace {
-void write_json_string(std::FILE* f, std::string_view s) {
-  std::fputc('"', f);
-  for (char c : s) {
-    switch (c) {
-      case '"': std::fputs("\\\"", f); break;
-      case '\\': std::fputs("\\\\", f); break;
-      case '\n': std::fputs("\\n", f); break;
-      case '\t': std::fputs("\\t", f); break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) std::fprintf(f, "\\u%04x", c);
-        else std::fputc(c, f);
-    }
-  }
-  std::fputc('"', f);
-}
+
+using Json = nlohmann::ordered_json;
+
 int pid_of(const TaskId& t) { return static_cast<int>(t.job) + 1; }
+
+// JSON has no NaN or infinity: such a value is written as a string that says
+// what it was (nlohmann would write null, losing it).
+Json number(double v) {
+  if (std::isfinite(v)) return v;
+  if (std::isnan(v)) return "NaN";
+  return v > 0 ? "Infinity" : "-Infinity";
+}
+
+Json text(std::string_view s) { return std::string(s); }
+
+// Strings are checked when dumped: invalid UTF-8 becomes U+FFFD rather than
+// reaching the file (or throwing).
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 }  // namespace
 
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -87,9 +96,32 @@ ChromeTraceWriter::~ChromeTraceWriter() { close(); }
 
 bool ChromeTraceWriter::ok() const { return impl_->file != nullptr || error_.empty(); }
 
+std::uint64_t ChromeTraceWriter::records() const { return impl_->records; }
+
+namespace {
+void write_event(std::FILE* f, bool& first, const Json& event) {
+  if (!first) std::fputs(",\n", f);
+  first = false;
+  std::fputs(dump(event).c_str(), f);
+}
+}  // namespace
+
+void ChromeTraceWriter::set_info(const std::string& key, const std::string& value) {
+  impl_->info[key] = value;
+  if (impl_->file)
+    write_event(impl_->file, impl_->first, Json{{"ph", "M"}, {"name", "twinps_info"}, {"pid", 0}, {"args", {{key, value}}}});
+}
+void ChromeTraceWriter::set_info(const std::string& key, std::int64_t value) {
+  impl_->info[key] = value;
+  if (impl_->file)
+    write_event(impl_->file, impl_->first, Json{{"ph", "M"}, {"name", "twinps_info"}, {"pid", 0}, {"args", {{key, value}}}});
+}
+
 void ChromeTraceWriter::close() {
   if (!impl_->file) return;
-  std::fputs("\n]}\n", impl_->file);
+  std::fputs("\n],\"otherData\":", impl_->file);
+  std::fputs(dump(impl_->info).c_str(), impl_->file);
+  std::fputs("}\n", impl_->file);
   std::fclose(impl_->file);
   impl_->file = nullptr;
 }
@@ -99,43 +131,30 @@ void ChromeTraceWriter::record(TracePhase phase, const TaskId& track, std::strin
                                std::initializer_list<TraceArg> args) {
   std::FILE* f = impl_->file;
   if (!f) return;
-  auto sep = [&] {
-    if (!impl_->first) std::fputs(",\n", f);
-    impl_->first = false;
-  };
+  ++impl_->records;
+  auto write = [&](const Json& event) { write_event(f, impl_->first, event); };
   if (impl_->named.insert(track).second) {
-    sep();
-    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":", pid_of(track));
-    write_json_string(f, job_name(track.job));
-    std::fputs("}},\n", f);
-    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
-                 pid_of(track), track.index);
-    write_json_string(f, track.short_name());
-    std::fputs("}}", f);
+    write(Json{{"ph", "M"}, {"name", "process_name"}, {"pid", pid_of(track)}, {"args", {{"name", job_name(track.job)}}}});
+    write(Json{{"ph", "M"},
+               {"name", "thread_name"},
+               {"pid", pid_of(track)},
+               {"tid", track.index},
+               {"args", {{"name", track.short_name()}}}});
   }
-  sep();
-  std::fprintf(f, "{\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f", static_cast<char>(phase), pid_of(track),
-               track.index, static_cast<double>(start) / 1000.0);
-  if (phase == TracePhase::kSpan) std::fprintf(f, ",\"dur\":%.3f", static_cast<double>(duration) / 1000.0);
-  if (phase == TracePhase::kInstant) std::fputs(",\"s\":\"t\"", f);
-  std::fputs(",\"cat\":", f);
-  write_json_string(f, category);
-  std::fputs(",\"name\":", f);
-  write_json_string(f, name);
+  Json event{{"ph", std::string(1, static_cast<char>(phase))},
+             {"pid", pid_of(track)},
+             {"tid", track.index},
+             {"ts", static_cast<double>(start) / 1000.0}};
+  if (phase == TracePhase::kSpan) event["dur"] = static_cast<double>(duration) / 1000.0;
+  if (phase == TracePhase::kInstant) event["s"] = "t";
+  event["cat"] = text(category);
+  event["name"] = text(name);
   if (args.size() > 0) {
-    std::fputs(",\"args\":{", f);
-    bool first = true;
-    for (const auto& a : args) {
-      if (!first) std::fputc(',', f);
-      first = false;
-      write_json_string(f, a.key);
-      std::fputc(':', f);
-      if (!a.text.empty()) write_json_string(f, a.text);
-      else std::fprintf(f, "%.17g", a.number);
-    }
-    std::fputc('}', f);
+    Json a = Json::object();
+    for (const auto& arg : args) a[std::string(arg.key)] = arg.text.empty() ? number(arg.number) : text(arg.text);
+    event["args"] = std::move(a);
   }
-  std::fputc('}', f);
+  write(event);
 }
 
 }  // namespace twinps

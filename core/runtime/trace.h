@@ -66,7 +66,16 @@ class TraceHasher final : public TraceSink {
 };
 
 // Streams Chrome Trace Event JSON ({"traceEvents": [...]}) to a file: one
-// process per job, one thread per task, timestamps in microseconds.
+// process per job, one thread per task, timestamps in microseconds. Each
+// event is serialised by nlohmann-json, so every file is valid JSON whatever
+// the records hold: names are UTF-8 (invalid bytes become U+FFFD) and a
+// number that JSON cannot hold (NaN, +-Inf) is written as the string "NaN",
+// "Infinity" or "-Infinity".
+//
+// `set_info` adds a key to the file's "otherData" object (written at
+// close()): real tasks record which task wrote the file and where its clock
+// starts, which `twinps trace merge` uses to put several files on one
+// timeline (core has no clock of its own to read; tools/ supplies them).
 class ChromeTraceWriter final : public TraceSink {
  public:
   // Opening fails loudly through ok()/error() rather than dropping records.
@@ -76,7 +85,12 @@ class ChromeTraceWriter final : public TraceSink {
   const std::string& error() const { return error_; }
   void record(TracePhase phase, const TaskId& track, std::string_view category, std::string_view name, Time start,
               Duration duration, std::initializer_list<TraceArg> args) override;
-  // Writes the closing bracket; called by the destructor if not before.
+  // Also written at once as a metadata event ("ph":"M", name "twinps_info"),
+  // so a file cut short by a crash still says who wrote it.
+  void set_info(const std::string& key, const std::string& value);
+  void set_info(const std::string& key, std::int64_t value);
+  std::uint64_t records() const;
+  // Writes the closing bracket and "otherData"; called by the destructor if not before.
   void close();
 
  private:

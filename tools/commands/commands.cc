@@ -15,6 +15,7 @@ const std::vector<Command>& commands() {
       {"model", "check a model spec; show its layers, variables per ps, and a step's FLOPs and bytes", run_model},
       {"datagen", "write a synthetic dataset (kinds: ctr)", run_datagen},
       {"tf-config", "check the TF_CONFIG a launcher gives a task; show its role and command", run_tf_config},
+      {"trace", "merge the trace files of a cluster's tasks into one timeline", run_trace},
   };
   return all;
 }

@@ -25,5 +25,6 @@ int run_bench_train(int argc, char** argv);  // tools/commands/bench_train.cc
 int run_model(int argc, char** argv);        // tools/commands/model.cc
 int run_datagen(int argc, char** argv);      // tools/commands/datagen.cc
 int run_tf_config(int argc, char** argv);    // tools/commands/tf_config.cc
+int run_trace(int argc, char** argv);        // tools/commands/trace.cc
 
 }  // namespace twinps::cli

@@ -6,6 +6,7 @@
 #include "core/models/tutorial/tutorial.h"
 #include "net/allocator_tuning.h"
 #include "net/log.h"
+#include "net/locked_trace.h"
 #include "net/real_node.h"
 #include "sim/scenario_loader.h"
 #include "sim/workload.h"
@@ -15,6 +16,7 @@
 #include "tools/task_metrics.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
+#include "tools/trace_file.h"
 
 namespace twinps::cli {
 namespace {
@@ -36,7 +38,7 @@ void on_signal(int) { g_stop = 1; }
 }  // namespace
 
 int run_serve(int argc, char** argv) {
-  std::string role, tf_config, model_path;
+  std::string role, tf_config, model_path, trace_path;
   int index = -1;
   double ps_call_timeout = 30, step_delay = 0;
   std::size_t max_message_mb = 256;
@@ -49,6 +51,8 @@ int run_serve(int argc, char** argv) {
       ("ps-call-timeout", po::value(&ps_call_timeout)->default_value(30), "workers: seconds before a call to a ps fails")
       ("max-message-mb", po::value(&max_message_mb)->default_value(256), "largest message accepted or sent, in MiB")
       ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp)
+      ("trace", po::value(&trace_path),
+       "write this task's Chrome Trace Event file (merge the files of a cluster with `twinps trace merge`)")
       ("inject-step-delay", po::value(&step_delay)->default_value(0),
        "fault injection (workers): seconds added to every step, as on a slow machine")
       ("model", po::value(&model_path),
@@ -130,9 +134,21 @@ int run_serve(int argc, char** argv) {
     synthetic_model = std::make_unique<synthetic::Workload>(std::move(*spec), /*timing_only=*/false);
     synthetic_model->register_functions(registry);
   }
+  // Declared before the node, which records into it: destroyed (and closed) after it.
+  std::unique_ptr<ChromeTraceWriter> trace;
+  std::unique_ptr<net::LockedTraceSink> locked_trace;
+  if (!trace_path.empty()) {
+    trace = std::make_unique<ChromeTraceWriter>(trace_path);
+    if (!trace->ok()) {
+      std::fprintf(stderr, "twinps serve: %s\n", trace->error().c_str());
+      return kExitBadInput;
+    }
+    locked_trace = std::make_unique<net::LockedTraceSink>(*trace);
+  }
   net::RealNodeOptions o;
   o.task = task;
   o.listen_address = *listen;
+  o.trace = locked_trace.get();
   o.resolve = resolver(tfc->cluster);
   o.registry = &registry;
   o.worker.ps_call_timeout = from_seconds(ps_call_timeout);
@@ -147,6 +163,7 @@ int run_serve(int argc, char** argv) {
     spdlog::error("cannot serve {} on {}: {}", task.short_name(), address->c_str(), describe(node.status()));
     return kExitFailed;
   }
+  if (trace) stamp_trace(*trace, task, (*node)->executor());
   auto metrics = TaskMetrics::start(metrics_flags, serving.bind, task, *security);
   if (!metrics.ok()) {
     spdlog::error("{}: {}", task.short_name(), describe(metrics.status()));

@@ -21,6 +21,7 @@
 #include "tools/task_metrics.h"
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
+#include "tools/trace_file.h"
 
 namespace twinps::cli {
 namespace {
@@ -227,7 +228,7 @@ void watch_metrics(const TrainSettings& s, const ClusterCoordinator& coordinator
   spdlog::info("chief metrics on {}", s.metrics->url());
 }
 
-int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink* trace, Report& report) {
+int run_in_process(const TrainSettings& s, CheckpointManager* manager, ChromeTraceWriter* trace, Report& report) {
   FunctionRegistry registry;
   tutorial::register_functions(registry);
   std::unique_ptr<net::LockedTraceSink> locked;
@@ -244,6 +245,8 @@ int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink
     return kExitFailed;
   }
   net::RealNode& node = (*cluster)->coordinator();
+  // Every task of the in-process cluster shares the coordinator's clock.
+  if (trace) stamp_trace(*trace, TaskId::chief(), node.executor());
   ClusterCoordinator coordinator(node.runtime(), s.shape, registry, s.coordinator);
   watch_metrics(s, coordinator, node);
   auto rc = block_on(node.executor(), coordinator_program(coordinator, s, manager, report));
@@ -253,7 +256,8 @@ int run_in_process(const TrainSettings& s, CheckpointManager* manager, TraceSink
 }
 
 int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_flag, CheckpointManager* manager,
-                   TraceSink* trace, Report& report) {
+                   ChromeTraceWriter* trace_file, Report& report) {
+  TraceSink* trace = trace_file;
   auto tfc = load_tf_config(tf_config_flag);
   if (!tfc.ok()) {
     std::fprintf(stderr, "twinps train: %s\n", std::string(tfc.status().message()).c_str());
@@ -283,6 +287,7 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
     std::fprintf(stderr, "twinps train: %s\n", describe(node.status()).c_str());
     return kExitFailed;
   }
+  if (trace_file) stamp_trace(*trace_file, TaskId::chief(), (*node)->executor());
   ClusterCoordinator coordinator((*node)->runtime(), s.shape, registry, s.coordinator);
   watch_metrics(s, coordinator, **node);
   auto rc = block_on((*node)->executor(), coordinator_program(coordinator, s, manager, report));
