@@ -126,6 +126,17 @@ NetworkModel::NetworkModel(ClusterShape shape, NetworkOptions options) : shape_(
   departure_delay_.assign(static_cast<std::size_t>(tasks), 0);
 }
 
+double NetworkModel::estimated_bytes(ClusterShape shape, int hosts_per_rack) {
+  const double tasks = 1.0 + shape.workers + shape.ps;
+  const double switches = hosts_per_rack <= 0 ? 1.0 : 1.0 + std::ceil(tasks / hosts_per_rack);
+  const double vertices = tasks + switches;
+  const double links = tasks + (hosts_per_rack <= 0 ? 0.0 : switches - 1);
+  // Route tables: one int64 per (source, vertex); per task its host link,
+  // departure delay and graph vertex; per link its parameters, slowdowns and
+  // both directions' state.
+  return vertices * (vertices * 8.0 + 32.0) + tasks * 64.0 + links * 256.0;
+}
+
 int NetworkModel::slot(const TaskId& t) const {
   switch (t.job) {
     case Job::kChief: return 0;

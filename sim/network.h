@@ -77,6 +77,12 @@ class Topology {
 class NetworkModel final : public LinkModel {
  public:
   NetworkModel(ClusterShape shape, NetworkOptions options);
+  // About how much memory a model of this cluster holds once every task has
+  // sent a message: mostly the route tables (Topology::route caches, per
+  // source vertex, an entry for every vertex: vertices^2 entries). The
+  // scenario resource estimate (sim/resource_estimate.h) uses it; keep it in
+  // step with the tables here.
+  static double estimated_bytes(ClusterShape shape, int hosts_per_rack);
 
   std::optional<Time> deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) override;
   std::optional<Duration> loss_detection_delay() const override { return options_.connection_timeout; }

@@ -68,7 +68,9 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
                      (r.fidelity == scenario::TIMING_ONLY ? "timing-only" : "numeric"));
   row("simulated time", fmt("%.6f s", to_seconds(r.end_time)) + (r.finished ? "" : " (time limit reached)"));
   const auto steps = summarize_steps(r);
-  row("training steps", std::to_string(steps.steps) + fmt(" (%.2f steps/s simulated)", steps.steps_per_second));
+  row("training steps", steps.steps == 0 ? std::string("0 (no training step finished: no throughput)")
+                                          : std::to_string(steps.steps) +
+                                                fmt(" (%.2f steps/s simulated)", steps.steps_per_second));
   row("step time p50 / p99", duration(steps.p50_s) + " / " + duration(steps.p99_s));
   row("closures", std::to_string(r.stats.scheduled) + " scheduled, " + std::to_string(r.stats.completed) +
                       " completed, " + std::to_string(r.stats.retried) + " retried, " +
@@ -118,6 +120,37 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(r.trace_hash));
   row("trace hash", hash);
   return rows;
+}
+
+std::optional<std::string> no_progress(const SimResult& r, bool time_limited) {
+  const auto steps = summarize_steps(r);
+  const std::string at = fmt("%.3f s", to_seconds(r.end_time));
+  if (!r.starts.empty() && !r.starts.back().start_status.ok())
+    return "the coordinator did not start (" + describe(r.starts.back().start_status) +
+           "): no closure ran, nothing was trained";
+  if (time_limited && steps.steps == 0) {
+    std::string why = "no progress: no training step finished in " + at + " simulated (" +
+                      std::to_string(r.stats.scheduled) + " closures scheduled, " +
+                      std::to_string(r.stats.completed) + " completed)";
+    if (r.stats.scheduled == 0)
+      why += "; nothing was scheduled: the cluster was still forming when the time limit came";
+    else if (r.actions.empty())
+      why += "; the program was still in its first action (scheduling) when the time limit came: schedule fewer "
+             "closures at a time, or let the run go longer";
+    return why;
+  }
+  if (!time_limited && !r.finished) {
+    std::string why = "no progress to report: the program did not finish within its time limit (" +
+                      fmt("%.3f s", to_seconds(r.time_limit)) + "); " + std::to_string(steps.steps) +
+                      " training steps, " + std::to_string(r.stats.completed) + " of " +
+                      std::to_string(r.stats.scheduled) + " closures completed";
+    for (auto it = r.actions.rbegin(); it != r.actions.rend(); ++it) {
+      why += "; the last action to finish was " + it->kind + (it->label.empty() ? "" : " \"" + it->label + "\"");
+      break;
+    }
+    return why;
+  }
+  return std::nullopt;
 }
 
 Status write_steps_csv(const SimResult& r, const std::string& path) {

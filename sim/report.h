@@ -2,6 +2,7 @@
 // What a run shows people: the summary table's rows and the per-step CSV.
 // Wall-clock figures (events per second, simulated-to-wall ratio) are added
 // by tools/, which may read a clock; sim/ never does.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,18 @@ StepSummary summarize_steps(const SimResult& r);
 double quantile_s(std::vector<Duration> d, double q);
 
 std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r);
+
+// Why a run made no progress, or nullopt if it did. A run that made none
+// must say so and end non-zero, never report a throughput. No progress:
+//  * the coordinator did not start;
+//  * a run `time_limited` by design (a benchmark cut at a simulated
+//    duration) in which no training step finished (e.g. more closures were
+//    queued up front than the queue can hold);
+//  * otherwise (a scenario, whose program is the unit of progress), the
+//    program did not finish within its time limit. A scenario whose program
+//    ends with no training step (every closure failed, as some scenarios
+//    expect) did finish; its summary shows no throughput.
+std::optional<std::string> no_progress(const SimResult& r, bool time_limited);
 
 // One row per closure run on a worker:
 // worker,closure,function,start_s,duration_s,ok,program_start

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/sim/test_paths.h"
 
 namespace twinps::sim {
@@ -142,6 +144,112 @@ TEST_F(SimCliTest, SameSeedSameHash) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_FALSE(hash(a.out).empty());
   EXPECT_EQ(hash(a.out), hash(b.out));
+}
+
+// ---- issue 9
+
+// Every trace the simulator writes is valid JSON (point 5), for scenarios with
+// faults, errors, restarts and a paused task.
+TEST_F(SimCliTest, EveryTraceTheSimulatorWritesParsesAsJson) {
+  for (const char* name : {"tutorial", "random_faults", "coordinator_restart", "ps_hang_raises_unavailable"}) {
+    const std::string trace = (test_dir() / (std::string(name) + ".json")).string();
+    CliRun r = run_twinps("sim '" + (testing::scenarios_dir() / (std::string(name) + ".textproto")).string() +
+                          "' --trace " + trace);
+    EXPECT_EQ(r.exit_code, 0) << name << "\n" << r.err;
+    std::ifstream t(trace);
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = nlohmann::json::parse(t)) << name;
+    EXPECT_GT(doc["traceEvents"].size(), 10u) << name;
+  }
+}
+
+// A run that makes no progress says so and exits non-zero, without a
+// throughput or speed-up (point 3).
+TEST_F(SimCliTest, ARunWithoutProgressFailsAndReportsNoThroughput) {
+  const std::string stuck = write("stuck.textproto",
+                                  "cluster { workers: 2 ps: 1 }\nmodel { variable { name: \"w\" shape: [4, 4] } }\n"
+                                  "compute { step_time { constant_s: 10 } }\n"
+                                  "program { schedule { count: 4 } }\nprogram { join {} }\ntime_limit_s: 5\n");
+  CliRun r = run_twinps("sim '" + stuck + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no progress to report: the program did not finish within its time limit (5.000 s); 0 "
+                       "training steps, 0 of 4 closures completed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("simulated / wall time"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 (no training step finished: no throughput)"), std::string::npos) << r.out;
+
+  CliRun bench = run_twinps("bench sim --workers 4 --ps 1 --seconds 0.5 --step-time 10");
+  EXPECT_EQ(bench.exit_code, 1) << bench.out;
+  EXPECT_NE(bench.err.find("no progress"), std::string::npos) << bench.err;
+  EXPECT_EQ(bench.out.find("steps/s"), std::string::npos) << bench.out;
+}
+
+// An expectation over nothing fails as vacuous rather than passing (point 6).
+TEST_F(SimCliTest, AnExpectationOverNothingFailsAsVacuous) {
+  const std::string idle = write("idle.textproto",
+                                 "cluster { workers: 2 ps: 1 }\nmodel { variable { name: \"w\" shape: [4, 4] } }\n"
+                                 "program { sleep_s: 1 }\nexpect { all_closures_resolved: true }\n"
+                                 "expect { invariants: true }\n");
+  CliRun r = run_twinps("sim '" + idle + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("every closure resolved (observed: vacuous: the program got no RemoteValue to check)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("invariants hold (observed: vacuous"), std::string::npos) << r.err;
+}
+
+// Scenarios too big for the machine are refused before they run, naming the
+// field, the estimate and the limit (point 8).
+TEST_F(SimCliTest, AScenarioThatCannotFitIsRefusedNamingTheField) {
+  struct Case {
+    const char* what;
+    std::string text, flags, field;
+  };
+  const Case cases[] = {
+      {"65536 workers in 6 GiB",
+       "fidelity: TIMING_ONLY\ncluster { workers: 65536 ps: 4 }\nmodel { variable { name: \"e\" shape: [1000, 8] } }\n"
+       "program { schedule { count: 10 } }\nprogram { join {} }\n",
+       "--max-memory-gb 6", "cluster.workers: the run would need about 32.7 GiB of memory, most of it for the network "
+                            "model's route tables for 65541 tasks; this run may use 6.0 GiB (--max-memory-gb)"},
+      {"a batch of a million",
+       "cluster { workers: 2 ps: 1 }\nmodel { variable { name: \"w\" shape: [1000, 64] } batch_size: 1000000 }\n"
+       "program { schedule { count: 100 } }\nprogram { join {} }\n",
+       "--max-memory-gb 6", "model.batch_size: the run would need about"},
+      {"65536 rows per step, many steps",
+       "fidelity: TIMING_ONLY\ncluster { workers: 2 ps: 1 }\n"
+       "model { variable { name: \"e\" shape: [1000000, 64] rows_per_step: 65536 } }\n"
+       "program { schedule { count: 200000 } }\nprogram { join {} }\n",
+       "", "model.variable[0].rows_per_step: the run would take about 11.0 min of CPU time"},
+  };
+  for (const auto& c : cases) {
+    CliRun r = run_twinps("sim '" + write("big.textproto", c.text) + "' " + c.flags);
+    EXPECT_EQ(r.exit_code, 2) << c.what << "\n" << r.out;
+    EXPECT_NE(r.err.find(c.field), std::string::npos) << c.what << ": stderr was\n" << r.err;
+  }
+}
+
+// When memory runs out anyway (the limits lifted, a small ulimit), the CLI
+// reports it and exits 1: no uncaught std::bad_alloc, no SIGABRT (point 8).
+TEST_F(SimCliTest, RunningOutOfMemoryIsReportedNotAborted) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the ulimit this test sets";
+#else
+  const std::string big = write("huge.textproto",
+                                "fidelity: TIMING_ONLY\ncluster { workers: 65536 ps: 4 }\n"
+                                "model { variable { name: \"e\" shape: [1000, 8] } }\n"
+                                "program { schedule { count: 10 } }\nprogram { join {} }\n");
+  const auto dir = test_dir();
+  const std::string cmd = "ulimit -v 400000; exec " + testing::twinps_binary().string() + " sim '" + big +
+                          "' --no-limits --no-progress >" + (dir / "o.txt").string() + " 2>" + (dir / "e.txt").string();
+  const int status = std::system(("/bin/sh -c \"" + cmd + "\"").c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal: status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  std::ifstream e(dir / "e.txt");
+  const std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("out of memory"), std::string::npos) << err;
+  EXPECT_EQ(err.find("terminate called"), std::string::npos) << err;
+#endif
 }
 
 }  // namespace

@@ -385,6 +385,13 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
     ok = false;
   }
   if (!ok) return kExitFailed;
+  // A window without a single completed pair measured nothing: no rate is reported.
+  for (std::size_t r = 0; r < pairs.size(); ++r) {
+    if (pairs[r] > 0) continue;
+    std::fprintf(stderr, "twinps bench ps: no push->pull pair completed in measurement window %zu of %d (%.1f s): "
+                 "the cluster made no progress, so there is no rate to report\n", r + 1, c.repeats, c.window);
+    return kExitFailed;
+  }
   for (auto* v : {&pairs, &bytes, &calls})
     for (auto& x : *v) x /= c.window;
 

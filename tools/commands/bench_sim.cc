@@ -6,10 +6,12 @@
 
 #include "sim/generated_scenarios.h"
 #include "sim/report.h"
+#include "sim/resource_estimate.h"
 #include "sim/scenario_loader.h"
 #include "sim/simulation.h"
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
+#include "tools/resource_limits.h"
 
 namespace twinps::cli {
 
@@ -41,6 +43,16 @@ int run_bench_sim(int argc, char** argv) {
     std::fprintf(stderr, "twinps bench sim: %s\n", errors.front().to_string().c_str());
     return kExitBadInput;
   }
+  {
+    // A cluster whose model cannot fit in memory is refused before it is built.
+    const MemoryLimit m = memory_limit();
+    sim::ResourceLimits limits;
+    limits.memory_bytes = m.bytes;
+    limits.memory_source = m.source;
+    const auto too_big = sim::check_resources(s, limits, "twinps bench sim");
+    for (const auto& e : too_big) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    if (!too_big.empty()) return kExitBadInput;
+  }
   sim::SimOptions options;
   options.seed = seed;
   const auto t0 = std::chrono::steady_clock::now();
@@ -55,6 +67,11 @@ int run_bench_sim(int argc, char** argv) {
   const double setup_s = std::chrono::duration<double>(t1 - t0).count();
   const double wall_s = std::chrono::duration<double>(t2 - t1).count();
   const auto steps = sim::summarize_steps(r);
+  if (auto stalled = sim::no_progress(r, /*time_limited=*/true)) {
+    // Nothing was trained: a throughput or speed-up figure would be meaningless.
+    std::fprintf(stderr, "twinps bench sim: %s\n", stalled->c_str());
+    return kExitFailed;
+  }
   Table t;
   t.row("cluster", format("%d workers x %d ps, timing-only", workers, ps));
   t.row("workload", format("%d embedding rows per step, %d KiB tower, steps of %.2f s", b.rows_per_step, b.tower_kib,

@@ -147,6 +147,11 @@ int run_bench_train(int argc, char** argv) {
       for (int r = 0; r < b.repeats; ++r) {
         const double v = run_once(b, in_process, spe, dir, r);
         if (v < 0) return kExitFailed;
+        if (!(v > 0)) {
+          std::fprintf(stderr, "twinps bench train: run %d trained no example (0 examples/s): no progress, no rate to "
+                       "report\n", r + 1);
+          return kExitFailed;
+        }
         runs.push_back(v);
       }
       std::sort(runs.begin(), runs.end());

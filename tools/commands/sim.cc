@@ -17,10 +17,12 @@
 #include "sim/expectations.h"
 #include "sim/generated_scenarios.h"
 #include "sim/report.h"
+#include "sim/resource_estimate.h"
 #include "sim/scenario_loader.h"
 #include "sim/simulation.h"
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
+#include "tools/resource_limits.h"
 
 namespace twinps::cli {
 
@@ -84,7 +86,9 @@ void print_summary(const Measured& m) {
   for (auto& [k, v] : sim::summary_rows(m.result)) t.row(k, v);
   const double events_per_s = m.wall_s > 0 ? static_cast<double>(m.result.events) / m.wall_s : 0;
   t.row("wall time", format("%.3f s (%.2f M events/s)", m.wall_s, events_per_s / 1e6));
-  if (m.wall_s > 0) t.row("simulated / wall time", format("%.1fx", to_seconds(m.result.end_time) / m.wall_s));
+  // A speed-up is a result only for a run that got somewhere.
+  if (m.wall_s > 0 && !sim::no_progress(m.result, false))
+    t.row("simulated / wall time", format("%.1fx", to_seconds(m.result.end_time) / m.wall_s));
   std::printf("summary:\n");
   t.print();
 }
@@ -124,6 +128,7 @@ int run_swarm(std::uint64_t first, std::uint64_t count) {
 int run_sim(int argc, char** argv) {
   std::string path, trace_path, csv_path;
   std::uint64_t seed = 0, swarm = 0, swarm_first = 1;
+  double max_memory_gb = 0, max_cpu_s = 300;
   po::options_description opts("twinps sim options");
   opts.add_options()("help,h", "show this help")
       ("scenario", po::value(&path), "the scenario file (Protobuf text format, schema sim/scenario.proto)")
@@ -131,6 +136,12 @@ int run_sim(int argc, char** argv) {
       ("trace", po::value(&trace_path), "write a Chrome Trace Event JSON file (open it in Perfetto)")
       ("csv", po::value(&csv_path), "write per-step metrics as CSV")
       ("no-progress", "no progress bar on stderr")
+      ("max-memory-gb", po::value(&max_memory_gb),
+       "refuse a scenario estimated to need more memory than this (default: what this process may use: ulimit, "
+       "cgroup, physical memory)")
+      ("max-cpu-s", po::value(&max_cpu_s)->default_value(300),
+       "refuse a scenario estimated to need more CPU seconds than this (0: no limit)")
+      ("no-limits", "run whatever the estimates say (machines bigger than the limits found)")
       ("swarm", po::value(&swarm), "instead of a scenario: run this many random fault schedules and check the invariants")
       ("swarm-first-seed", po::value(&swarm_first)->default_value(1), "first seed of --swarm")
       ("print-swarm-scenario", po::value<std::uint64_t>(),
@@ -165,6 +176,29 @@ int run_sim(int argc, char** argv) {
   if (!loaded.ok()) {
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps sim: %s\n", e.to_string().c_str());
     return kExitBadInput;
+  }
+
+  if (max_memory_gb < 0 || max_cpu_s < 0) {
+    std::fprintf(stderr, "twinps sim: --max-memory-gb and --max-cpu-s must not be negative\n");
+    return kExitBadInput;
+  }
+  // Refuse, before running, what cannot fit: not a std::bad_alloc (or an
+  // hour of arithmetic) later.
+  if (!vm.count("no-limits")) {
+    sim::ResourceLimits limits;
+    if (vm.count("max-memory-gb")) {
+      limits.memory_bytes = max_memory_gb * 1024 * 1024 * 1024;
+      limits.memory_source = "--max-memory-gb";
+    } else {
+      const MemoryLimit m = memory_limit();
+      limits.memory_bytes = m.bytes;
+      limits.memory_source = m.source;
+    }
+    limits.cpu_seconds = max_cpu_s;
+    limits.cpu_source = vm["max-cpu-s"].defaulted() ? "the default of --max-cpu-s" : "--max-cpu-s";
+    const auto too_big = sim::check_resources(loaded.scenario, limits, path);
+    for (const auto& e : too_big) std::fprintf(stderr, "twinps sim: %s\n", e.to_string().c_str());
+    if (!too_big.empty()) return kExitBadInput;
   }
 
   sim::SimOptions options;
@@ -208,18 +242,23 @@ int run_sim(int argc, char** argv) {
   }
 
   auto checks = sim::check_expectations(loaded.scenario, m.result);
-  int failed = 0;
+  // A run that made no progress fails whatever its expectations say.
+  const auto stalled = sim::no_progress(m.result, false);
+  int failed = stalled ? 1 : 0;
   std::printf("\nexpectations:\n");
   for (const auto& c : checks) {
     std::printf("  %s  %s  (observed: %s)\n", c.passed ? "ok  " : "FAIL", c.what.c_str(), c.observed.c_str());
     failed += c.passed ? 0 : 1;
   }
-  if (failed > 0) {
-    std::fprintf(stderr, "twinps sim: %s: %d expectation%s did not hold:\n", path.c_str(), failed, failed == 1 ? "" : "s");
+  if (stalled) std::fprintf(stderr, "twinps sim: %s: %s\n", path.c_str(), stalled->c_str());
+  const int failed_checks = failed - (stalled ? 1 : 0);
+  if (failed_checks > 0) {
+    std::fprintf(stderr, "twinps sim: %s: %d expectation%s did not hold:\n", path.c_str(), failed_checks,
+                 failed_checks == 1 ? "" : "s");
     for (const auto& c : checks)
       if (!c.passed) std::fprintf(stderr, "  %s (observed: %s)\n", c.what.c_str(), c.observed.c_str());
-    return kExitFailed;
   }
+  if (failed > 0) return kExitFailed;
   return kExitOk;
 }
 
