@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -250,6 +251,132 @@ TEST(RealClusterTest, SideCarEvaluatorFollowsCheckpoints) {
   ASSERT_TRUE(eval.wait(60s));
   EXPECT_EQ(eval.exit_code(), 0) << eval.err();
   EXPECT_NE(eval.out().find("(epoch 3, iterations 20): accuracy 1.000000"), std::string::npos) << eval.out();
+}
+
+// ---- issue 9
+
+// A copied checkpoint whose name claims more than its content (ckpt-10 copied
+// to ckpt-9223372036854775807) is refused naming both, the real newest one is
+// restored, and keep-N leaves the real ones alone (point 2).
+TEST(RealClusterTest, ACheckpointNamedForAnotherStepIsRefusedAndNeverCountedForKeepN) {
+  const std::string ckpt = testing::temp_dir("misnamed") + "/ckpt";
+  Process first = Process::start({testing::twinps_binary(), "train", "--in-memory", "--checkpoint-dir", ckpt});
+  ASSERT_TRUE(first.wait(60s));
+  ASSERT_EQ(first.exit_code(), 0) << first.err();
+  std::filesystem::copy_file(ckpt + "/ckpt-10", ckpt + "/ckpt-9223372036854775807");
+  std::filesystem::copy_file(ckpt + "/ckpt-15", ckpt + "/ckpt-25");
+  Process second = Process::start(
+      {testing::twinps_binary(), "train", "--in-memory", "--checkpoint-dir", ckpt, "--epochs", "6"});
+  ASSERT_TRUE(second.wait(60s));
+  ASSERT_EQ(second.exit_code(), 0) << second.err();
+  EXPECT_NE(second.err().find("refused checkpoint ckpt-9223372036854775807"), std::string::npos) << second.err();
+  EXPECT_NE(second.err().find("named for step 9223372036854775807 but records step 10"), std::string::npos)
+      << second.err();
+  EXPECT_NE(second.err().find("named for step 25 but records step 15"), std::string::npos) << second.err();
+  EXPECT_NE(second.out().find("Restored checkpoint ckpt-20 (iterations 20): resuming at epoch 4"), std::string::npos)
+      << second.out();
+  // keep 3 of the verified ones (20, 25 — saved for real, replacing the copy — 30); the misnamed copy stays.
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/ckpt-15"));
+  for (const char* kept : {"ckpt-20", "ckpt-25", "ckpt-30", "ckpt-9223372036854775807"})
+    EXPECT_TRUE(std::filesystem::exists(ckpt + "/" + kept)) << kept;
+}
+
+// A parameter server that hangs (SIGSTOP) is found by the chief's heartbeats
+// and raised as UNAVAILABLE naming it, long before the 600 s deadlines its
+// calls were given (point 9).
+TEST(RealClusterTest, AHungParameterServerIsFoundByHeartbeatsAndRaisedNamingIt) {
+  RealCluster cluster(2, 2);
+  for (int i = 0; i < 2; ++i) cluster.start(TaskId::ps(i));
+  for (int i = 0; i < 2; ++i)
+    cluster.start(TaskId::worker(i), {"--inject-step-delay", "0.05", "--ps-call-timeout", "600"});
+  Process train = cluster.train({"--epochs", "1000", "--rpc-timeout", "600", "--heartbeat", "1"});
+  ASSERT_TRUE(train.wait_for_output("Finished epoch 1,", 60s)) << train.err();
+  cluster.server(TaskId::ps(0)).kill(SIGSTOP);
+  const bool ended = train.wait(180s);
+  cluster.server(TaskId::ps(0)).kill(SIGCONT);
+  ASSERT_TRUE(ended) << "the chief waited on the hung ps";
+  EXPECT_EQ(train.exit_code(), 1);
+  EXPECT_NE(train.err().find("UNAVAILABLE"), std::string::npos) << train.err();
+  EXPECT_NE(train.err().find("ps:0 did not answer 3 health checks in a row"), std::string::npos) << train.err();
+}
+
+// Every task of a multi-process run writes its own trace (the chief its own
+// spans too), and `twinps trace merge` puts them on one timeline with one
+// process per task; the clocks line up: every worker step lies between the
+// chief forming the cluster and its last join returning (point 4, and point 5:
+// every file parses as JSON).
+TEST(RealClusterTest, EveryTaskWritesATraceAndMergedTheyShareOneTimeline) {
+  RealCluster cluster(2, 1);
+  const std::string dir = testing::temp_dir("traces");
+  const std::vector<TaskId> servers{TaskId::ps(0), TaskId::worker(0), TaskId::worker(1)};
+  std::vector<std::string> files{dir + "/chief.json"};
+  for (const auto& t : servers) {
+    files.push_back(dir + "/" + t.short_name() + ".json");
+    cluster.start(t, {"--trace", files.back()});
+  }
+  Process train = cluster.train({"--trace", files.front(), "--epochs", "2"});
+  ASSERT_TRUE(train.wait(120s));
+  ASSERT_EQ(train.exit_code(), 0) << train.err();
+  for (const auto& t : servers) cluster.server(t).stop();  // SIGTERM: each closes its trace
+
+  for (const auto& f : files) {
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = read_json(f)) << f;
+    int own = 0;
+    for (const auto& e : doc["traceEvents"]) own += e["ph"] != "M";
+    EXPECT_GT(own, 0) << f << " has no event";
+    EXPECT_TRUE(doc["otherData"].contains("unix_origin_us")) << f;
+  }
+  Process merge = Process::start({testing::twinps_binary(), "trace", "merge", dir + "/merged.json", files[0], files[1],
+                                  files[2], files[3]});
+  ASSERT_TRUE(merge.wait(60s));
+  ASSERT_EQ(merge.exit_code(), 0) << merge.err();
+  EXPECT_NE(merge.out().find("clocks aligned on one machine's steady clock"), std::string::npos) << merge.out();
+  auto merged = read_json(dir + "/merged.json");
+  std::map<int, std::string> process;
+  for (const auto& e : merged["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") process[e["pid"].get<int>()] = e["args"]["name"];
+  std::set<std::string> tasks;
+  for (const auto& [pid, name] : process) tasks.insert(name);
+  EXPECT_EQ(tasks, (std::set<std::string>{"chief:0", "ps:0", "worker:0", "worker:1"}));
+
+  double formed = -1, last_join_end = -1;
+  std::vector<std::pair<double, double>> steps;
+  for (const auto& e : merged["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const double ts = e["ts"].get<double>(), end = ts + e["dur"].get<double>();
+    const std::string& task = process[e["pid"].get<int>()];
+    if (task == "chief:0" && e["name"] == "form cluster") formed = end;
+    if (task == "chief:0" && e["name"] == "join") last_join_end = std::max(last_join_end, end);
+    if (task.rfind("worker:", 0) == 0 && e["cat"] == "worker" && e["name"] == "tutorial/train_step")
+      steps.emplace_back(ts, end);
+  }
+  ASSERT_GT(formed, 0);
+  ASSERT_GT(last_join_end, formed);
+  ASSERT_GE(steps.size(), 10u);
+  for (const auto& [start, end] : steps) {
+    EXPECT_GE(start, formed - 1) << "a worker step before the cluster formed: clocks not aligned";
+    EXPECT_LE(end, last_join_end + 1) << "a worker step after the last join: clocks not aligned";
+  }
+}
+
+// The in-memory and in-process runtimes write valid JSON traces too, with
+// every task's events on the one shared clock (point 5).
+TEST(RealClusterTest, TrainTracesParseInEveryRuntime) {
+  const std::string dir = testing::temp_dir("train-traces");
+  for (const char* mode : {"--in-memory", "--in-process"}) {
+    SCOPED_TRACE(mode);
+    const std::string path = dir + "/" + (mode + 2) + ".json";
+    Process train = Process::start({testing::twinps_binary(), "train", mode, "--epochs", "2", "--trace", path});
+    ASSERT_TRUE(train.wait(120s));
+    ASSERT_EQ(train.exit_code(), 0) << train.err();
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = read_json(path));
+    std::set<std::string> tracks;
+    for (const auto& e : doc["traceEvents"])
+      if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"]);
+    EXPECT_EQ(tracks, (std::set<std::string>{"chief:0", "ps:0", "ps:1", "worker:0", "worker:1", "worker:2"}));
+  }
 }
 
 // ---- a parameter server answering malformed requests
