@@ -1,4 +1,7 @@
 // twinps: one binary for every role (TensorFlow's "same binary for all tasks").
+//   twinps CMD [options]      run a command; twinps CMD --help for its options
+//   twinps help [CMD [SUB]]   the same help
+//   twinps --version
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,17 +10,42 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "net/log.h"
 #include "tools/commands/commands.h"
+#include "tools/version.h"
 
 namespace {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: twinps <command> [options]   (twinps <command> --help for its options)\n\n"
-               "commands:\n");
+               "usage: twinps <command> [options]   (twinps help <command>, or twinps <command> --help, for its "
+               "options)\n       twinps --version\n\ncommands:\n");
   for (const auto& c : twinps::cli::commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out, "\nDocumentation: README.md, docs/ (installed under share/twinps/)\n");
+}
+
+// Runs `command` with `args` (after the command's name), its argv[0] being its
+// whole name ("twinps train"), as every command's messages say it.
+int run(const twinps::cli::Command& command, std::vector<std::string> args) {
+  std::string name = std::string("twinps ") + command.name;
+  std::vector<char*> argv{name.data()};
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return command.run(static_cast<int>(argv.size()) - 1, argv.data());
+}
+
+const twinps::cli::Command* find(const char* name) {
+  for (const auto& c : twinps::cli::commands())
+    if (name == std::string(c.name)) return &c;
+  return nullptr;
+}
+
+int unknown(const char* name) {
+  std::fprintf(stderr, "twinps: unknown command '%s'\n\n", name);
+  usage(stderr);
+  return 2;
 }
 
 constexpr char kOutOfMemory[] =
@@ -69,15 +97,28 @@ int main(int argc, char** argv) {
 
 namespace {
 int run(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
   }
-  for (const auto& c : twinps::cli::commands()) {
-    if (argv[1] == std::string(c.name)) return c.run(argc - 1, argv + 1);
+  const std::string first = argv[1];
+  if (first == "--help" || first == "-h" || (first == "help" && argc == 2)) {
+    usage(stdout);
+    return 0;
   }
-  std::fprintf(stderr, "twinps: unknown command '%s'\n\n", argv[1]);
-  usage(stderr);
-  return 2;
+  if (first == "--version" || first == "version") {
+    std::printf("%s\n", twinps::cli::version_text().c_str());
+    return 0;
+  }
+  if (first == "help") {  // twinps help CMD [SUB...]: CMD [SUB...] --help
+    const auto* c = find(argv[2]);
+    if (!c) return unknown(argv[2]);
+    std::vector<std::string> args(argv + 3, argv + argc);
+    args.push_back("--help");
+    return run(*c, args);
+  }
+  const auto* c = find(argv[1]);
+  if (!c) return unknown(argv[1]);
+  return run(*c, std::vector<std::string>(argv + 2, argv + argc));
 }
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
@@ -35,8 +36,13 @@ int run_bench(int argc, char** argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? kExitBadInput : kExitOk;
   }
-  for (const auto& t : kTargets)
-    if (argv[1] == std::string(t.name)) return t.run(argc - 1, argv + 1);
+  for (const auto& t : kTargets) {
+    if (argv[1] != std::string(t.name)) continue;
+    std::string name = std::string(argv[0]) + " " + t.name;  // "twinps bench sim": the target's messages say it
+    std::vector<char*> args(argv + 1, argv + argc + 1);  // the trailing nullptr too
+    args[0] = name.data();
+    return t.run(argc - 1, args.data());
+  }
   std::fprintf(stderr, "twinps bench: unknown target '%s'\n\n", argv[1]);
   usage(stderr);
   return kExitBadInput;

@@ -516,19 +516,27 @@ int run_bench_ps(int argc, char** argv) {
   std::string pull = "dense";
   po::options_description opts("twinps bench ps options");
   opts.add_options()("help,h", "show this help")
-      ("servers", po::value(&c.servers)->default_value(1), "parameter-server processes")
-      ("workers", po::value(&c.workers)->default_value(1), "load-generator processes (one worker task each)")
-      ("keys", po::value(&c.keys)->default_value(0), "keys (variables), spread round-robin over the servers (default: one per server)")
-      ("values-per-key", po::value(&c.values_per_key)->default_value(262144), "float32 values per key (262144 = 1 MiB)")
-      ("rows", po::value(&c.rows)->default_value(1), "rows per key (values-per-key must be a multiple)")
-      ("pull", po::value(&pull)->default_value("dense"), "dense (whole keys) or rows (some rows of each key, sparse pushes)")
-      ("rows-per-pull", po::value(&c.rows_per_pull)->default_value(0), "rows pulled per key with --pull rows (default rows/8)")
-      ("mode", po::value(&c.mode)->default_value("pipelined"), "pipelined, sequential or push-pull (see --help text)")
-      ("repeats", po::value(&c.repeats)->default_value(5), "measurement windows")
-      ("window", po::value(&c.window)->default_value(2.0), "seconds per window")
-      ("warmup", po::value(&c.warmup)->default_value(1.0), "seconds of load before the first window")
-      ("data-plane", po::value(&c.data_plane)->default_value("tcp"), kDataPlaneHelp)
-      ("max-message-mb", po::value(&c.max_message_mb)->default_value(512), "largest message, MiB")
+      ("servers", value_or(&c.servers, 1)->notifier(at_least(1)), "parameter-server processes")
+      ("workers", value_or(&c.workers, 1)->notifier(at_least(1)), "load-generator processes (one worker task each)")
+      ("keys", value_or(&c.keys, 0)->notifier(at_least(0)),
+       "keys (variables), spread round-robin over the servers (0: one per server)")
+      ("values-per-key", value_or(&c.values_per_key, std::int64_t{262144})->notifier(at_least(std::int64_t{1})),
+       "float32 values per key (262144 = 1 MiB)")
+      ("rows", value_or(&c.rows, std::int64_t{1})->notifier(at_least(std::int64_t{1})),
+       "rows per key (values-per-key must be a multiple)")
+      ("pull", value_or(&pull, std::string("dense"))->notifier(one_of({"dense", "rows"})),
+       "dense (whole keys) or rows (some rows of each key, sparse pushes)")
+      ("rows-per-pull", value_or(&c.rows_per_pull, std::int64_t{0})->notifier(at_least(std::int64_t{0})),
+       "rows pulled per key with --pull rows (0: rows/8)")
+      ("mode", value_or(&c.mode, std::string("pipelined"))->notifier(one_of({"pipelined", "sequential", "push-pull"})),
+       "pipelined, sequential or push-pull (see --help text)")
+      ("repeats", value_or(&c.repeats, 5)->notifier(at_least(1)), "measurement windows")
+      ("window", value_or(&c.window, 2.0)->notifier(positive()), "seconds per window")
+      ("warmup", value_or(&c.warmup, 1.0)->notifier(at_least(0.0)), "seconds of load before the first window")
+      ("data-plane", value_or(&c.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})),
+       kDataPlaneHelp)
+      ("max-message-mb", value_or(&c.max_message_mb, std::size_t{512})->notifier(in_range<std::size_t>(1, 2047)),
+       "largest message, MiB")
       ("tls", "measure the cost of TLS: the same load plain, with TLS on gRPC only (data plane in clear, "
               "token-authenticated) and on both planes, with a throwaway CA")
       ("load-generator", "internal: run as one load generator")
@@ -547,19 +555,16 @@ int run_bench_ps(int argc, char** argv) {
     return rc;
   if (!apply_data_plane("bench ps", c.data_plane, &c.transport)) return kExitBadInput;
   if (c.keys == 0) c.keys = c.servers;
-  if (pull != "dense" && pull != "rows") {
-    std::fprintf(stderr, "twinps bench ps: --pull must be dense or rows\n");
-    return kExitBadInput;
-  }
   c.row_pulls = pull == "rows";
   if (c.rows_per_pull == 0) c.rows_per_pull = std::max<std::int64_t>(c.rows / 8, 1);
-  if (c.servers < 1 || c.workers < 1 || c.keys < 1 || c.values_per_key < 1 || c.rows < 1 ||
-      c.values_per_key % c.rows != 0 || c.repeats < 1 || c.window <= 0 || c.warmup < 0 || c.rows_per_pull < 1 ||
-      c.rows_per_pull > c.rows || (c.mode != "pipelined" && c.mode != "sequential" && c.mode != "push-pull")) {
-    std::fprintf(stderr,
-                 "twinps bench ps: --servers, --workers, --keys, --values-per-key, --rows, --repeats, --window must be "
-                 "positive, --values-per-key a multiple of --rows, --rows-per-pull within the rows, --mode pipelined, "
-                 "sequential or push-pull\n");
+  if (c.values_per_key % c.rows != 0) {
+    std::fprintf(stderr, "twinps bench ps: --values-per-key (%lld) must be a multiple of --rows (%lld)\n",
+                 static_cast<long long>(c.values_per_key), static_cast<long long>(c.rows));
+    return kExitBadInput;
+  }
+  if (c.rows_per_pull > c.rows) {
+    std::fprintf(stderr, "twinps bench ps: --rows-per-pull (%lld) must not exceed --rows (%lld)\n",
+                 static_cast<long long>(c.rows_per_pull), static_cast<long long>(c.rows));
     return kExitBadInput;
   }
   // Large tensors: keep freed buffers mapped (net/allocator_tuning.h), in every process of the bench.

@@ -20,23 +20,20 @@ int run_bench_sim(int argc, char** argv) {
   std::uint64_t seed = 1;
   po::options_description opts("twinps bench sim options");
   opts.add_options()("help,h", "show this help")
-      ("workers", po::value(&b.workers)->default_value(b.workers), "worker tasks")
-      ("ps", po::value(&b.ps)->default_value(b.ps), "parameter-server tasks")
-      ("seconds", po::value(&b.sim_seconds)->default_value(b.sim_seconds), "simulated seconds to run")
-      ("rows-per-step", po::value(&b.rows_per_step)->default_value(b.rows_per_step),
+      ("workers", value_or(&b.workers, b.workers)->notifier(at_least(1)), "worker tasks")
+      ("ps", value_or(&b.ps, b.ps)->notifier(at_least(1)), "parameter-server tasks")
+      ("seconds", value_or(&b.sim_seconds, b.sim_seconds)->notifier(positive()), "simulated seconds to run")
+      ("rows-per-step", value_or(&b.rows_per_step, b.rows_per_step)->notifier(at_least(0)),
        "embedding rows each step looks up (about the number of ps a step visits)")
-      ("tower-kib", po::value(&b.tower_kib)->default_value(b.tower_kib), "dense variable every step reads and updates, KiB")
-      ("step-time", po::value(&b.step_s)->default_value(b.step_s), "median compute time of a step, seconds")
-      ("seed", po::value(&seed)->default_value(1), "seed of the run");
+      ("tower-kib", value_or(&b.tower_kib, b.tower_kib)->notifier(at_least(0)),
+       "dense variable every step reads and updates, KiB")
+      ("step-time", value_or(&b.step_s, b.step_s)->notifier(positive()), "median compute time of a step, seconds")
+      ("seed", value_or(&seed, std::uint64_t{1}), "seed of the run");
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps bench sim [--workers N] [--ps N] [--seconds S] [--rows-per-step R]",
                      opts, vm);
       rc >= 0)
     return rc;
-  if (b.workers < 1 || b.ps < 1 || !(b.sim_seconds > 0) || b.rows_per_step < 0 || b.tower_kib < 0 || !(b.step_s > 0)) {
-    std::fprintf(stderr, "twinps bench sim: --workers and --ps must be at least 1; --seconds and --step-time positive\n");
-    return kExitBadInput;
-  }
   const int workers = b.workers, ps = b.ps;
   const scenario::Scenario s = sim::bench_scenario(b);
   if (auto errors = sim::validate_scenario(s, "bench"); !errors.empty()) {

@@ -105,16 +105,18 @@ int run_bench_train(int argc, char** argv) {
   TrainBench b;
   po::options_description opts("twinps bench train options");
   opts.add_options()("help,h", "show this help")
-      ("where", po::value(&b.where)->default_value("both"), "in-process, processes or both")
+      ("where", value_or(&b.where, std::string("both"))->notifier(one_of({"in-process", "processes", "both"})),
+       "in-process, processes or both")
       ("steps-per-execution", po::value(&b.steps_per_execution)->multitoken()->default_value({1, 10}, "1 10"),
        "steps each closure runs (several values: one measurement each)")
-      ("epochs", po::value(&b.epochs)->default_value(10), "epochs per run")
-      ("steps-per-epoch", po::value(&b.steps_per_epoch)->default_value(1000), "steps per epoch")
-      ("repeats", po::value(&b.repeats)->default_value(3), "runs per configuration")
-      ("workers", po::value(&b.workers)->default_value(3), "worker tasks")
-      ("ps", po::value(&b.ps)->default_value(2), "parameter-server tasks")
-      ("batch-size", po::value(&b.batch_size)->default_value(8), "examples per step")
-      ("data-plane", po::value(&b.data_plane)->default_value("tcp"), kDataPlaneHelp);
+      ("epochs", value_or(&b.epochs, 10)->notifier(at_least(1)), "epochs per run")
+      ("steps-per-epoch", value_or(&b.steps_per_epoch, 1000)->notifier(at_least(1)), "steps per epoch")
+      ("repeats", value_or(&b.repeats, 3)->notifier(at_least(1)), "runs per configuration")
+      ("workers", value_or(&b.workers, 3)->notifier(at_least(1)), "worker tasks")
+      ("ps", value_or(&b.ps, 2)->notifier(at_least(1)), "parameter-server tasks")
+      ("batch-size", value_or(&b.batch_size, 8)->notifier(at_least(1)), "examples per step")
+      ("data-plane", value_or(&b.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})),
+       kDataPlaneHelp);
   po::variables_map vm;
   if (int rc = parse(argc, argv,
                      "usage: twinps bench train [--where in-process|processes|both] [--steps-per-execution N...]\n"
@@ -124,14 +126,9 @@ int run_bench_train(int argc, char** argv) {
     return rc;
   net::GrpcTransportOptions checked;
   if (!apply_data_plane("bench train", b.data_plane, &checked)) return kExitBadInput;
-  if (b.where != "in-process" && b.where != "processes" && b.where != "both") {
-    std::fprintf(stderr, "twinps bench train: --where must be in-process, processes or both\n");
-    return kExitBadInput;
-  }
-  if (b.epochs < 1 || b.steps_per_epoch < 1 || b.repeats < 1 || b.workers < 1 || b.ps < 1 || b.batch_size < 1 ||
-      b.steps_per_execution.empty() ||
+  if (b.steps_per_execution.empty() ||
       std::any_of(b.steps_per_execution.begin(), b.steps_per_execution.end(), [](int s) { return s < 1; })) {
-    std::fprintf(stderr, "twinps bench train: every count must be positive\n");
+    std::fprintf(stderr, "twinps bench train: --steps-per-execution: every value must be at least 1\n");
     return kExitBadInput;
   }
   const std::string dir = make_temp_dir("bench-train");

@@ -6,6 +6,7 @@
 
 #include "sim/scenario_loader.h"
 #include "tools/cli.h"
+#include "tools/data_dir.h"
 #include "tools/commands/commands.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
@@ -21,9 +22,9 @@ int run_calibrate(int argc, char** argv) {
       ("model", po::value(&model_path),
        "a synthetic model (scenario.SyntheticModel text): measure with its optimizer and batch size "
        "(default: SGD, batch 32)")
-      ("repeats", po::value(&o.repeats)->default_value(5), "batches per measurement (medians are taken over them)")
-      ("batch-seconds", po::value(&o.seconds_per_batch)->default_value(0.15), "seconds each batch repeats its call")
-      ("data-plane", po::value(&o.data_plane)->default_value("tcp"), "the servers' --data-plane (tcp or grpc)")
+      ("repeats", value_or(&o.repeats, 5)->notifier(at_least(1)), "batches per measurement (medians are taken over them)")
+      ("batch-seconds", value_or(&o.seconds_per_batch, 0.15)->notifier(in_range(1e-3, 60.0)), "seconds each batch repeats its call")
+      ("data-plane", value_or(&o.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc"})), "the servers' --data-plane (tcp or grpc)")
       ("verbose,v", "print each measurement as it is taken");
   po::variables_map vm;
   if (int rc = parse(argc, argv,
@@ -36,16 +37,9 @@ int run_calibrate(int argc, char** argv) {
       rc >= 0)
     return rc;
   o.verbose = vm.count("verbose") > 0;
-  if (o.repeats < 1 || !(o.seconds_per_batch > 0) || o.seconds_per_batch > 60) {
-    std::fprintf(stderr, "twinps calibrate: --repeats must be >= 1 and --batch-seconds in (0, 60]\n");
-    return kExitBadInput;
-  }
-  if (o.data_plane != "tcp" && o.data_plane != "grpc") {
-    std::fprintf(stderr, "twinps calibrate: --data-plane must be tcp or grpc, not '%s'\n", o.data_plane.c_str());
-    return kExitBadInput;
-  }
   sim::LoadedModel model;
   if (!model_path.empty()) {
+    model_path = find_data(model_path);
     model = sim::load_model_file(model_path);
     for (const auto& e : model.errors) std::fprintf(stderr, "twinps calibrate: %s\n", e.to_string().c_str());
     if (!model.ok()) return kExitBadInput;

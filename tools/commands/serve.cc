@@ -45,15 +45,15 @@ int run_serve(int argc, char** argv) {
   std::string data_plane = "tcp";
   po::options_description opts("twinps serve options");
   opts.add_options()("help,h", "show this help")
-      ("role", po::value(&role), "ps or worker (default: the task type in TF_CONFIG)")
-      ("task-index", po::value(&index), "index of this task (default: the task index in TF_CONFIG)")
+      ("role", po::value(&role)->notifier(one_of({"ps", "worker"})), "ps or worker (default: the task type in TF_CONFIG)")
+      ("task-index", po::value(&index)->notifier(at_least(0)), "index of this task (default: the task index in TF_CONFIG)")
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
-      ("ps-call-timeout", po::value(&ps_call_timeout)->default_value(30), "workers: seconds before a call to a ps fails")
-      ("max-message-mb", po::value(&max_message_mb)->default_value(256), "largest message accepted or sent, in MiB")
-      ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp)
+      ("ps-call-timeout", value_or(&ps_call_timeout, 30.0)->notifier(positive()), "workers: seconds before a call to a ps fails")
+      ("max-message-mb", value_or(&max_message_mb, std::size_t{256})->notifier(in_range<std::size_t>(1, 2047)), "largest message accepted or sent, in MiB")
+      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})), kDataPlaneHelp)
       ("trace", po::value(&trace_path),
        "write this task's Chrome Trace Event file (merge the files of a cluster with `twinps trace merge`)")
-      ("inject-step-delay", po::value(&step_delay)->default_value(0),
+      ("inject-step-delay", value_or(&step_delay, 0.0)->notifier(at_least(0.0)),
        "fault injection (workers): seconds added to every step, as on a slow machine")
       ("model", po::value(&model_path),
        "workers: also run the steps of this synthetic model (scenario.SyntheticModel in text format, as "

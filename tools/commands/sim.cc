@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,7 @@
 #include "sim/scenario_loader.h"
 #include "sim/simulation.h"
 #include "tools/cli.h"
+#include "tools/data_dir.h"
 #include "tools/commands/commands.h"
 #include "tools/resource_limits.h"
 
@@ -136,13 +138,13 @@ int run_sim(int argc, char** argv) {
       ("trace", po::value(&trace_path), "write a Chrome Trace Event JSON file (open it in Perfetto)")
       ("csv", po::value(&csv_path), "write per-step metrics as CSV")
       ("no-progress", "no progress bar on stderr")
-      ("max-memory-gb", po::value(&max_memory_gb),
+      ("max-memory-gb", po::value(&max_memory_gb)->notifier(at_least(0.0)),
        "refuse a scenario estimated to need more memory than this (default: what this process may use: ulimit, "
        "cgroup, physical memory)")
-      ("max-cpu-s", po::value(&max_cpu_s)->default_value(300),
+      ("max-cpu-s", value_or(&max_cpu_s, 300.0)->notifier(at_least(0.0)),
        "refuse a scenario estimated to need more CPU seconds than this (0: no limit)")
       ("no-limits", "run whatever the estimates say (machines bigger than the limits found)")
-      ("swarm", po::value(&swarm), "instead of a scenario: run this many random fault schedules and check the invariants")
+      ("swarm", po::value(&swarm)->notifier(at_least(std::uint64_t{1})), "instead of a scenario: run this many random fault schedules and check the invariants")
       ("swarm-first-seed", po::value(&swarm_first)->default_value(1), "first seed of --swarm")
       ("print-swarm-scenario", po::value<std::uint64_t>(),
        "print the scenario --swarm runs for this seed (save it, then run it with --trace to see what happened)");
@@ -172,9 +174,11 @@ int run_sim(int argc, char** argv) {
     return kExitBadInput;
   }
 
+  path = find_data(path);  // scenarios/x.textproto also works outside the checkout (tools/data_dir.h)
   sim::LoadedScenario loaded = sim::load_scenario_file(path);
   if (!loaded.ok()) {
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps sim: %s\n", e.to_string().c_str());
+    if (!std::filesystem::exists(path)) std::fprintf(stderr, "twinps sim: %s\n", data_search_note().c_str());
     return kExitBadInput;
   }
 

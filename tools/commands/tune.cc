@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,6 +21,7 @@
 #include "sim/scenario_loader.h"
 #include "sim/tuner.h"
 #include "tools/cli.h"
+#include "tools/data_dir.h"
 #include "tools/commands/commands.h"
 #include "tools/tune/validate.h"
 
@@ -31,6 +33,7 @@ constexpr char kUsage[] =
     "usage: twinps tune --model FILE --workers N [--ps 1,2,4,8] [--shards 1,2,4,8,16]\n"
     "                   [--partitioners fixed,min_size,max_size] [--profile FILE] [--bandwidth-gbps G]\n"
     "                   [--seed S] [--tolerance F] [--csv FILE] [--top K]\n"
+    "       twinps tune --validate [options]   (twinps tune --validate --help)\n"
     "\n"
     "Predicts, by timing-only simulation of the whole cluster (the same coordinator, workers,\n"
     "parameter servers and step functions as `twinps sim`), the training steps per second of\n"
@@ -52,7 +55,11 @@ constexpr char kUsage[] =
     "without it, the defaults documented in sim/scenario.proto (10 Gb/s and 10 us host\n"
     "links, 10 ms steps, 20 us + 0.2 us/KiB per ps request). Each configuration warms up\n"
     "with 2 closures per worker and measures up to 20 per worker, fewer for large\n"
-    "clusters (at least 4 per worker), to bound the sweep's time.";
+    "clusters (at least 4 per worker), to bound the sweep's time.\n"
+    "\n"
+    "A relative --model or --profile path that does not exist from the current directory is\n"
+    "looked up in $TWINPS_DATA_DIR and in share/twinps beside the binary, where the repository's\n"
+    "scenarios/models/ and scenarios/profiles/ are installed.";
 
 // "1,2,4" -> {1, 2, 4}; every item a positive integer.
 bool parse_list(const std::string& flag, const std::string& text, std::vector<int>& out) {
@@ -162,52 +169,44 @@ int run_tune(int argc, char** argv) {
   po::options_description opts("twinps tune options");
   opts.add_options()("help,h", "show this help")
       ("model", po::value(&model_path), "the model: a scenario.SyntheticModel text file (required)")
-      ("workers", po::value(&req.workers), "worker tasks (required)")
+      ("workers", po::value(&req.workers)->notifier(in_range(1, 100000)), "worker tasks (required)")
       ("ps", po::value(&ps_list)->default_value(ps_list), "ps counts to try, comma-separated")
       ("shards", po::value(&shard_list)->default_value(shard_list),
        "shard counts of the largest variable to try, comma-separated")
       ("partitioners", po::value(&kinds)->default_value(kinds), "partitioner kinds to try: fixed, min_size, max_size")
       ("profile", po::value(&profile_path), "costs: a CostProfile text file; absent: the schema's defaults")
-      ("bandwidth-gbps", po::value(&bandwidth_gbps), "host link bandwidth, overriding the profile's")
-      ("seed", po::value(&req.seed)->default_value(1), "seed of every simulated run")
-      ("tolerance", po::value(&req.tolerance)->default_value(req.tolerance, "0.02"),
+      ("bandwidth-gbps", po::value(&bandwidth_gbps)->notifier(positive()), "host link bandwidth, overriding the profile's")
+      ("seed", value_or(&req.seed, req.seed), "seed of every simulated run")
+      ("tolerance", value_or(&req.tolerance, req.tolerance)->notifier([](double v) {
+         if (!(v >= 0 && v < 1)) throw BadValue("must be in [0, 1) (got " + shown(v) + ")");
+       }),
        "prefer fewer ps within this fraction of the fastest")
       ("csv", po::value(&csv_path), "write every configuration to this CSV file")
-      ("top", po::value(&top)->default_value(top), "rows to print (0: all); the recommended one always is");
+      ("top", value_or(&top, top)->notifier(at_least(0)), "rows to print (0: all); the recommended one always is")
+      ("validate",
+       "instead of a sweep: measure the simulation's fidelity against real runs on this machine (see twinps tune "
+       "--validate --help)");
   po::variables_map vm;
   if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
   if (model_path.empty() || !vm.count("workers")) {
     std::fprintf(stderr, "twinps tune: --model FILE and --workers N are required (see twinps tune --help)\n");
     return kExitBadInput;
   }
-  if (req.workers < 1 || req.workers > 100000) {
-    std::fprintf(stderr, "twinps tune: --workers must be from 1 to 100000 (got %d)\n", req.workers);
-    return kExitBadInput;
-  }
-  if (top < 0) {
-    std::fprintf(stderr, "twinps tune: --top must not be negative (got %d)\n", top);
-    return kExitBadInput;
-  }
-  if (!(req.tolerance >= 0 && req.tolerance < 1)) {
-    std::fprintf(stderr, "twinps tune: --tolerance must be in [0, 1) (got %g)\n", req.tolerance);
-    return kExitBadInput;
-  }
-  if (vm.count("bandwidth-gbps") && !(bandwidth_gbps > 0)) {
-    std::fprintf(stderr, "twinps tune: --bandwidth-gbps must be positive (got %g)\n", bandwidth_gbps);
-    return kExitBadInput;
-  }
   if (!parse_list("ps", ps_list, req.ps) || !parse_list("shards", shard_list, req.shards) ||
       !parse_kinds(kinds, req.partitioners))
     return kExitBadInput;
 
+  model_path = find_data(model_path);  // scenarios/models/... also outside the checkout
   auto model = sim::load_model_file(model_path);
   if (!model.ok()) {
     for (const auto& e : model.errors) std::fprintf(stderr, "twinps tune: %s\n", e.to_string().c_str());
+    if (!std::filesystem::exists(model_path)) std::fprintf(stderr, "twinps tune: %s\n", data_search_note().c_str());
     return kExitBadInput;
   }
   req.model = model.model;
   std::string costs = "the schema's defaults (no --profile)";
   if (!profile_path.empty()) {
+    profile_path = find_data(profile_path);
     auto profile = sim::load_profile_file(profile_path);
     if (!profile.ok()) {
       for (const auto& e : profile.errors) std::fprintf(stderr, "twinps tune: %s\n", e.to_string().c_str());

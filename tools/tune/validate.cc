@@ -19,6 +19,7 @@
 #include "sim/tuner.h"
 #include "sim/workload.h"
 #include "tools/cli.h"
+#include "tools/data_dir.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
 #include "tools/tune/real_run.h"
@@ -37,8 +38,9 @@ constexpr char kUsage[] =
     "shard count the simulation ranks first is within 5 % of the best measured, for every model and\n"
     "cluster measured at several shard counts.\n"
     "\n"
-    "Models default to scenarios/models/dense_heavy.textproto and embedding_heavy.textproto (from\n"
-    "the current directory). Variables larger than --max-variable-mib are given fewer rows, in the\n"
+    "Models default to scenarios/models/dense_heavy.textproto and embedding_heavy.textproto, found\n"
+    "from the current directory, else in --data-dir, $TWINPS_DATA_DIR or share/twinps beside the\n"
+    "binary (where `cmake --install` puts them). Variables larger than --max-variable-mib are given fewer rows, in the\n"
     "real runs and the predictions alike, so that every task fits this machine. Without --profile,\n"
     "`twinps calibrate` runs first, once per model (its optimizer's apply cost).\n"
     "\n"
@@ -108,7 +110,7 @@ std::string cluster_name(const Config& c) { return format("%dw %dps", c.workers,
 
 int run_tune_validate(int argc, char** argv) {
   std::vector<std::string> model_paths;
-  std::string profile_path, csv_path;
+  std::string profile_path, csv_path, data_dir;
   double seconds = 3, max_variable_mib = 32;
   int rounds = 1;
   po::options_description opts("twinps tune --validate options");
@@ -118,30 +120,30 @@ int run_tune_validate(int argc, char** argv) {
       ("profile", po::value(&profile_path), "a CostProfile (default: run `twinps calibrate` for each model)")
       ("quick", "two configurations of the first model (for tests)")
       ("csv", po::value(&csv_path), "also write the table as CSV")
-      ("seconds", po::value(&seconds)->default_value(3), "wall seconds each real run measures, about")
-      ("rounds", po::value(&rounds)->default_value(1),
+      ("data-dir", po::value(&data_dir),
+       "where the default models are (a directory holding scenarios/models/; default: $TWINPS_DATA_DIR, then "
+       "share/twinps beside the binary)")
+      ("seconds", value_or(&seconds, 3.0)->notifier(in_range(1e-3, 600.0)), "wall seconds each real run measures, about")
+      ("rounds", value_or(&rounds, 1)->notifier(in_range(1, 100)),
        "run the whole grid this many times, one configuration after another, and take each one's median: a "
        "burst of load from elsewhere then spoils one round of a configuration, not its result")
       ("timing-only", "predict timing-only, as `twinps tune` sweeps (default: numeric, the real runs' very steps)")
       ("dedicated-hosts", "predict as if every task had a host of its own (no cap by this machine's cores)")
-      ("max-variable-mib", po::value(&max_variable_mib)->default_value(32),
+      ("max-variable-mib", value_or(&max_variable_mib, 32.0)->notifier(positive()),
        "give larger variables fewer rows (real runs and predictions alike)");
   po::variables_map vm;
   if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
-  if (!(seconds > 0) || seconds > 600 || !(max_variable_mib > 0) || rounds < 1 || rounds > 100) {
-    std::fprintf(stderr,
-                 "twinps tune --validate: --seconds must be in (0, 600], --max-variable-mib positive, --rounds in "
-                 "[1, 100]\n");
-    return kExitBadInput;
-  }
   const bool quick = vm.count("quick") > 0;
   if (model_paths.empty())
     model_paths = {"scenarios/models/dense_heavy.textproto", "scenarios/models/embedding_heavy.textproto"};
 
   std::vector<Model> models;
-  for (const auto& path : model_paths) {
+  for (auto path : model_paths) {
+    path = find_data(path, data_dir);
     auto loaded = sim::load_model_file(path);
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
+    if (!std::filesystem::exists(path))
+      std::fprintf(stderr, "twinps tune --validate: %s\n", data_search_note(data_dir).c_str());
     if (!loaded.ok()) return kExitBadInput;
     Model m{std::filesystem::path(path).stem().string(), loaded.model, {}};
     for (const auto& note : fit_variables(m.model, max_variable_mib * (1 << 20)))
@@ -150,6 +152,7 @@ int run_tune_validate(int argc, char** argv) {
     models.push_back(std::move(m));
   }
   if (!profile_path.empty()) {
+    profile_path = find_data(profile_path, data_dir);
     auto loaded = sim::load_profile_file(profile_path);
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
     if (!loaded.ok()) return kExitBadInput;
