@@ -326,6 +326,7 @@ StatusOr<DataEndpoint> decode_location(const grpc::Status& status, const Discove
 struct OutgoingRpc {
   std::uint64_t id = 0;
   TaskId to;
+  std::string address;  // where `to` was looked for, once known: error messages name it
   const char* name = "";
   grpc::ClientContext ctx;
   grpc::ByteBuffer request;
@@ -338,14 +339,17 @@ struct OutgoingRpc {
 };
 
 struct Peer {
-  std::string host;  // of its address, for the data plane
+  std::string address;  // as configured
+  std::string host;     // of its address, for the data plane
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
   std::size_t next = 0;
   grpc::GenericStub& stub() { return *stubs[next++ % stubs.size()]; }
 };
 
-std::string call_name(const OutgoingRpc& rpc) { return std::string(rpc.name) + " to " + rpc.to.short_name(); }
+std::string call_name(const OutgoingRpc& rpc) {
+  return std::string(rpc.name) + " to " + rpc.to.short_name() + (rpc.address.empty() ? "" : " at " + rpc.address);
+}
 
 // On a gRPC thread: the call's outcome as core sees it.
 StatusOr<Response> decode_reply(const grpc::Status& status, const OutgoingRpc& rpc) {
@@ -533,6 +537,7 @@ struct GrpcTransport::Impl {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, to_millis(options.max_reconnect_backoff));
     for (const auto& [key, value] : options.grpc_int_args) args.SetInt(key, value);
     Peer p;
+    p.address = address;
     p.host = host;
     for (int i = 0; i < std::max(options.channels_per_peer, 1); ++i) {
       // A distinct argument per channel keeps gRPC from sharing one connection among them.
@@ -637,6 +642,7 @@ struct GrpcTransport::Impl {
       fail_soon(rpc, absl::InvalidArgumentError(call_name(*rpc) + ": no address is known for " + to.short_name()));
       return;
     }
+    rpc->address = p->address;
 
     // Encode. The request moves to the heap, where gRPC reads its tensors in place.
     auto owner = std::make_shared<Request>(std::move(request));

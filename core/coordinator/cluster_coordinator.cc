@@ -97,6 +97,8 @@ Task<Status> ClusterCoordinator::wait_for_cluster(Time deadline) {
   for (int i = 0; i < shape_.ps; ++i) pending.push_back(TaskId::ps(i));
   for (int i = 0; i < shape_.workers; ++i) pending.push_back(TaskId::worker(i));
   std::map<TaskId, Status> last_error;
+  const Time started = runtime_.executor.now();
+  Time reported = started;
   Duration backoff = options_.recovery_backoff_min;
   for (;;) {
     // Ask every missing task at once, then collect the answers.
@@ -119,6 +121,10 @@ Task<Status> ClusterCoordinator::wait_for_cluster(Time deadline) {
     }
     pending = std::move(still);
     if (pending.empty()) co_return absl::OkStatus();
+    if (options_.on_waiting_for_tasks && runtime_.executor.now() - reported >= options_.waiting_report_interval) {
+      reported = runtime_.executor.now();
+      options_.on_waiting_for_tasks(pending, reported - started);
+    }
     if (runtime_.executor.now() >= deadline) break;
     co_await sleep_for(runtime_.executor, std::min(backoff, deadline - runtime_.executor.now()));
     backoff = std::min(backoff * 2, options_.recovery_backoff_max);

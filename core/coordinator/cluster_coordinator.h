@@ -2,12 +2,13 @@
 // The coordinator (TensorFlow's ClusterCoordinator): schedules closures on
 // workers, retries them when workers fail, raises the first application error
 // once, builds per-worker resources and rebuilds them when a worker recovers.
-// Observable semantics follow ../shared/spec/tf_semantics.md sections 1–5;
-// the differences are listed in README ("Where twinps differs from TensorFlow").
+// Observable semantics follow docs/semantics.md, statements C, E, R, W and P
+// (cited by id below); the differences are listed there and in the README.
 //
 // Every blocking call is a coroutine on the coordinator's executor: the same
 // code runs on simulated time and on real gRPC.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,6 +63,11 @@ struct CoordinatorOptions {
   Duration recovery_backoff_max = 2 * kSecond;
   // Cluster formation: every task must answer within this time, else start() fails naming it.
   Duration connect_timeout = 60 * kSecond;
+  // While the cluster forms, called about every `waiting_report_interval` with
+  // the tasks that have not answered yet and the time waited, so that a tool
+  // can say what it waits for instead of staying silent until the timeout.
+  std::function<void(const std::vector<TaskId>& missing, Duration waited)> on_waiting_for_tasks;
+  Duration waiting_report_interval = 5 * kSecond;
   // C11: worker i waits start_delay * i (capped by start_delay_max when > 0) before its first closure.
   Duration schedule_start_delay = 0;
   Duration schedule_start_delay_max = 0;

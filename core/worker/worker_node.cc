@@ -51,9 +51,12 @@ Task<void> WorkerNode::setup(IncomingCall call, Responder respond) {
       auto r = co_await call_async(runtime_.executor, runtime_.transport, TaskId::ps(p), HealthRequest{}, opts);
       if (r.ok()) break;
       if (runtime_.executor.now() >= give_up || call.cancelled.cancelled()) {
-        // Attributed to the ps: the coordinator treats it as a ps failure.
+        // Attributed to the ps: the coordinator treats it as a ps failure. The
+        // transport's message (which names the address tried) is kept without
+        // its code and failed-task suffix, which the relayed status carries.
         respond(with_failed_task(Status(r.status().code(), runtime_.self.short_name() + " cannot reach ps:" +
-                                                               std::to_string(p) + ": " + describe(r.status())),
+                                                               std::to_string(p) + ": " +
+                                                               std::string(r.status().message())),
                                  TaskId::ps(p)));
         co_return;
       }

@@ -10,6 +10,7 @@
 
 #include "core/checkpoint/training_checkpoints.h"
 #include "core/local/local_cluster.h"
+#include "core/models/tutorial/run_metadata.h"
 #include "core/models/tutorial/tutorial.h"
 #include "net/in_process_cluster.h"
 #include "net/locked_trace.h"
@@ -149,7 +150,8 @@ Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, Che
     };
     after_epoch = [&s, save, start_epoch](ClusterCoordinator& coord, const tutorial::EpochReport& e) -> Task<Status> {
       if ((e.epoch + 1) % s.checkpoint_every_epochs != 0 && e.epoch + 1 != s.model.epochs) co_return absl::OkStatus();
-      std::map<std::string, std::string> metadata;  // (a braced list here trips GCC 12's coroutines)
+      // The run's configuration goes with every checkpoint: `twinps eval` reads it there.
+      std::map<std::string, std::string> metadata = tutorial::run_metadata(s.model);
       metadata["epoch"] = std::to_string(e.epoch);
       const std::int64_t steps_scheduled = std::int64_t{e.epoch + 1 - start_epoch} * s.model.steps_per_epoch;
       co_return co_await save(coord, std::move(metadata), steps_scheduled);
@@ -161,7 +163,7 @@ Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, Che
             s.checkpoint_every_seconds > 0 && to_seconds(coord.now() - last_save->at) >= s.checkpoint_every_seconds;
         if (!by_steps && !by_time) co_return absl::OkStatus();
         TWINPS_CO_RETURN_IF_ERROR(co_await coord.join());
-        std::map<std::string, std::string> metadata;
+        std::map<std::string, std::string> metadata = tutorial::run_metadata(s.model);
         metadata["scheduled_steps"] = std::to_string(steps);
         co_return co_await save(coord, std::move(metadata), steps);
       };
@@ -274,6 +276,17 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
   }
   TrainSettings s = settings;
   s.shape = ClusterShape{tfc->cluster.num_workers(), tfc->cluster.num_ps()};
+  // Say which tasks have not answered (and where they were looked for) while the cluster forms.
+  s.coordinator.on_waiting_for_tasks = [cluster = tfc->cluster, limit = s.coordinator.connect_timeout](
+                                           const std::vector<TaskId>& missing, Duration waited) {
+    std::string names;
+    for (const auto& t : missing) {
+      auto address = cluster.address(t);
+      names += (names.empty() ? "" : ", ") + t.short_name() + " (" + (address.ok() ? *address : "?") + ")";
+    }
+    std::fprintf(stderr, "twinps train: waiting for the cluster: no answer yet from %s; %.0f s of %s s (--connect-timeout)\n",
+                 names.c_str(), to_seconds(waited), shown(to_seconds(limit)).c_str());
+  };
   if (s.model.num_shards < 0) s.model.num_shards = s.shape.ps;
   FunctionRegistry registry;
   tutorial::register_functions(registry);
@@ -302,34 +315,42 @@ int run_train(int argc, char** argv) {
   TrainSettings s;
   std::uint64_t seed = 1;
   std::string tf_config, data_plane = "tcp";
-  double connect_timeout = 60, rpc_timeout = 30, heartbeat = 1;
+  double connect_timeout = 60, rpc_timeout = 30, heartbeat = 1, progress_every = 5;
   po::options_description opts("twinps train options");
   opts.add_options()("help,h", "show this help")
       ("in-memory", "run every task in this process on the deterministic in-memory transport")
       ("in-process", "run every task in this process over real gRPC on loopback ports")
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
-      ("workers", po::value(&s.shape.workers)->default_value(3), "worker tasks (--in-memory, --in-process)")
-      ("ps", po::value(&s.shape.ps)->default_value(2), "parameter-server tasks (--in-memory, --in-process)")
-      ("epochs", po::value(&s.model.epochs)->default_value(4), "epochs")
-      ("steps-per-epoch", po::value(&s.model.steps_per_epoch)->default_value(5), "steps scheduled per epoch")
-      ("steps-per-execution", po::value(&s.model.steps_per_execution)->default_value(1), "steps each closure runs")
-      ("batch-size", po::value(&s.model.batch_size)->default_value(8), "examples per step")
-      ("learning-rate", po::value(&s.model.learning_rate)->default_value(0.1), "RMSprop learning rate")
-      ("shards", po::value(&s.model.num_shards)->default_value(-1), "FixedShardsPartitioner shards (default: the ps count)")
-      ("seed", po::value(&seed)->default_value(1), "seed of the data, initial values and shuffles")
+      ("workers", value_or(&s.shape.workers, 3)->notifier(at_least(1)), "worker tasks (--in-memory, --in-process)")
+      ("ps", value_or(&s.shape.ps, 2)->notifier(at_least(1)), "parameter-server tasks (--in-memory, --in-process)")
+      ("epochs", value_or(&s.model.epochs, 4)->notifier(at_least(1)), "epochs")
+      ("steps-per-epoch", value_or(&s.model.steps_per_epoch, 5)->notifier(at_least(1)), "steps scheduled per epoch")
+      ("steps-per-execution", value_or(&s.model.steps_per_execution, 1)->notifier(at_least(1)),
+       "steps each closure runs")
+      ("batch-size", value_or(&s.model.batch_size, 8)->notifier(at_least(1)), "examples per step")
+      ("learning-rate", value_or(&s.model.learning_rate, 0.1)->notifier(positive()), "RMSprop learning rate")
+      ("shards", value_or(&s.model.num_shards, -1), "FixedShardsPartitioner shards (default: the ps count)")
+      ("seed", value_or(&seed, std::uint64_t{1}), "seed of the data, initial values and shuffles")
       ("checkpoint-dir", po::value(&s.checkpoint_dir), "save checkpoints here and restore the newest at start")
-      ("checkpoint-every", po::value(&s.checkpoint_every_epochs)->default_value(1), "save every N epochs (and after the last)")
-      ("checkpoint-every-steps", po::value(&s.checkpoint_every_steps)->default_value(0),
+      ("checkpoint-every", value_or(&s.checkpoint_every_epochs, 1)->notifier(at_least(1)),
+       "save every N epochs (and after the last)")
+      ("checkpoint-every-steps", value_or(&s.checkpoint_every_steps, std::int64_t{0})->notifier(at_least(std::int64_t{0})),
        "also save within epochs, every N steps scheduled (0: off)")
-      ("checkpoint-every-seconds", po::value(&s.checkpoint_every_seconds)->default_value(0),
+      ("checkpoint-every-seconds", value_or(&s.checkpoint_every_seconds, 0.0)->notifier(at_least(0.0)),
        "also save within epochs, every S seconds (0: off)")
-      ("keep", po::value(&s.keep_checkpoints)->default_value(3), "checkpoints to keep")
-      ("connect-timeout", po::value(&connect_timeout)->default_value(60), "seconds for every task to answer at start")
-      ("rpc-timeout", po::value(&rpc_timeout)->default_value(30), "seconds before a control call fails")
-      ("heartbeat", po::value(&heartbeat)->default_value(1), "seconds between worker health checks while closures run")
+      ("keep", value_or(&s.keep_checkpoints, 3)->notifier(at_least(0)), "checkpoints to keep (0: all)")
+      ("connect-timeout", value_or(&connect_timeout, 60.0)->notifier(positive()),
+       "seconds for every task to answer at start")
+      ("rpc-timeout", value_or(&rpc_timeout, 30.0)->notifier(positive()), "seconds before a control call fails")
+      ("heartbeat", value_or(&heartbeat, 1.0)->notifier(positive()),
+       "seconds between worker health checks while closures run")
+      ("progress-every", value_or(&progress_every, 5.0)->notifier(positive()),
+       "with TF_CONFIG: seconds between lines on stderr naming the tasks that have not answered while the cluster "
+       "forms")
       ("trace", po::value(&s.trace_path), "write a Chrome Trace Event file (open in Perfetto)")
       ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log")
-      ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp);
+      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})),
+       kDataPlaneHelp);
   SecurityFlags security_flags;
   security_flags.add_to(opts);
   MetricsFlags metrics_flags;
@@ -350,14 +371,8 @@ int run_train(int argc, char** argv) {
     std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
     return kExitBadInput;
   }
-  if (s.shape.workers < 1 || s.shape.ps < 1 || s.model.epochs < 1 || s.model.steps_per_epoch < 1 ||
-      s.model.steps_per_execution < 1 ||
-      s.model.batch_size < 1 || s.model.learning_rate <= 0 || s.checkpoint_every_epochs < 1 || s.checkpoint_every_steps < 0 ||
-      s.checkpoint_every_seconds < 0 || connect_timeout <= 0 ||
-      rpc_timeout <= 0 || heartbeat <= 0) {
-    std::fprintf(stderr,
-                 "twinps train: --workers, --ps, --epochs, --steps-per-epoch, --steps-per-execution, --batch-size, --learning-rate, "
-                 "--checkpoint-every and the timeouts must be positive\n");
+  if (vm.count("shards") && !vm["shards"].defaulted() && s.model.num_shards < 1) {
+    std::fprintf(stderr, "twinps train: --shards must be at least 1 (got %d)\n", s.model.num_shards);
     return kExitBadInput;
   }
   if (s.model.num_shards < 0 && (vm.count("in-memory") || vm.count("in-process"))) s.model.num_shards = s.shape.ps;
@@ -367,6 +382,7 @@ int run_train(int argc, char** argv) {
   s.coordinator.rpc_timeout = from_seconds(rpc_timeout);
   s.coordinator.heartbeat_interval = from_seconds(heartbeat);
   s.coordinator.heartbeat_timeout = 2 * from_seconds(heartbeat);
+  s.coordinator.waiting_report_interval = from_seconds(progress_every);
   s.coordinator.record_dispatch_log = !s.report_path.empty();
 
   auto checkpoints = open_checkpoints(s);
