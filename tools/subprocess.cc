@@ -1,12 +1,18 @@
 #include "tools/subprocess.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/env.hpp>
+#include <boost/process/environment.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/io.hpp>
 
 #include <climits>
 #include <cstdlib>
@@ -52,27 +58,35 @@ std::string make_temp_dir(const std::string& tag) {
   return templ;
 }
 
+Child::Child() = default;
+
 Child Child::start(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& dir,
                    const std::string& name) {
+  namespace bp = boost::process;
   Child c;
   const std::string where = dir.empty() ? make_temp_dir("proc") : dir;
   c.out_path_ = where + "/" + name + ".out";
   c.err_path_ = where + "/" + name + ".err";
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    const int out = ::open(c.out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(c.err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+  bp::environment environment = boost::this_process::environment();
+  for (const auto& e : env) {
+    const auto eq = e.find('=');
+    environment[e.substr(0, eq)] = eq == std::string::npos ? std::string() : e.substr(eq + 1);
   }
-  c.pid_ = pid;
+  std::error_code ec;
+  if (!args.empty()) {
+    c.process_ = std::make_unique<bp::child>(
+        bp::exe = args[0], bp::args = std::vector<std::string>(args.begin() + 1, args.end()),
+        bp::std_out > c.out_path_, bp::std_err > c.err_path_, bp::std_in < bp::null, bp::env = environment, ec);
+  }
+  if (args.empty() || ec || !c.process_->valid()) {
+    // As a shell reports it: exit code 127, the reason where stderr would be.
+    c.process_.reset();
+    c.exit_code_ = 127;
+    std::ofstream(c.err_path_) << "cannot start " << (args.empty() ? std::string("(no program)") : args[0]) << ": "
+                               << (ec ? ec.message() : std::string("unknown error")) << "\n";
+    return c;
+  }
+  c.pid_ = c.process_->id();
   return c;
 }
 
@@ -80,6 +94,7 @@ Child::Child(Child&& o) noexcept { *this = std::move(o); }
 Child& Child::operator=(Child&& o) noexcept {
   if (this != &o) {
     stop();
+    process_ = std::move(o.process_);
     pid_ = o.pid_;
     exit_code_ = o.exit_code_;
     out_path_ = std::move(o.out_path_);
@@ -92,10 +107,13 @@ Child::~Child() { stop(); }
 
 bool Child::running() {
   if (pid_ <= 0) return false;
-  int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
-  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::error_code ec;
+  if (process_->running(ec)) return true;
+  // Exited (and reaped by running()), or no longer ours to wait for.
+  const int status = process_->native_exit_code();
+  exit_code_ = ec ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
   pid_ = -1;
+  process_.reset();
   return false;
 }
 
@@ -116,9 +134,9 @@ void Child::kill(int signal) {
 
 void Child::stop() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
+  kill(SIGTERM);
   if (wait(std::chrono::seconds(5))) return;
-  ::kill(pid_, SIGKILL);
+  kill(SIGKILL);
   wait(std::chrono::seconds(5));
 }
 

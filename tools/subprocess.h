@@ -3,9 +3,22 @@
 // (TensorFlow-style: one binary for every role) by the bench, calibrate and
 // tune commands, and by the integration tests (tests/tools/process.h); output
 // captured to files, stopped when the handle goes away.
+//
+// Spawning is Boost.Process's (v1, header-only in Debian's Boost 1.74): it
+// opens the output files and builds argv and the environment before fork(),
+// so the child only duplicates descriptors and calls execve — what is safe
+// after fork() in a process that runs threads (gRPC's) — and it reports a
+// failed exec to the parent with its reason. Waiting with a timeout polls
+// (waitpid with WNOHANG): Boost 1.74's wait_for installs a process-wide
+// SIGCHLD handler, which a multi-threaded process must not do.
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace boost::process {
+class child;
+}  // namespace boost::process
 
 namespace twinps::cli {
 
@@ -20,18 +33,19 @@ class Child {
  public:
   // Starts `args` (args[0] is the program) with extra `env` entries ("K=V");
   // stdout and stderr go to files under `dir` (default: a fresh temp dir)
-  // named after `name`.
+  // named after `name`. A program that cannot be started gives a handle that
+  // has exited with code 127 and whose err() says why.
   static Child start(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                      const std::string& dir = "", const std::string& name = "child");
-  Child() = default;
+  Child();
   Child(Child&& o) noexcept;
   Child& operator=(Child&& o) noexcept;
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
   ~Child();  // SIGTERM, then SIGKILL if it lingers
 
-  bool started() const { return pid_ > 0; }
-  int pid() const { return pid_; }  // -1 once reaped
+  bool started() const { return pid_ > 0; }  // (false again once reaped)
+  int pid() const { return pid_; }              // -1 once reaped
   // Still running (reaps it if it has exited).
   bool running();
   // Waits for exit; true if it exited within `timeout` (exit_code() is then set, 128+signal if killed).
@@ -48,6 +62,7 @@ class Child {
   std::string err() const;
 
  private:
+  std::unique_ptr<boost::process::child> process_;
   int pid_ = -1;
   int exit_code_ = -1;
   std::string out_path_, err_path_;

@@ -1,8 +1,19 @@
 // Google Benchmark for the simulator's hot path: the (time, sequence) event
-// queue and the LocalEngine that drives every simulated node.
+// queue and the LocalEngine that drives every simulated node, and the random
+// streams. Each hand-written piece is measured beside the library it stands
+// in for (std::priority_queue, Boost.Random), so the comments in
+// core/runtime/event_queue.h and random.h can say what it buys:
+//   twinps_sim_bench --benchmark_filter='Hold|Below|Uniform'
 #include <benchmark/benchmark.h>
 
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_int_distribution.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+
 #include <cstdint>
+#include <functional>
+#include <queue>
+#include <tuple>
 #include <vector>
 
 #include "core/local/local_engine.h"
@@ -26,6 +37,25 @@ void BM_EventQueueHold(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_EventQueueHold)->Arg(64)->Arg(4096)->Arg(262144);
+
+// The same hold model on std::priority_queue ordered by (time, sequence): the
+// standard library's binary heap, with no same-instant FIFO and no
+// cancellation (EventQueue has both).
+void BM_StdPriorityQueueHold(benchmark::State& state) {
+  using Entry = std::tuple<Time, std::uint64_t, std::uint64_t>;  // time, sequence, payload
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> q;
+  RandomStream r(1);
+  std::uint64_t seq = 0;
+  const auto n = static_cast<std::size_t>(state.range(0));
+  for (std::size_t i = 0; i < n; ++i) q.emplace(static_cast<Time>(r.below(1000000)), seq++, i);
+  for (auto _ : state) {
+    auto [time, s, payload] = q.top();
+    q.pop();
+    q.emplace(time + static_cast<Time>(r.below(1000000)), seq++, payload);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_StdPriorityQueueHold)->Arg(64)->Arg(4096)->Arg(262144);
 
 // Zero-delay posts (coroutine resumptions, task starts): the common case.
 void BM_EventQueueSameTime(benchmark::State& state) {
@@ -94,6 +124,54 @@ void BM_EngineZeroDelay(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_EngineZeroDelay);
+
+// Random draws as the simulator makes them: integers below a bound, doubles in [0, 1).
+void BM_RandomStreamBelow(benchmark::State& state) {
+  RandomStream r(1);
+  std::uint64_t sum = 0;
+  for (auto _ : state) sum += r.below(1000003);
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RandomStreamBelow);
+
+void BM_BoostMt19937Below(benchmark::State& state) {
+  boost::random::mt19937_64 engine(1);
+  boost::random::uniform_int_distribution<std::uint64_t> below(0, 1000002);
+  std::uint64_t sum = 0;
+  for (auto _ : state) sum += below(engine);
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_BoostMt19937Below);
+
+void BM_RandomStreamUniform(benchmark::State& state) {
+  RandomStream r(1);
+  double sum = 0;
+  for (auto _ : state) sum += r.uniform();
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RandomStreamUniform);
+
+void BM_BoostMt19937Uniform(benchmark::State& state) {
+  boost::random::mt19937_64 engine(1);
+  boost::random::uniform_real_distribution<double> uniform(0.0, 1.0);
+  double sum = 0;
+  for (auto _ : state) sum += uniform(engine);
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_BoostMt19937Uniform);
+
+// Forking a stream per purpose, as every node and component does at start.
+void BM_RandomStreamFork(benchmark::State& state) {
+  RandomStream r(1);
+  std::uint64_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(r.fork("worker", i++).next_u64());
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RandomStreamFork);
 
 }  // namespace
 }  // namespace twinps
