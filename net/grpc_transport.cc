@@ -628,6 +628,12 @@ struct GrpcTransport::Impl {
     rpc->work = AsioExecutor::Work(executor);
     outgoing.emplace(rpc->id, rpc);
 
+    Peer* p = peer(to);
+    if (!p) {
+      fail_soon(rpc, absl::InvalidArgumentError(call_name(*rpc) + ": no address is known for " + to.short_name()));
+      return;
+    }
+    rpc->address = p->address;  // from here on, messages name where `to` was looked for
     if (options_in.cancel.cancelled()) {
       fail_soon(rpc, absl::CancelledError(call_name(*rpc) + " was cancelled"));
       return;
@@ -637,12 +643,6 @@ struct GrpcTransport::Impl {
       fail_soon(rpc, absl::DeadlineExceededError(call_name(*rpc) + " passed its deadline"));
       return;
     }
-    Peer* p = peer(to);
-    if (!p) {
-      fail_soon(rpc, absl::InvalidArgumentError(call_name(*rpc) + ": no address is known for " + to.short_name()));
-      return;
-    }
-    rpc->address = p->address;
 
     // Encode. The request moves to the heap, where gRPC reads its tensors in place.
     auto owner = std::make_shared<Request>(std::move(request));

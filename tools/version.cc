@@ -4,7 +4,7 @@
 
 #include <boost/version.hpp>
 #include <google/protobuf/stubs/common.h>
-#include <grpc/grpc.h>
+#include <grpcpp/version_info.h>
 
 #include <Eigen/Core>
 
@@ -26,7 +26,7 @@ std::string version_text() {
   std::string boost = BOOST_LIB_VERSION;
   for (auto& c : boost)
     if (c == '_') c = '.';
-  return std::string("twinps ") + TWINPS_VERSION + "\nbuilt with gRPC " + grpc_version_string() + ", Protobuf " +
+  return std::string("twinps ") + TWINPS_VERSION + "\nbuilt with gRPC " GRPC_CPP_VERSION_STRING ", Protobuf " +
          google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION) + ", Boost " + boost + ", Eigen " +
          std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + "\ndata (scenarios, models, profiles): " + data_location();

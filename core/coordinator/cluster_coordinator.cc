@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <sstream>
 
 namespace twinps {
 
@@ -129,10 +130,14 @@ Task<Status> ClusterCoordinator::wait_for_cluster(Time deadline) {
     co_await sleep_for(runtime_.executor, std::min(backoff, deadline - runtime_.executor.now()));
     backoff = std::min(backoff * 2, options_.recovery_backoff_max);
   }
-  std::string msg = "the cluster did not form within " + std::to_string(to_seconds(options_.connect_timeout)) +
-                    " s; no answer from:";
-  for (const auto& t : pending) msg += " " + t.short_name() + " (" + describe(last_error[t]) + ")";
-  co_return with_failed_task(absl::UnavailableError(msg), pending.front());
+  // Each task once, with what its last health check met (the transport's
+  // message names the address tried); the status itself names the first.
+  std::ostringstream msg;
+  msg << "the cluster did not form within " << to_seconds(options_.connect_timeout) << " s; no answer from ";
+  for (std::size_t i = 0; i < pending.size(); ++i)
+    msg << (i == 0 ? "" : ", ") << pending[i].short_name() << " (" << last_error[pending[i]].message() << ")";
+  const std::string message = msg.str();
+  co_return with_failed_task(absl::UnavailableError(message), pending.front());
 }
 
 namespace {

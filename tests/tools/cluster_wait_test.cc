@@ -46,7 +46,14 @@ TEST(ClusterWaitTest, AChiefWithoutItsClusterNamesTheMissingTasksWhileItWaits) {
                            addresses.at(TaskId::ps(0)) + "), worker:0 (" + addresses.at(TaskId::worker(0)) + ")";
   EXPECT_NE(train.err().find(line), std::string::npos) << train.err();
   EXPECT_NE(train.err().find("of 3 s (--connect-timeout)"), std::string::npos) << train.err();
-  EXPECT_NE(train.err().find("did not form"), std::string::npos) << train.err();
+  // The final error names each missing task once, with the address tried, and one failed-task suffix.
+  EXPECT_NE(train.err().find("did not form within 3 s; no answer from ps:0 (Health to ps:0 at " +
+                             addresses.at(TaskId::ps(0))),
+            std::string::npos)
+      << train.err();
+  EXPECT_NE(train.err().find(", worker:0 (Health to worker:0 at " + addresses.at(TaskId::worker(0))), std::string::npos)
+      << train.err();
+  EXPECT_EQ(count(train.err(), "[failed task "), 1u) << train.err();
 }
 
 TEST(ClusterWaitTest, MismatchedTfConfigsNameTheAddressTriedAndTheFailedTaskOnce) {

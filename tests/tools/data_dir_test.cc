@@ -60,7 +60,7 @@ TEST(DataDirTest, TwinpsDataDirIsSearchedAndAMissingFileSaysWhereItLooked) {
 TEST(DataDirTest, CmakeInstallShipsTheDataAndTheInstalledBinaryFindsIt) {
   const fs::path build = fs::path(testing::twinps_binary()).parent_path().parent_path();
   const std::string prefix = testing::temp_dir("install");
-  Process install = Process::start({"cmake", "--install", build.string(), "--prefix", prefix});
+  Process install = Process::start({"/usr/bin/env", "cmake", "--install", build.string(), "--prefix", prefix});
   ASSERT_TRUE(install.wait(300s));
   ASSERT_EQ(install.exit_code(), 0) << install.err() << install.out();
   for (const char* f : {"bin/twinps", "share/twinps/scenarios/tutorial.textproto",

@@ -59,7 +59,9 @@ TEST(EvalTest, TakesEpochsSeedsAndModelFromTheCheckpoints) {
       << e.err();
 
   // What the evaluator read: the run's own configuration, recorded by train.
-  CheckpointManager manager(**LocalDiskStorage::open(ckpt, false), 0);
+  auto storage = LocalDiskStorage::open(ckpt, false);
+  ASSERT_TRUE(storage.ok()) << describe(storage.status());
+  CheckpointManager manager(**storage, 0);
   auto header = manager.restore("ckpt-40", {}, OptimizerConfig{});
   ASSERT_TRUE(header.ok()) << describe(header.status());
   EXPECT_EQ(header->metadata.at("tutorial.data_seed"), "7");

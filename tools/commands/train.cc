@@ -313,6 +313,7 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
 
 int run_train(int argc, char** argv) {
   TrainSettings s;
+  s.model.num_shards = -1;  // unless --shards says otherwise: the ps count, once it is known
   std::uint64_t seed = 1;
   std::string tf_config, data_plane = "tcp";
   double connect_timeout = 60, rpc_timeout = 30, heartbeat = 1, progress_every = 5;
@@ -329,7 +330,8 @@ int run_train(int argc, char** argv) {
        "steps each closure runs")
       ("batch-size", value_or(&s.model.batch_size, 8)->notifier(at_least(1)), "examples per step")
       ("learning-rate", value_or(&s.model.learning_rate, 0.1)->notifier(positive()), "RMSprop learning rate")
-      ("shards", value_or(&s.model.num_shards, -1), "FixedShardsPartitioner shards (default: the ps count)")
+      ("shards", po::value(&s.model.num_shards)->notifier(at_least(1)),
+       "FixedShardsPartitioner shards (default: the ps count)")
       ("seed", value_or(&seed, std::uint64_t{1}), "seed of the data, initial values and shuffles")
       ("checkpoint-dir", po::value(&s.checkpoint_dir), "save checkpoints here and restore the newest at start")
       ("checkpoint-every", value_or(&s.checkpoint_every_epochs, 1)->notifier(at_least(1)),
@@ -369,10 +371,6 @@ int run_train(int argc, char** argv) {
   }
   if (vm.count("in-memory") && vm.count("in-process")) {
     std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
-    return kExitBadInput;
-  }
-  if (vm.count("shards") && !vm["shards"].defaulted() && s.model.num_shards < 1) {
-    std::fprintf(stderr, "twinps train: --shards must be at least 1 (got %d)\n", s.model.num_shards);
     return kExitBadInput;
   }
   if (s.model.num_shards < 0 && (vm.count("in-memory") || vm.count("in-process"))) s.model.num_shards = s.shape.ps;

@@ -71,6 +71,24 @@ void BM_EventQueueSameTime(benchmark::State& state) {
 }
 BENCHMARK(BM_EventQueueSameTime);
 
+// The same zero-delay posts on std::priority_queue (time, sequence): every one
+// goes through the heap.
+void BM_StdPriorityQueueSameTime(benchmark::State& state) {
+  using Entry = std::tuple<Time, std::uint64_t, std::uint64_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> q;
+  std::uint64_t seq = 0;
+  Time now = 0;
+  for (int i = 0; i < 64; ++i) q.emplace(now + 1000 * i, seq++, 0);
+  for (auto _ : state) {
+    auto [time, s, payload] = q.top();
+    q.pop();
+    now = time;
+    q.emplace(now, seq++, payload + 1);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_StdPriorityQueueSameTime);
+
 // Pushes a timer and cancels it before it fires (deadlines that are met).
 void BM_EventQueueCancel(benchmark::State& state) {
   EventQueue<std::uint64_t> q;
