@@ -58,6 +58,7 @@ TEST(CliFlagsTest, EachBadValueNamesItsFlagAndTheWholeCommand) {
       {{"tune", "--top", "-1"}, "twinps tune: --top must be at least 0 (got -1)"},
       {{"tune", "--validate", "--rounds", "0"}, "twinps tune: --rounds must be from 1 to 100 (got 0)"},
       {{"calibrate", "--repeats", "0"}, "twinps calibrate: --repeats must be at least 1 (got 0)"},
+      {{"model", "spec.textproto", "--ps", "0"}, "twinps model: --ps must be from 1 to 100000 (got 0)"},
       {{"bench", "sim", "--workers", "0"}, "twinps bench sim: --workers must be at least 1 (got 0)"},
       {{"bench", "train", "--where", "moon"},
        "twinps bench train: --where must be in-process, processes or both (got 'moon')"},
@@ -154,7 +155,7 @@ TEST(CliFlagsTest, DefaultsAreShownAsWritten) {
   const std::regex noisy(R"(\(=[-0-9.e]*(0000000|9999999)[0-9]*\))");
   for (const std::vector<std::string>& cmd :
        {std::vector<std::string>{"train"}, {"serve"}, {"eval"}, {"sim"}, {"tune"}, {"tune", "--validate"},
-        {"calibrate"}, {"bench", "sim"}, {"bench", "ps"}, {"bench", "train"}}) {
+        {"calibrate"}, {"model"}, {"bench", "sim"}, {"bench", "ps"}, {"bench", "train"}}) {
     std::vector<std::string> args = cmd;
     args.push_back("--help");
     Result r = twinps(args);

@@ -48,7 +48,7 @@ int run_model(int argc, char** argv) {
   po::options_description opts("twinps model options");
   opts.add_options()("help,h", "show this help")
       ("spec", po::value(&path), "the model spec (Protobuf text format, schema core/model/model_spec.proto)")
-      ("ps", po::value(&num_ps)->default_value(1), "parameter servers to place the variables on");
+      ("ps", value_or(&num_ps, 1)->notifier(in_range(1, 100000)), "parameter servers to place the variables on");
   po::positional_options_description positional;
   positional.add("spec", 1);
   po::variables_map vm;
@@ -56,10 +56,6 @@ int run_model(int argc, char** argv) {
   if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
   if (!vm.count("spec")) {
     std::fprintf(stderr, "twinps model: which spec? (%s)\n", usage.c_str());
-    return kExitBadInput;
-  }
-  if (num_ps < 1 || num_ps > 100000) {
-    std::fprintf(stderr, "twinps model: --ps must be from 1 to 100000, got %d\n", num_ps);
     return kExitBadInput;
   }
 
