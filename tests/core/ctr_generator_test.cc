@@ -129,7 +129,7 @@ TEST(CtrGeneratorTest, RecordsFollowTheSchemaWithZipfIds) {
     for (auto label : b->columns[0].ints) ASSERT_TRUE(label == 0 || label == 1);
   }
   EXPECT_EQ(n, 18000);
-  // The commonest id of C26 (vocabulary 10^4, exponent 1.1) has share 1/H(10^4, 1.1) ~ 0.12.
+  // The commonest id of column C26 (vocabulary 10^4, exponent 1.1) has share 1/H(10^4, 1.1) ~ 0.12.
   int top = 0;
   for (const auto& [id, count] : c26) top = std::max(top, count);
   double h = 0;
