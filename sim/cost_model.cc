@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/hosts.h"
+
 namespace twinps::sim {
 
 double Distribution::sample(RandomStream& r) const {
@@ -49,9 +51,26 @@ void SimCostModel::pop_factor(int worker, double factor) {
 
 Duration SimCostModel::compute(const TaskId& task, const ComputeCost& cost) {
   if (task.job != Job::kWorker || task.index < 0 || static_cast<std::size_t>(task.index) >= streams_.size()) return 0;
-  const double seconds = step_time_.sample(streams_[static_cast<std::size_t>(task.index)]) +
-                         per_example_s_ * static_cast<double>(cost.examples) + per_gflop_s_ * cost.flops / 1e9;
+  double seconds = step_time_.sample(streams_[static_cast<std::size_t>(task.index)]) +
+                   per_example_s_ * static_cast<double>(cost.examples);
+  if (cost.kernels.empty() || kernels_.empty()) {
+    seconds += per_gflop_s_ * cost.flops / 1e9;
+  } else {
+    for (const KernelWork& k : cost.kernels) {
+      auto it = kernels_.find(k.kind);
+      if (it == kernels_.end()) {
+        seconds += per_gflop_s_ * k.flops / 1e9;
+        continue;
+      }
+      const KernelPrice& p = it->second;
+      seconds += p.per_call_s + p.per_gflop_s * k.flops / 1e9 + p.per_gib_s * k.bytes / double(1 << 30);
+    }
+  }
   return from_seconds(seconds * factor(task.index));
+}
+
+void SimCostModel::run(const TaskId& task, Duration work, Callback done) {
+  hosts_->run(hosts_->slot(task), work, std::move(done));
 }
 
 }  // namespace twinps::sim

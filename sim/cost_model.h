@@ -6,6 +6,8 @@
 // worker's straggler factor (permanent ones from the scenario,
 // times every straggler fault active now).
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/runtime/cost_model.h"
@@ -22,12 +24,28 @@ struct Distribution {
   double sample(RandomStream& r) const;
 };
 
+// What one kind of kernel costs: per call, per GFLOP, per GiB moved.
+struct KernelPrice {
+  double per_call_s = 0;
+  double per_gflop_s = 0;
+  double per_gib_s = 0;
+};
+
+class HostModel;
+
 class SimCostModel final : public CostModel {
  public:
   // `per_gflop_s`: seconds per 1e9 of ComputeCost::flops (0: flops cost nothing).
   SimCostModel(Distribution step_time, double per_example_s, double per_gflop_s, int workers, const RandomStream& root);
 
   Duration compute(const TaskId& task, const ComputeCost& cost) override;
+  // A step that lists its kernels is charged their prices instead of per_gflop_s
+  // (a kind without a price: per_gflop_s on its flops).
+  void set_kernel_price(const std::string& kind, KernelPrice price) { kernels_[kind] = price; }
+  // Compute runs on the worker's host cores (shared with its other tasks).
+  void set_hosts(HostModel* hosts) { hosts_ = hosts; }
+  bool shares_cpu() const override { return hosts_ != nullptr; }
+  void run(const TaskId& task, Duration work, Callback done) override;
 
   // A worker restarted: its new incarnation draws from a stream of its own.
   void restart(int worker, int start);
@@ -46,6 +64,8 @@ class SimCostModel final : public CostModel {
   std::vector<double> base_;
   std::vector<std::vector<double>> active_;        // per worker: straggler faults now active
   RandomStream root_;
+  std::map<std::string, KernelPrice, std::less<>> kernels_;
+  HostModel* hosts_ = nullptr;
 };
 
 }  // namespace twinps::sim

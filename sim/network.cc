@@ -89,41 +89,176 @@ int Topology::route(int from, int to, int* out, int max) {
 // ---------------------------------------------------------------- NetworkModel
 
 NetworkModel::NetworkModel(ClusterShape shape, NetworkOptions options) : shape_(shape), options_(std::move(options)) {
+  build();
+}
+
+NetworkModel::NetworkModel(ClusterShape shape, NetworkOptions options, HostModel* hosts, Executor* executor,
+                           FluidSystem* fluid)
+    : shape_(shape), options_(std::move(options)), hosts_(hosts), ex_(executor), fluid_(fluid) {
+  async_ = ex_ != nullptr && (options_.model == NetworkOptions::Model::kFlow ||
+                              (hosts_ != nullptr && (hosts_->limited() || !options_.cpu.zero() ||
+                                                     hosts_->num_hosts() < 1 + shape_.workers + shape_.ps)));
+  build();
+}
+
+void NetworkModel::build() {
   const int tasks = 1 + shape_.workers + shape_.ps;
   std::vector<TaskId> order;
   order.push_back(TaskId::chief());
   for (int i = 0; i < shape_.workers; ++i) order.push_back(TaskId::worker(i));
   for (int i = 0; i < shape_.ps; ++i) order.push_back(TaskId::ps(i));
-  for (const auto& t : order) topology_.add_host(t.short_name());
+  // A vertex per host: a task's own name when it is alone on its host.
+  const int hosts = hosts_ ? hosts_->num_hosts() : tasks;
+  vertex_.resize(static_cast<std::size_t>(tasks));
+  for (int i = 0; i < tasks; ++i) vertex_[static_cast<std::size_t>(i)] = hosts_ ? hosts_->host_of(i) : i;
+  for (int h = 0; h < hosts; ++h) {
+    int alone = -1, count = 0;
+    for (int i = 0; i < tasks; ++i)
+      if (vertex_[static_cast<std::size_t>(i)] == h) alone = i, ++count;
+    topology_.add_host(count == 1 ? order[static_cast<std::size_t>(alone)].short_name() : "host:" + std::to_string(h));
+  }
 
-  auto host_params = [&](const TaskId& t) {
+  // A host's link: the override of one of its tasks, if any.
+  auto host_params = [&](int h) {
     LinkParams p = options_.host;
     for (const auto& [task, o] : options_.host_overrides)
-      if (task == t) p = o;
+      if (vertex_[static_cast<std::size_t>(slot(task))] == h) p = o;
     return p;
   };
-  host_link_.resize(static_cast<std::size_t>(tasks));
+  std::vector<int> link_of_host(static_cast<std::size_t>(hosts));
   if (options_.hosts_per_rack <= 0) {
     const int sw = topology_.add_switch("switch");
-    for (int i = 0; i < tasks; ++i)
-      host_link_[static_cast<std::size_t>(i)] = topology_.add_link(i, sw, host_params(order[static_cast<std::size_t>(i)]));
+    for (int h = 0; h < hosts; ++h) link_of_host[static_cast<std::size_t>(h)] = topology_.add_link(h, sw, host_params(h));
   } else {
     const int core = topology_.add_switch("core");
     int rack = -1;
-    for (int i = 0; i < tasks; ++i) {
-      if (i % options_.hosts_per_rack == 0) {
-        rack = topology_.add_switch("rack:" + std::to_string(i / options_.hosts_per_rack));
+    for (int h = 0; h < hosts; ++h) {
+      if (h % options_.hosts_per_rack == 0) {
+        rack = topology_.add_switch("rack:" + std::to_string(h / options_.hosts_per_rack));
         topology_.add_link(rack, core, options_.rack_uplink);
       }
-      host_link_[static_cast<std::size_t>(i)] = topology_.add_link(i, rack, host_params(order[static_cast<std::size_t>(i)]));
+      link_of_host[static_cast<std::size_t>(h)] = topology_.add_link(h, rack, host_params(h));
     }
   }
+  host_link_.resize(static_cast<std::size_t>(tasks));
+  for (int i = 0; i < tasks; ++i)
+    host_link_[static_cast<std::size_t>(i)] = link_of_host[static_cast<std::size_t>(vertex_[static_cast<std::size_t>(i)])];
   params_.resize(static_cast<std::size_t>(topology_.num_links()));
   for (auto e : boost::make_iterator_range(boost::edges(topology_.graph())))
     params_[static_cast<std::size_t>(topology_.graph()[e].id)] = topology_.graph()[e].params;
   slowdowns_.resize(params_.size());
   directed_.resize(2 * params_.size());
   departure_delay_.assign(static_cast<std::size_t>(tasks), 0);
+  if (options_.model == NetworkOptions::Model::kFlow && fluid_) {
+    for (std::size_t d = 0; d < directed_.size(); ++d) directed_[d].resource = fluid_->add_resource(1.0);
+    for (int link = 0; link < topology_.num_links(); ++link) set_link_capacity(link);
+  }
+}
+
+// Gbit/s = bits per ns; the fluid system counts bytes per ns.
+void NetworkModel::set_link_capacity(int link) {
+  const double bytes_per_ns = params_[static_cast<std::size_t>(link)].bandwidth_gbps / 8.0 * options_.flow.bandwidth_factor;
+  for (int dir = 0; dir < 2; ++dir) fluid_->set_capacity(directed_[static_cast<std::size_t>(2 * link + dir)].resource, bytes_per_ns);
+}
+
+double MessageCpu::ns(const MessageShape& m) const {
+  double t = per_message_ns + per_item_ns * static_cast<double>(m.items) + per_row_ns * static_cast<double>(m.rows);
+  const double b = static_cast<double>(m.bytes);
+  if (bytes_curve.empty()) return t + per_kib_ns * b / 1024.0;
+  // Linear between measured points, from (0, 0); beyond the last, its slope.
+  double x0 = 0, y0 = 0;
+  for (std::size_t i = 0; i < bytes_curve.size(); ++i) {
+    const auto [x1, y1] = bytes_curve[i];
+    if (b <= x1 || i + 1 == bytes_curve.size()) return t + std::max(0.0, y0 + (y1 - y0) * (b - x0) / std::max(x1 - x0, 1.0));
+    x0 = x1, y0 = y1;
+  }
+  return t;
+}
+
+bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape& shape, Callback arrived) {
+  const int a = slot(from), b = slot(to);
+  if (!partitions_.empty() && partitioned(a, b)) {
+    ++lost_;
+    return false;
+  }
+  const MessageCpu& out = shape.data_plane ? options_.cpu.data_send : options_.cpu.control_send;
+  const MessageCpu& in = shape.data_plane ? options_.cpu.data_receive : options_.cpu.control_receive;
+  // A ps's side of a data-plane call is its service time (sim/ps_service.h).
+  const bool from_ps = shape.data_plane && from.job == Job::kPs, to_ps = shape.data_plane && to.job == Job::kPs;
+  const auto send_ns = hosts_ && !from_ps ? static_cast<Duration>(std::llround(out.ns(shape))) : 0;
+  const auto receive_ns = hosts_ && !to_ps ? static_cast<Duration>(std::llround(in.ns(shape))) : 0;
+  const std::size_t bytes = shape.bytes;
+  // Receiver's CPU, then the handler.
+  auto receive = [this, b, receive_ns, arrived = std::move(arrived)]() mutable {
+    if (receive_ns > 0) {
+      hosts_->run(b, receive_ns, std::move(arrived));
+    } else {
+      arrived();
+    }
+  };
+  auto go = [this, a, b, bytes, receive = std::move(receive)]() mutable { transmit(a, b, bytes, std::move(receive)); };
+  if (send_ns > 0) {
+    hosts_->run(a, send_ns, std::move(go));
+  } else {
+    go();  // transmit() never calls back before an event of its own
+  }
+  return true;
+}
+
+void NetworkModel::transmit(int a, int b, std::size_t bytes, Callback then) {
+  const int va = vertex_of(a), vb = vertex_of(b);
+  if (va == vb) {  // the loopback
+    ex_->post_after(options_.loopback_latency, std::move(then));
+    return;
+  }
+  constexpr int kMaxHops = 16;
+  int path[kMaxHops];
+  const int hops = std::min(topology_.route(va, vb, path, kMaxHops), kMaxHops);
+  if (options_.model == NetworkOptions::Model::kFifo) {
+    const Time arrival = fifo(path, hops, bytes, ex_->now());
+    ex_->post_at(arrival, std::move(then));
+    return;
+  }
+  Duration latency = 0;
+  for (int i = 0; i < hops; ++i) latency += params_[static_cast<std::size_t>(path[i] / 2)].latency;
+  const auto paid = static_cast<Duration>(std::llround(static_cast<double>(latency) * options_.flow.latency_factor));
+  std::vector<int> route(path, path + hops);
+  ex_->post_after(paid, [this, route = std::move(route), bytes, then = std::move(then)]() mutable {
+    start_flow(route.data(), static_cast<int>(route.size()), bytes, std::move(then));
+  });
+}
+
+void NetworkModel::start_flow(const int* path, int hops, std::size_t bytes, Callback then) {
+  if (bytes == 0 || hops == 0) {
+    ex_->post(std::move(then));
+    return;
+  }
+  boost::container::small_vector<int, 8> resources;
+  boost::container::small_vector<double, 8> uses;
+  Duration latency = 0;
+  double penalty = 0;
+  for (int i = 0; i < hops; ++i) {
+    Directed& d = directed_[static_cast<std::size_t>(path[i])];
+    const LinkParams& p = params_[static_cast<std::size_t>(path[i] / 2)];
+    latency += p.latency;
+    penalty += static_cast<double>(p.latency) + options_.flow.weight_s_bytes / (p.bandwidth_gbps / 8.0);
+    ++d.stats.messages;
+    d.stats.bytes += bytes;
+    resources.push_back(d.resource);
+    uses.push_back(1.0);
+  }
+  if (options_.flow.crosstraffic > 0) {
+    for (int i = 0; i < hops; ++i) {
+      resources.push_back(directed_[static_cast<std::size_t>(path[i] ^ 1)].resource);
+      uses.push_back(options_.flow.crosstraffic);
+    }
+  }
+  const double bound = options_.flow.tcp_window_bytes > 0 && latency > 0
+                           ? options_.flow.tcp_window_bytes / (2.0 * static_cast<double>(latency))
+                           : FluidSystem::kUnbounded;
+  const double weight = penalty > 0 ? 1.0 / penalty : 1.0;
+  fluid_->start(static_cast<double>(bytes), std::span<const int>(resources.data(), resources.size()),
+                std::span<const double>(uses.data(), uses.size()), bound, weight, std::move(then));
 }
 
 double NetworkModel::estimated_bytes(ClusterShape shape, int hosts_per_rack) {
@@ -164,7 +299,14 @@ std::optional<Time> NetworkModel::deliver(const TaskId& from, const TaskId& to, 
   }
   constexpr int kMaxHops = 16;
   int path[kMaxHops];
-  const int hops = std::min(topology_.route(a, b, path, kMaxHops), kMaxHops);
+  const int va = vertex_of(a), vb = vertex_of(b);
+  if (va == vb) return add_saturating(now, options_.loopback_latency);
+  const int hops = std::min(topology_.route(va, vb, path, kMaxHops), kMaxHops);
+  return fifo(path, hops, bytes, now);
+}
+
+// Crosses each directed link in turn, first come first served (see network.h).
+Time NetworkModel::fifo(const int* path, int hops, std::size_t bytes, Time now) {
   Time head = now, tail = now;
   for (int i = 0; i < hops; ++i) {
     Directed& d = directed_[static_cast<std::size_t>(path[i])];
@@ -205,6 +347,7 @@ void NetworkModel::slow_host_link(const TaskId& task, double factor) {
   slowdowns_[link].push_back(factor);
   params_[link].bandwidth_gbps /= factor;
   params_[link].latency = static_cast<Duration>(static_cast<double>(params_[link].latency) * factor);
+  if (directed_[2 * link].resource >= 0) set_link_capacity(static_cast<int>(link));
 }
 
 void NetworkModel::unslow_host_link(const TaskId& task, double factor) {
@@ -222,15 +365,23 @@ void NetworkModel::unslow_host_link(const TaskId& task, double factor) {
     p.latency = static_cast<Duration>(static_cast<double>(p.latency) * f);
   }
   params_[link] = p;
+  if (directed_[2 * link].resource >= 0) set_link_capacity(static_cast<int>(link));
 }
 
+const NetworkModel::LinkStats& NetworkModel::stats_of(std::size_t directed) const {
+  const Directed& d = directed_[directed];
+  // The flow model's busy time is the link's used capacity, integrated.
+  if (d.resource >= 0) d.stats.busy = static_cast<Duration>(fluid_->busy_ns(d.resource));
+  return d.stats;
+}
+
+// Host links are added host first, so direction 0 leaves the host.
 const NetworkModel::LinkStats& NetworkModel::uplink(const TaskId& task) const {
-  // Host links are added host first, so direction 0 leaves the host.
-  return directed_[static_cast<std::size_t>(2 * host_link_of(task))].stats;
+  return stats_of(static_cast<std::size_t>(2 * host_link_of(task)));
 }
 
 const NetworkModel::LinkStats& NetworkModel::downlink(const TaskId& task) const {
-  return directed_[static_cast<std::size_t>(2 * host_link_of(task) + 1)].stats;
+  return stats_of(static_cast<std::size_t>(2 * host_link_of(task) + 1));
 }
 
 }  // namespace twinps::sim

@@ -11,6 +11,19 @@
 // once per hop). Delivery is when its tail reaches the last hop's end. A hot
 // parameter server therefore shows up as a queue on its host link.
 //
+// That is the FIFO model (the default). The FLOW model shares each link
+// among the messages crossing it at once instead, max-min fair (sim/fluid.h):
+// a message pays its path's latency, then transfers at its fair share of
+// every link on its path, at most a TCP window per round trip; SimGrid's
+// LV08 corrections (latency and bandwidth factors, RTT-weighted sharing,
+// acknowledgement cross-traffic) can be switched on.
+//
+// With hosts (sim/hosts.h) tasks sit on hosts, and messages between tasks on
+// one host take the loopback: its latency, no link. Each side of a message
+// then also spends CPU time on it (MessageCpu: per message, item, row and
+// byte), on its task's thread and host cores: the sender before the message
+// leaves, the receiver before its handler sees it.
+//
 // Faults: partitions (messages between two sets of tasks are lost; the call
 // fails with UNAVAILABLE after the connection timeout or DEADLINE_EXCEEDED at
 // its deadline, whichever is first) and slow host links.
@@ -24,6 +37,8 @@
 #include "core/cluster/task_id.h"
 #include "core/coordinator/cluster_coordinator.h"
 #include "core/local/in_memory_network.h"
+#include "sim/fluid.h"
+#include "sim/hosts.h"
 
 namespace twinps::sim {
 
@@ -32,12 +47,48 @@ struct LinkParams {
   Duration latency = 10 * kMicrosecond;
 };
 
+// CPU time one side of a call spends on a message: per message, per item
+// (shard) in it, per row id it names or returns, and for its bytes — a
+// measured curve of (bytes, us) points interpolated linearly (allocation,
+// copies and caches make it other than proportional), or per_kib_ns alone.
+struct MessageCpu {
+  double per_message_ns = 0;
+  double per_item_ns = 0;
+  double per_row_ns = 0;
+  double per_kib_ns = 0;
+  std::vector<std::pair<double, double>> bytes_curve;  // (bytes, ns), by bytes; replaces per_kib_ns when set
+  double ns(const MessageShape& m) const;
+  bool zero() const { return per_message_ns == 0 && per_item_ns == 0 && per_row_ns == 0 && per_kib_ns == 0 && bytes_curve.empty(); }
+};
+
+struct MessageCosts {
+  // Pull and Push (the data plane), the caller's side: sending its request,
+  // receiving the reply. A ps's side is its service time (PsServiceModel).
+  MessageCpu data_send, data_receive;
+  MessageCpu control_send, control_receive;  // everything else (gRPC)
+  bool zero() const { return data_send.zero() && data_receive.zero() && control_send.zero() && control_receive.zero(); }
+};
+
+// The flow model's TCP and SimGrid's LV08 corrections.
+struct FlowParams {
+  double tcp_window_bytes = 4194304;  // rate <= window / (2 x path latency); 0: no bound
+  double latency_factor = 1;          // LV08: 13.01 (slow start)
+  double bandwidth_factor = 1;        // LV08: 0.97 (headers)
+  double weight_s_bytes = 0;          // LV08: 20537 (RTT-unfair sharing: weight 1 / sum(latency + S / bandwidth))
+  double crosstraffic = 0;            // LV08: 0.05 of a flow's rate on the reverse path (acknowledgements)
+};
+
 struct NetworkOptions {
   LinkParams host;               // every host's link to its switch
   int hosts_per_rack = 0;        // 0: one switch for all hosts
   LinkParams rack_uplink{100, 5 * kMicrosecond};
-  std::vector<std::pair<TaskId, LinkParams>> host_overrides;
+  std::vector<std::pair<TaskId, LinkParams>> host_overrides;  // the link of that task's host
   Duration connection_timeout = 10 * kSecond;
+  enum class Model { kFifo, kFlow };
+  Model model = Model::kFifo;
+  FlowParams flow;
+  Duration loopback_latency = 0;  // between tasks on one host
+  MessageCosts cpu;               // with hosts
 };
 
 class Topology {
@@ -83,6 +134,13 @@ class NetworkModel final : public LinkModel {
   // scenario resource estimate (sim/resource_estimate.h) uses it; keep it in
   // step with the tables here.
   static double estimated_bytes(ClusterShape shape, int hosts_per_rack);
+  // With hosts: tasks on one host share it (its link, its loopback), and
+  // messages are carried asynchronously on `executor` (send()) when the flow
+  // model, limited cores or message CPU costs need it.
+  NetworkModel(ClusterShape shape, NetworkOptions options, HostModel* hosts, Executor* executor, FluidSystem* fluid);
+
+  bool asynchronous() const override { return async_; }
+  bool send(const TaskId& from, const TaskId& to, const MessageShape& shape, Callback arrived) override;
 
   std::optional<Time> deliver(const TaskId& from, const TaskId& to, std::size_t bytes, Time now) override;
   std::optional<Duration> loss_detection_delay() const override { return options_.connection_timeout; }
@@ -107,7 +165,8 @@ class NetworkModel final : public LinkModel {
     Duration busy = 0;
     Duration max_wait = 0;  // longest a message waited for the link
   };
-  // Directed link stats of a task's host link: out of the host, into it.
+  // Directed link stats of a task's host link: out of the host, into it
+  // (a host's tasks share them). Zero for a task alone on its host's loopback.
   const LinkStats& uplink(const TaskId& task) const;
   const LinkStats& downlink(const TaskId& task) const;
   std::uint64_t messages_lost() const { return lost_; }
@@ -116,7 +175,8 @@ class NetworkModel final : public LinkModel {
  private:
   struct Directed {
     Time free_at = 0;
-    LinkStats stats;
+    mutable LinkStats stats;
+    int resource = -1;  // flow model: its fluid resource
   };
   struct Partition {
     int id = 0;
@@ -126,11 +186,24 @@ class NetworkModel final : public LinkModel {
   int slot(const TaskId& t) const;
   bool partitioned(int a, int b) const;
   int host_link_of(const TaskId& t) const { return host_link_[static_cast<std::size_t>(slot(t))]; }
+  int vertex_of(int task_slot) const { return vertex_[static_cast<std::size_t>(task_slot)]; }
+  void build();
+  // The network part of send(): after the sender's CPU, before the receiver's.
+  void transmit(int from, int to, std::size_t bytes, Callback then);
+  void start_flow(const int* path, int hops, std::size_t bytes, Callback then);
+  void set_link_capacity(int link);
+  Time fifo(const int* path, int hops, std::size_t bytes, Time now);
+  const LinkStats& stats_of(std::size_t directed) const;
 
   ClusterShape shape_;
   NetworkOptions options_;
   Topology topology_;
-  std::vector<int> host_link_;                // by task slot
+  HostModel* hosts_ = nullptr;
+  Executor* ex_ = nullptr;
+  FluidSystem* fluid_ = nullptr;
+  bool async_ = false;
+  std::vector<int> vertex_;                   // by task slot: its host's vertex
+  std::vector<int> host_link_;                // by task slot (-1: its host has no link)
   std::vector<LinkParams> params_;            // by link id (current, after slowdowns)
   std::vector<std::vector<double>> slowdowns_;  // by link id: active factors
   std::vector<Directed> directed_;            // by directed link id

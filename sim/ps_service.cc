@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 
+#include "sim/hosts.h"
 #include "sim/network.h"
 
 namespace twinps::sim {
@@ -10,7 +13,7 @@ namespace twinps::sim {
 PsServiceTransport::PsServiceTransport(TaskId self, Executor& executor, std::unique_ptr<Transport> inner,
                                        const PsServiceModel& model, PsServiceStats& stats, TraceSink& trace,
                                        std::function<std::uint64_t()> rows_updated, std::vector<PushRecord>* pushes,
-                                       NetworkModel* network)
+                                       NetworkModel* network, HostModel* hosts)
     : self_(self),
       executor_(executor),
       inner_(std::move(inner)),
@@ -20,6 +23,7 @@ PsServiceTransport::PsServiceTransport(TaskId self, Executor& executor, std::uni
       rows_updated_(std::move(rows_updated)),
       pushes_(pushes),
       network_(network),
+      hosts_(hosts),
       free_at_(static_cast<std::size_t>(std::max(model.threads, 1)), 0) {}
 
 void PsServiceTransport::serve(CallHandler handler) {
@@ -31,6 +35,82 @@ void PsServiceTransport::serve(CallHandler handler) {
   inner_->serve([this](IncomingCall call, Responder respond) { arrive(std::move(call), std::move(respond)); });
 }
 
+Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows,
+                                 std::int64_t items, bool push) const {
+  const double bytes = static_cast<double>(request_bytes + reply_bytes);
+  double ns = per_row_ns * static_cast<double>(rows) + per_item_ns * static_cast<double>(items);
+  if (bytes_curve.empty()) {
+    ns += per_byte_ns * bytes;
+  } else {  // linear between measured points from (0, 0); beyond the last, its slope
+    double x0 = 0, y0 = 0;
+    for (std::size_t i = 0; i < bytes_curve.size(); ++i) {
+      const auto [x1, y1] = bytes_curve[i];
+      if (bytes <= x1 || i + 1 == bytes_curve.size()) {
+        ns += std::max(0.0, y0 + (y1 - y0) * (bytes - x0) / std::max(x1 - x0, 1.0));
+        break;
+      }
+      x0 = x1, y0 = y1;
+    }
+  }
+  if (push) ns += apply_per_byte_ns * static_cast<double>(request_bytes);
+  return per_request + static_cast<Duration>(std::llround(ns));
+}
+
+void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
+  struct Served {
+    Responder respond;
+    std::optional<StatusOr<Response>> result;
+    Duration service = 0;
+    bool job_done = false;
+  };
+  auto served = std::make_shared<Served>();
+  served->respond = std::move(respond);
+  const Time arrived = executor_.now();
+  const int slot = hosts_->slot(self_);
+  auto begin = [this, served, arrived, call = std::move(call)]() mutable -> Duration {
+    const Time start = executor_.now();
+    const Duration waited = start - arrived;
+    stats_.total_wait += waited;
+    stats_.max_wait = std::max(stats_.max_wait, waited);
+    ++stats_.requests;
+    if (call.cancelled.cancelled()) {
+      served->result.emplace(absl::CancelledError("the caller cancelled the request"));
+      return 0;
+    }
+    const MessageShape shape = message_shape(call.request);
+    const std::size_t request_bytes = shape.bytes;
+    const std::uint64_t rows_before = rows_updated_();
+    const char* name = request_name(call.request);
+    const auto* push = std::get_if<PushRequest>(&call.request);
+    const Fence fence = push ? push->fence : Fence{};
+    handler_(std::move(call), [this, served, start, waited, request_bytes, items = shape.items, row_ids = shape.rows,
+                               rows_before, name, push = push != nullptr, fence](StatusOr<Response> result) mutable {
+      const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
+      const std::uint64_t rows = rows_updated_() - rows_before;
+      if (push && pushes_) pushes_->push_back(PushRecord{start, self_.index, fence, result.ok()});
+      const Duration service = model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push);
+      served->service = service;
+      stats_.bytes_in += request_bytes;
+      stats_.bytes_out += reply_bytes;
+      stats_.rows_updated += rows;
+      stats_.busy += service;
+      trace_.span(self_, "ps_service", name, start, service,
+                  {TraceArg{"queued_us", static_cast<double>(waited) / 1000.0}, TraceArg{"rows", static_cast<double>(rows)},
+                   TraceArg{"ok", result.ok() ? 1.0 : 0.0}});
+      if (served->job_done) {  // answered after its job (a handler that waits): reply now
+        served->respond(std::move(result));
+        return;
+      }
+      served->result.emplace(std::move(result));
+    });
+    return served->service;  // 0 if the handler has not answered yet
+  };
+  hosts_->run_when_started(slot, std::move(begin), [served] {
+    served->job_done = true;
+    if (served->result) served->respond(std::move(*served->result));
+  });
+}
+
 void PsServiceTransport::arrive(IncomingCall call, Responder respond) {
   // Health checks are answered at once, outside the service queue and its
   // counters: the queue models the threads that apply pulls and pushes, and
@@ -38,6 +118,10 @@ void PsServiceTransport::arrive(IncomingCall call, Responder respond) {
   // it is (a hot ps must not be taken for a hung one).
   if (std::holds_alternative<HealthRequest>(call.request)) {
     handler_(std::move(call), std::move(respond));
+    return;
+  }
+  if (hosts_) {
+    serve_on_host(std::move(call), std::move(respond));
     return;
   }
   queue_.push_back(Waiting{std::move(call), std::move(respond), executor_.now()});
@@ -74,21 +158,20 @@ void PsServiceTransport::serve_one(Waiting w, std::size_t thread) {
     w.respond(absl::CancelledError("the caller cancelled the request"));
     return;
   }
-  const std::size_t request_bytes = wire_size(w.call.request);
+  const MessageShape shape = message_shape(w.call.request);
+  const std::size_t request_bytes = shape.bytes;
+  const std::int64_t items = shape.items, row_ids = shape.rows;
   const std::uint64_t rows_before = rows_updated_();
   const char* name = request_name(w.call.request);
   const auto* push = std::get_if<PushRequest>(&w.call.request);
   const Fence fence = push ? push->fence : Fence{};
   Responder respond = std::move(w.respond);
-  handler_(std::move(w.call), [this, respond = std::move(respond), start, waited, request_bytes, rows_before, name,
-                               push = push != nullptr, fence, thread](StatusOr<Response> result) mutable {
+  handler_(std::move(w.call), [this, respond = std::move(respond), start, waited, request_bytes, items, row_ids,
+                               rows_before, name, push = push != nullptr, fence, thread](StatusOr<Response> result) mutable {
     const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
     const std::uint64_t rows = rows_updated_() - rows_before;
     if (push && pushes_) pushes_->push_back(PushRecord{start, self_.index, fence, result.ok()});
-    const Duration service =
-        model_.per_request +
-        static_cast<Duration>(std::llround(model_.per_byte_ns * static_cast<double>(request_bytes + reply_bytes) +
-                                           model_.per_row_ns * static_cast<double>(rows)));
+    const Duration service = model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push);
     free_at_[thread] = start + service;
     stats_.bytes_in += request_bytes;
     stats_.bytes_out += reply_bytes;

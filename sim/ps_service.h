@@ -6,11 +6,18 @@
 // applies an update at that moment), and the reply leaves when the modelled
 // service time has passed:
 //
-//   per_request + per_byte * (request + reply bytes) + per_row * rows updated
+//   per_request + per_item * items + per_byte * (request + reply bytes)
+//     + per_row * row ids in the request + apply per byte pushed (the optimizer's)
 //
-// where rows updated is what the ParameterStore counted for the request. A
+// where the row ids are those a pull gathers or a sparse push scatters (a
+// dense shard's rows are one block, paid by its bytes), and per_byte may be a
+// measured curve over sizes. A
 // parameter server that every step visits therefore shows up as a queue and
 // as utilisation. Core never sees any of this.
+//
+// With hosts (sim/hosts.h) the service is CPU work instead: a job on the
+// ps's threads, which apply the request when they take it and share the
+// host's cores with every other task there; the reply leaves when it ends.
 //
 // With the simulator's network, a reply is handed over when service starts
 // and told to leave when it ends (NetworkModel::depart_later), and a server
@@ -30,12 +37,19 @@
 namespace twinps::sim {
 
 class NetworkModel;
+class HostModel;
 
 struct PsServiceModel {
   Duration per_request = 20 * kMicrosecond;
   double per_byte_ns = 0.2 * 1000.0 / 1024.0;  // 0.2 us per KiB
   double per_row_ns = 50;
   int threads = 1;
+  double per_item_ns = 0;
+  std::vector<std::pair<double, double>> bytes_curve;  // (bytes, ns); replaces per_byte_ns when set
+  double apply_per_byte_ns = 0;                         // the optimizer's, per byte pushed
+  // Service time of a request and its reply.
+  Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,
+                   bool push) const;
 };
 
 // One applied (or refused) push, for the swarm's invariants.
@@ -65,7 +79,7 @@ class PsServiceTransport final : public Transport {
   // `network` may be null: replies are then held back by an event each.
   PsServiceTransport(TaskId self, Executor& executor, std::unique_ptr<Transport> inner, const PsServiceModel& model,
                      PsServiceStats& stats, TraceSink& trace, std::function<std::uint64_t()> rows_updated,
-                     std::vector<PushRecord>* pushes, NetworkModel* network = nullptr);
+                     std::vector<PushRecord>* pushes, NetworkModel* network = nullptr, HostModel* hosts = nullptr);
 
   void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) override {
     inner_->call(to, std::move(request), std::move(options), std::move(done));
@@ -83,6 +97,8 @@ class PsServiceTransport final : public Transport {
   void arrive(IncomingCall call, Responder respond);
   void start_next();
   void serve_one(Waiting w, std::size_t thread);
+  // With hosts: the request as a CPU job of the ps's threads.
+  void serve_on_host(IncomingCall call, Responder respond);
 
   TaskId self_;
   Executor& executor_;
@@ -93,6 +109,7 @@ class PsServiceTransport final : public Transport {
   std::function<std::uint64_t()> rows_updated_;
   std::vector<PushRecord>* pushes_;
   NetworkModel* network_;
+  HostModel* hosts_;
   CallHandler handler_;
   std::deque<Waiting> queue_;
   std::vector<Time> free_at_;  // per thread: when it finishes its current request

@@ -44,6 +44,8 @@ class Validator {
     network();
     compute();
     service();
+    hosts();
+    messages();
   }
 
  private:
@@ -151,6 +153,9 @@ class Validator {
   void workload();
   void compute();
   void service();
+  void hosts();
+  void messages();
+  void message_cpu(const Path& p, const scenario::MessageCpu& m);
   void coordinator();
   void program();
   void faults();
@@ -175,6 +180,8 @@ void Validator::run() {
   workload();
   compute();
   service();
+  hosts();
+  messages();
   coordinator();
   program();
   faults();
@@ -211,6 +218,8 @@ void Validator::network() {
   positive(p(n, "rack_uplink_gbps"), n.rack_uplink_gbps(), "rack_uplink_gbps");
   time_ok(p(n, "rack_uplink_latency_us"), n.rack_uplink_latency_us(), "rack_uplink_latency_us");
   positive(p(n, "connection_timeout_s"), n.connection_timeout_s(), "connection_timeout_s");
+  time_ok(p(n, "tcp_window_bytes"), n.tcp_window_bytes(), "tcp_window_bytes");
+  time_ok(p(n, "loopback_latency_us"), n.loopback_latency_us(), "loopback_latency_us");
   if (profile_only_ && n.host_link_size() > 0) {
     error(p(n, "host_link", 0), "a cost profile describes every host alike; per-task links belong in a scenario");
     return;
@@ -319,6 +328,14 @@ void Validator::compute() {
   if (c.has_step_time()) distribution_ok(p(c, "step_time"), c.step_time());
   time_ok(p(c, "per_example_s"), c.per_example_s(), "per_example_s");
   time_ok(p(c, "per_gflop_s"), c.per_gflop_s(), "per_gflop_s");
+  for (int i = 0; i < c.kernel_size(); ++i) {
+    const auto& k = c.kernel(i);
+    const Path kp = p(c, "kernel", i);
+    if (k.kind().empty()) error(kp(k, "kind"), "a kernel price needs its kind");
+    time_ok(kp(k, "per_call_us"), k.per_call_us(), "per_call_us");
+    time_ok(kp(k, "per_gflop_s"), k.per_gflop_s(), "per_gflop_s");
+    time_ok(kp(k, "per_gib_s"), k.per_gib_s(), "per_gib_s");
+  }
   if (profile_only_ && c.straggler_size() > 0) {
     error(p(c, "straggler", 0), "a cost profile describes every worker alike; stragglers belong in a scenario");
     return;
@@ -338,6 +355,49 @@ void Validator::service() {
   time_ok(p(v, "per_kib_us"), v.per_kib_us(), "per_kib_us");
   time_ok(p(v, "per_row_us"), v.per_row_us(), "per_row_us");
   if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");
+  time_ok(p(v, "per_item_us"), v.per_item_us(), "per_item_us");
+  double last = 0;
+  for (int i = 0; i < v.bytes_curve_size(); ++i) {
+    const auto& c = v.bytes_curve(i);
+    const Path cp = p(v, "bytes_curve", i);
+    if (!(c.bytes() > last)) error(cp(c, "bytes"), "must be positive and above the previous point's (got " + num(c.bytes()) + ")");
+    time_ok(cp(c, "us"), c.us(), "us");
+    last = c.bytes();
+  }
+  for (int i = 0; i < v.apply_size(); ++i) time_ok(p(v, "apply", i)(v.apply(i), "per_kib_us"), v.apply(i).per_kib_us(), "per_kib_us");
+}
+
+void Validator::hosts() {
+  if (!s_.has_hosts()) return;
+  const auto& h = s_.hosts();
+  const Path p = root_(s_, "hosts");
+  if (h.tasks_per_host() < 1) error(p(h, "tasks_per_host"), "must be at least 1");
+  if (!(h.cores() >= 0)) error(p(h, "cores"), "must not be negative (0: a core for every thread)");
+}
+
+void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {
+  time_ok(p(m, "per_message_us"), m.per_message_us(), "per_message_us");
+  time_ok(p(m, "per_item_us"), m.per_item_us(), "per_item_us");
+  time_ok(p(m, "per_row_us"), m.per_row_us(), "per_row_us");
+  time_ok(p(m, "per_kib_us"), m.per_kib_us(), "per_kib_us");
+  double last = 0;
+  for (int i = 0; i < m.bytes_curve_size(); ++i) {
+    const auto& c = m.bytes_curve(i);
+    const Path cp = p(m, "bytes_curve", i);
+    if (!(c.bytes() > last)) error(cp(c, "bytes"), "must be positive and above the previous point's (got " + num(c.bytes()) + ")");
+    time_ok(cp(c, "us"), c.us(), "us");
+    last = c.bytes();
+  }
+}
+
+void Validator::messages() {
+  if (!s_.has_messages()) return;
+  const auto& m = s_.messages();
+  const Path p = root_(s_, "messages");
+  if (m.has_data_send()) message_cpu(p(m, "data_send"), m.data_send());
+  if (m.has_data_receive()) message_cpu(p(m, "data_receive"), m.data_receive());
+  if (m.has_control_send()) message_cpu(p(m, "control_send"), m.control_send());
+  if (m.has_control_receive()) message_cpu(p(m, "control_receive"), m.control_receive());
 }
 
 void Validator::coordinator() {
@@ -560,6 +620,8 @@ void apply_profile(const scenario::CostProfile& profile, Scenario& s) {
   if (profile.has_network()) merge(profile.network(), s.mutable_network());
   if (profile.has_compute()) merge(profile.compute(), s.mutable_compute());
   if (profile.has_ps_service()) merge(profile.ps_service(), s.mutable_ps_service());
+  if (profile.has_messages()) merge(profile.messages(), s.mutable_messages());
+  if (profile.has_hosts()) merge(profile.hosts(), s.mutable_hosts());
 }
 
 namespace {
@@ -634,6 +696,8 @@ LoadedProfile parse_profile(std::string_view text, const std::string& file) {
   if (out.profile.has_network()) *holder.mutable_network() = out.profile.network();
   if (out.profile.has_compute()) *holder.mutable_compute() = out.profile.compute();
   if (out.profile.has_ps_service()) *holder.mutable_ps_service() = out.profile.ps_service();
+  if (out.profile.has_messages()) *holder.mutable_messages() = out.profile.messages();
+  if (out.profile.has_hosts()) *holder.mutable_hosts() = out.profile.hosts();
   Validator(holder, file, &tree, out.errors).run_profile_only();
   return out;
 }

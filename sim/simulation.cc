@@ -8,6 +8,8 @@
 #include "core/local/local_cluster.h"
 #include "core/worker/parameter_client.h"
 #include "sim/cost_model.h"
+#include "sim/fluid.h"
+#include "sim/hosts.h"
 #include "sim/task_names.h"
 #include "sim/workload.h"
 
@@ -79,6 +81,51 @@ const char* action_kind(const scenario::Action& a) {
   return "?";
 }
 
+// An executor bound after construction: the network, hosts and fluid system
+// are built before the cluster (which takes the network as its link model),
+// and post their events on the control node, which exists only after it.
+class LateExecutor final : public Executor {
+ public:
+  void bind(Executor* target) { target_ = target; }
+  Time now() const override { return target_ ? target_->now() : 0; }
+  void post(Callback fn) override {
+    if (target_) target_->post(std::move(fn));
+  }
+  TimerId post_at(Time when, Callback fn) override { return target_ ? target_->post_at(when, std::move(fn)) : kNoTimer; }
+  void cancel(TimerId id) override {
+    if (target_) target_->cancel(id);
+  }
+  bool run_until(const std::function<bool()>& done, Time limit) override {
+    return target_ ? target_->run_until(done, limit) : false;
+  }
+
+ private:
+  Executor* target_ = nullptr;
+};
+
+MessageCpu message_cpu(const scenario::MessageCpu& m) {
+  MessageCpu out;
+  out.per_message_ns = m.per_message_us() * 1e3;
+  out.per_item_ns = m.per_item_us() * 1e3;
+  out.per_row_ns = m.per_row_us() * 1e3;
+  out.per_kib_ns = m.per_kib_us() * 1e3;
+  for (const auto& p : m.bytes_curve()) out.bytes_curve.emplace_back(p.bytes(), p.us() * 1e3);
+  return out;
+}
+
+HostOptions host_options(const scenario::Hosts& h) {
+  HostOptions o;
+  switch (h.placement()) {
+    case scenario::Hosts::ONE_PER_HOST: o.placement = HostOptions::Placement::kOnePerHost; break;
+    case scenario::Hosts::ONE_HOST: o.placement = HostOptions::Placement::kOneHost; break;
+    case scenario::Hosts::BIN_PACK: o.placement = HostOptions::Placement::kBinPack; break;
+    case scenario::Hosts::SPREAD: o.placement = HostOptions::Placement::kSpread; break;
+  }
+  o.tasks_per_host = h.tasks_per_host();
+  o.cores = h.cores();
+  return o;
+}
+
 }  // namespace
 
 struct Simulation::Impl {
@@ -122,6 +169,9 @@ struct Simulation::Impl {
   synthetic::Variables model_variables;
   tutorial::Config tutorial_config;
   std::vector<scenario::Action> actions;
+  LateExecutor late;  // the control node's executor, once it exists
+  std::unique_ptr<FluidSystem> fluid;
+  std::unique_ptr<HostModel> hosts;  // with the scenario's `hosts` or `messages`
   std::unique_ptr<NetworkModel> network;
   std::unique_ptr<SimCostModel> cost;
   PsServiceModel ps_model;
@@ -195,7 +245,33 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     net.host_overrides.emplace_back(*parse_task_name(h.task()), p);
   }
   net.connection_timeout = from_seconds(n.connection_timeout_s());
-  network = std::make_unique<NetworkModel>(shape, net);
+  net.model = n.model() == scenario::Network::FLOW ? NetworkOptions::Model::kFlow : NetworkOptions::Model::kFifo;
+  net.flow.tcp_window_bytes = n.tcp_window_bytes();
+  if (n.lv08()) {
+    net.flow.latency_factor = 13.01;
+    net.flow.bandwidth_factor = 0.97;
+    net.flow.weight_s_bytes = 20537;
+    net.flow.crosstraffic = 0.05;
+  }
+  net.loopback_latency = from_seconds(n.loopback_latency_us() * 1e-6);
+  if (sc.has_messages()) {
+    const auto& m = sc.messages();
+    net.cpu.data_send = message_cpu(m.data_send());
+    net.cpu.data_receive = message_cpu(m.data_receive());
+    net.cpu.control_send = message_cpu(m.control_send());
+    net.cpu.control_receive = message_cpu(m.control_receive());
+  }
+  const bool with_hosts = sc.has_hosts() || sc.has_messages();
+  if (with_hosts || net.model == NetworkOptions::Model::kFlow) fluid = std::make_unique<FluidSystem>(late);
+  if (with_hosts) {
+    hosts = std::make_unique<HostModel>(shape, host_options(sc.hosts()), late, *fluid);
+    for (int i = 0; i < shape.ps; ++i) hosts->set_threads(hosts->slot(TaskId::ps(i)), sc.ps_service().threads());
+  }
+  if (fluid) {
+    network = std::make_unique<NetworkModel>(shape, net, hosts.get(), &late, fluid.get());
+  } else {
+    network = std::make_unique<NetworkModel>(shape, net);
+  }
 
   // Compute.
   Distribution step;
@@ -221,6 +297,9 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   cost = std::make_unique<SimCostModel>(step, sc.compute().per_example_s(), sc.compute().per_gflop_s(), shape.workers,
                                         root);
   for (const auto& s : sc.compute().straggler()) cost->set_base_factor(s.worker(), s.factor());
+  for (const auto& k : sc.compute().kernel())
+    cost->set_kernel_price(k.kind(), KernelPrice{k.per_call_us() * 1e-6, k.per_gflop_s(), k.per_gib_s()});
+  cost->set_hosts(hosts.get());
   worker_starts.assign(static_cast<std::size_t>(shape.workers), 1);
 
   // Parameter-server service.
@@ -229,6 +308,13 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   ps_model.per_byte_ns = ps.per_kib_us() * 1000.0 / 1024.0;
   ps_model.per_row_ns = ps.per_row_us() * 1000.0;
   ps_model.threads = ps.threads();
+  ps_model.per_item_ns = ps.per_item_us() * 1000.0;
+  for (const auto& p : ps.bytes_curve()) ps_model.bytes_curve.emplace_back(p.bytes(), p.us() * 1e3);
+  if (workload) {
+    for (const auto& a : ps.apply())
+      if (static_cast<int>(a.optimizer()) == static_cast<int>(workload->spec().optimizer.kind))
+        ps_model.apply_per_byte_ns = a.per_kib_us() * 1000.0 / 1024.0;
+  }
   ps_stats.resize(static_cast<std::size_t>(shape.ps));
 
   tee.add(&hasher);
@@ -262,7 +348,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
           const ParameterServerNode* node = ps_nodes[static_cast<std::size_t>(i)];
           return node ? node->store().stats().rows_updated : 0;
         },
-        record_invariants ? &result.pushes : nullptr, network.get());
+        record_invariants ? &result.pushes : nullptr, network.get(), hosts.get());
   };
   ps_nodes.assign(static_cast<std::size_t>(shape.ps), nullptr);
   cluster = std::make_unique<LocalCluster>(registry, lo);
@@ -272,6 +358,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     event_hash = (event_hash ^ node) * 0x100000001b3ull;
   });
   control_executor = std::make_unique<NodeExecutor>(cluster->engine(), cluster->engine().add_node());
+  late.bind(control_executor.get());
 
   // Faults: the scenario's, then those drawn from the seed.
   std::vector<scenario::Fault> faults(sc.fault().begin(), sc.fault().end());
@@ -315,6 +402,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
 Simulation::Impl::~Impl() {
   // The program's frames use the coordinator: destroy them first.
   program_scope.reset();
+  late.bind(nullptr);  // the control node goes before the fluid system's last timer is cancelled
 }
 
 // ---------------------------------------------------------------- faults
@@ -342,6 +430,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
           [this, t] {
             tee.instant(t, "fault", "killed", control().now());
             cluster->kill(t);
+            if (hosts) hosts->reset(hosts->slot(t));
           },
           [this, t] {
             if (cluster->is_up(t)) return;
@@ -359,6 +448,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
             tee.instant(t, "fault", "killed", control().now());
             ps_nodes[static_cast<std::size_t>(t.index)] = nullptr;
             cluster->kill(t);
+            if (hosts) hosts->reset(hosts->slot(t));
           },
           [this, t] {
             if (cluster->is_up(t)) return;
@@ -377,6 +467,7 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
             snapshot_coordinator();
             program_scope.reset();  // its frames use the coordinator
             cluster->kill(TaskId::chief());
+            if (hosts) hosts->reset(0);
           },
           [this] {
             if (cluster->is_up(TaskId::chief())) return;

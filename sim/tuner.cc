@@ -71,6 +71,11 @@ StatusOr<Prediction> predict(const PredictRequest& request) {
   s.mutable_cluster()->set_ps(request.ps);
   *s.mutable_model() = request.model;
   apply_profile(request.profile, s);
+  for (const auto& [worker, factor] : request.stragglers) {
+    auto* st = s.mutable_compute()->add_straggler();
+    st->set_worker(worker);
+    st->set_factor(factor);
+  }
   add_schedule(s, warmup);
   add_schedule(s, measured);
   s.set_time_limit_s(kTimeLimitS);

@@ -26,6 +26,7 @@ struct PredictRequest {
   int measured = 0;  // closures measured after that; 0: 20 per worker
   std::uint64_t seed = 1;
   bool timing_only = true;
+  std::vector<std::pair<int, double>> stragglers;  // (worker, compute factor)
 };
 
 struct Prediction {

@@ -21,6 +21,7 @@ struct InMemoryNetwork::PendingCall {
   RequestId request_id = 0;
   Time deadline = kTimeNever;
   std::size_t bytes = 0;
+  MessageShape request_shape;  // asynchronous link models only
   std::optional<StatusOr<Response>> reply;
 };
 
@@ -134,49 +135,76 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
     });
   }
 
-  const std::size_t bytes = links_ ? wire_size(request) : 0;
-  auto arrival = delivery_time(call->from, to, bytes);
-  if (!arrival) {  // lost in a partition
-    on_lost(call);
-    return;
-  }
+  const bool async = links_ && links_->asynchronous();
+  const MessageShape shape = async ? message_shape(request) : MessageShape{};
+  const std::size_t bytes = async ? shape.bytes : links_ ? wire_size(request) : 0;
   const auto callee_slot = callee->executor().node();
   call->request = std::move(request);
   call->request_id = options.request_id;
   call->deadline = options.deadline;
   call->bytes = bytes;
-  engine_.post_at(callee_slot, engine_.incarnation(callee_slot), *arrival, [this, call] {
-    Endpoint* target = find_endpoint(call->to);
-    if (call->finished || target == nullptr || !target->handler()) {
-      if (!call->finished) {
-        engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call] {
-          finish(call, with_failed_task(absl::UnavailableError(call->to.short_name() + " has no service running"),
-                                        call->to));
-        });
-      }
+  call->request_shape = shape;
+  if (async) {
+    const auto callee_incarnation = engine_.incarnation(callee_slot);
+    // A callee that restarted meanwhile never sees the message: its
+    // connection went down with it (detach() failed the call).
+    if (!links_->send(call->from, to, shape, [this, call, callee_slot, callee_incarnation] {
+          if (engine_.incarnation(callee_slot) == callee_incarnation) arrive(call);
+        }))
+      on_lost(call);
+    return;
+  }
+  auto arrival = delivery_time(call->from, to, bytes);
+  if (!arrival) {  // lost in a partition
+    on_lost(call);
+    return;
+  }
+  engine_.post_at(callee_slot, engine_.incarnation(callee_slot), *arrival, [this, call] { arrive(call); });
+}
+
+void InMemoryNetwork::arrive(const std::shared_ptr<PendingCall>& call) {
+  Endpoint* target = find_endpoint(call->to);
+  if (call->finished || target == nullptr || !target->handler()) {
+    if (!call->finished) {
+      engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call] {
+        finish(call, with_failed_task(absl::UnavailableError(call->to.short_name() + " has no service running"),
+                                      call->to));
+      });
+    }
+    return;
+  }
+  ++delivered_;
+  bytes_ += call->bytes;
+  IncomingCall incoming{call->from, std::move(call->request), call->request_id, call->deadline,
+                        call->callee_cancel.token()};
+  Responder respond = [this, call](StatusOr<Response> result) mutable {
+    if (call->finished) return;
+    if (links_ && links_->asynchronous()) {
+      const MessageShape shape = message_shape(result.ok() ? *result : Response(EmptyResponse{}), call->request_shape);
+      ++delivered_;
+      bytes_ += shape.bytes;
+      call->reply.emplace(std::move(result));
+      if (!links_->send(call->to, call->from, shape, [this, call] {
+            if (engine_.incarnation(call->caller_slot) == call->caller_incarnation && call->reply)
+              finish(call, std::move(*call->reply));
+          }))
+        on_lost(call);
+      return;
+    }
+    std::size_t resp_bytes = (links_ && result.ok()) ? wire_size(*result) : 0;
+    auto back = delivery_time(call->to, call->from, resp_bytes);
+    if (!back) {  // reply lost
+      on_lost(call);
       return;
     }
     ++delivered_;
-    bytes_ += call->bytes;
-    IncomingCall incoming{call->from, std::move(call->request), call->request_id, call->deadline,
-                          call->callee_cancel.token()};
-    Responder respond = [this, call](StatusOr<Response> result) mutable {
-      if (call->finished) return;
-      std::size_t resp_bytes = (links_ && result.ok()) ? wire_size(*result) : 0;
-      auto back = delivery_time(call->to, call->from, resp_bytes);
-      if (!back) {  // reply lost
-        on_lost(call);
-        return;
-      }
-      ++delivered_;
-      bytes_ += resp_bytes;
-      call->reply.emplace(std::move(result));
-      engine_.post_at(call->caller_slot, call->caller_incarnation, *back, [this, call] {
-        if (call->reply) finish(call, std::move(*call->reply));
-      });
-    };
-    target->handler()(std::move(incoming), std::move(respond));
-  });
+    bytes_ += resp_bytes;
+    call->reply.emplace(std::move(result));
+    engine_.post_at(call->caller_slot, call->caller_incarnation, *back, [this, call] {
+      if (call->reply) finish(call, std::move(*call->reply));
+    });
+  };
+  target->handler()(std::move(incoming), std::move(respond));
 }
 
 void InMemoryNetwork::on_lost(const std::shared_ptr<PendingCall>& call) {

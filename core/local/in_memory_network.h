@@ -28,6 +28,19 @@ class LinkModel {
   // noticing that the peer stopped answering), unless its deadline comes
   // first. nullopt: only the deadline ends the call.
   virtual std::optional<Duration> loss_detection_delay() const { return std::nullopt; }
+
+  // Models whose delivery time depends on what happens after the send —
+  // flows sharing a link, CPU work at both ends on cores other tasks use —
+  // say so here and take messages through send() instead of deliver().
+  virtual bool asynchronous() const { return false; }
+  // Carries a message of `shape` from `from` to `to`: calls `arrived` from an
+  // event of the model's own when the receiver can handle it, or returns
+  // false if the network loses it (the caller then sees only its deadline or
+  // the loss detection delay).
+  virtual bool send(const TaskId& from, const TaskId& to, const MessageShape& shape, Callback arrived) {
+    (void)from, (void)to, (void)shape, (void)arrived;
+    return false;
+  }
 };
 
 class InMemoryNetwork {
@@ -55,6 +68,8 @@ class InMemoryNetwork {
 
   void start_call(Endpoint& caller, const TaskId& to, Request request, CallOptions options, ResponseCallback done);
   void finish(const std::shared_ptr<PendingCall>& call, StatusOr<Response> result);
+  // The request has reached its callee: hand it to the handler.
+  void arrive(const std::shared_ptr<PendingCall>& call);
   void detach(const TaskId& task, Endpoint* endpoint);
   std::optional<Time> delivery_time(const TaskId& from, const TaskId& to, std::size_t bytes);
   // A message of `call` was lost: fail it once the link model notices, if it does.

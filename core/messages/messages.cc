@@ -75,7 +75,54 @@ struct RequestName {
   const char* operator()(const RunClosureRequest&) const { return "RunClosure"; }
 };
 
+// Rows and items of the data-plane messages; control messages count none.
+struct RequestCounts {
+  void operator()(const PullRequest& r) {
+    for (const auto& i : r.items) {
+      ++shape.items;
+      const std::int64_t rows = i.all_rows ? 0 : static_cast<std::int64_t>(i.rows.size()) + i.shape_only_rows;
+      shape.rows += rows;
+      shape.rows_read += rows;
+    }
+  }
+  void operator()(const PushRequest& r) {
+    for (const auto& u : r.updates) {
+      ++shape.items;
+      if (u.sparse) shape.rows += static_cast<std::int64_t>(u.rows.size()) + u.shape_only_rows;
+    }
+    (*this)(r.then_pull);
+  }
+  template <typename T>
+  void operator()(const T&) {}
+  MessageShape& shape;
+};
+
+struct ResponseItems {
+  void operator()(const PullResponse& r) { shape.items += static_cast<std::int64_t>(r.items.size()); }
+  void operator()(const PushResponse& r) { shape.items += static_cast<std::int64_t>(r.pulled.items.size()); }
+  template <typename T>
+  void operator()(const T&) {}
+  MessageShape& shape;
+};
+
 }  // namespace
+
+MessageShape message_shape(const Request& r) {
+  MessageShape s;
+  s.bytes = wire_size(r);
+  s.data_plane = std::holds_alternative<PullRequest>(r) || std::holds_alternative<PushRequest>(r);
+  std::visit(RequestCounts{s}, r);
+  return s;
+}
+
+MessageShape message_shape(const Response& r, const MessageShape& request) {
+  MessageShape s;
+  s.bytes = wire_size(r);
+  s.data_plane = request.data_plane;
+  s.rows = request.rows_read;
+  std::visit(ResponseItems{s}, r);
+  return s;
+}
 
 const char* request_name(const Request& r) { return std::visit(RequestName{}, r); }
 std::size_t wire_size(const Request& r) { return kHeader + std::visit(RequestSize{}, r); }

@@ -168,4 +168,19 @@ const char* request_name(const Request& r);
 std::size_t wire_size(const Request& r);
 std::size_t wire_size(const Response& r);
 
+// What a message costs its sender and receiver besides its bytes: the rows
+// it names or carries (an embedding lookup's ids, a sparse gradient's rows),
+// the items in it (one per shard pulled or pushed) and which plane carries
+// it (Pull and Push go over the data plane, the rest over gRPC).
+struct MessageShape {
+  std::size_t bytes = 0;   // wire_size()
+  std::int64_t rows = 0;   // row ids it names (requests) or rows it returns by id (replies)
+  std::int64_t items = 0;
+  bool data_plane = false;
+  std::int64_t rows_read = 0;  // requests: the rows their reply will carry by id
+};
+MessageShape message_shape(const Request& r);
+// `request` is the shape of the request it answers (a reply carries the rows it asked for).
+MessageShape message_shape(const Response& r, const MessageShape& request);
+
 }  // namespace twinps

@@ -9,6 +9,7 @@
 
 #include "core/messages/messages.h"
 #include "core/runtime/runtime.h"
+#include "core/runtime/sync.h"
 #include "core/runtime/task.h"
 #include "core/variables/directory.h"
 #include "core/worker/parameter_client.h"
@@ -56,7 +57,15 @@ class StepContext {
   Task<void> compute(ComputeCost cost) {
     if (runtime_.cost) {
       const Duration d = runtime_.cost->compute(runtime_.self, cost);
-      if (d > 0) co_await sleep_for(runtime_.executor, d);
+      if (d <= 0) co_return;
+      if (!runtime_.cost->shares_cpu()) {
+        co_await sleep_for(runtime_.executor, d);
+        co_return;
+      }
+      Promise<bool> done(runtime_.executor);
+      auto finished = done.future();
+      runtime_.cost->run(runtime_.self, d, [done]() mutable { done.set(true); });
+      co_await finished;
     }
   }
   Executor& executor() { return runtime_.executor; }

@@ -198,6 +198,9 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
   std::vector<Use> uses;
   uses.reserve(spec_.variables.size());
   double flops = 0;
+  // One gradient kernel per variable used: its flops and the values it reads.
+  std::vector<KernelWork> kernels;
+  kernels.reserve(spec_.variables.size());
   for (std::size_t i = 0; i < spec_.variables.size(); ++i) {
     const Variable& v = spec_.variables[i];
     if (!v.per_step && hot_[i] <= 0) continue;
@@ -205,6 +208,7 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
     if (!layout.ok()) co_return layout.status();
     uses.push_back(Use{&v, *layout, -1, {}, {}});
     flops += 4.0 * spec_.batch_size * pulled_elements(v);
+    kernels.push_back(KernelWork{kGradientKernel, 4.0 * spec_.batch_size * pulled_elements(v), 4.0 * pulled_elements(v)});
   }
   ParameterClient::PullBatch pull;
   for (Use& u : uses) {
@@ -228,6 +232,7 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
       continue;
     }
     Matrix grad = compute_gradient(pulled->value(u.handle), spec_.batch_size);
+    for (int k = 1; k < compute_repeats_; ++k) grad = compute_gradient(pulled->value(u.handle), spec_.batch_size);
     if (u.var->read_only) continue;
     if (u.var->rows_per_step > 0) {
       push.gradient_rows(*u.layout, std::move(u.ids), std::move(grad));
@@ -235,7 +240,7 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
       push.gradient(*u.layout, std::move(grad));
     }
   }
-  co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, flops});
+  co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, flops, kernels});
 
   auto iterations = ctx.variable(kIterationsVar);
   if (!iterations.ok()) co_return iterations.status();

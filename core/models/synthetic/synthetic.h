@@ -44,6 +44,8 @@ inline constexpr char kDatasetFn[] = "synthetic/dataset";
 inline constexpr char kIteratorFn[] = "synthetic/iterator";
 inline constexpr char kIterationsVar[] = "iterations";
 inline constexpr char kInfiniteFlagVar[] = "do_infinite_step";
+// The kind of kernel compute_gradient() is, in a step's ComputeCost.
+inline constexpr char kGradientKernel[] = "gradient";
 
 struct Variable {
   std::string name;
@@ -93,6 +95,10 @@ class Workload {
   // Index of a declared variable, or -1.
   int find(const std::string& name) const;
 
+  // Fault injection in real runs (a straggler): every numeric step computes
+  // each gradient `n` times, as a machine n times slower would take.
+  void set_compute_repeats(int n) { compute_repeats_ = n < 1 ? 1 : n; }
+
   // Hotspot faults (the simulator): while > 0 every step also uses the variable.
   void add_hot(int variable, int delta) { hot_[static_cast<std::size_t>(variable)] += delta; }
 
@@ -110,6 +116,7 @@ class Workload {
   ModelSpec spec_;
   bool timing_only_;
   std::vector<int> hot_;
+  int compute_repeats_ = 1;
   RowIds scratch_;  // reused by draw_rows_per_shard (one thread, no await in between)
 };
 

@@ -1,0 +1,121 @@
+#include "sim/hosts.h"
+
+#include <algorithm>
+
+namespace twinps::sim {
+
+namespace {
+// Marks a thread taken while its job's work is being found (run_when_started).
+constexpr TimerId kReserved = ~TimerId{0};
+}  // namespace
+
+HostModel::HostModel(ClusterShape shape, HostOptions options, Executor& executor, FluidSystem& fluid)
+    : shape_(shape), options_(options), ex_(executor), fluid_(fluid) {
+  const int tasks = 1 + shape_.workers + shape_.ps;
+  const int per_host = std::max(options_.tasks_per_host, 1);
+  host_.resize(static_cast<std::size_t>(tasks));
+  switch (options_.placement) {
+    case HostOptions::Placement::kOnePerHost:
+      for (int i = 0; i < tasks; ++i) host_[static_cast<std::size_t>(i)] = i;
+      num_hosts_ = tasks;
+      break;
+    case HostOptions::Placement::kOneHost:
+      num_hosts_ = 1;
+      break;
+    case HostOptions::Placement::kBinPack:
+      for (int i = 0; i < tasks; ++i) host_[static_cast<std::size_t>(i)] = i / per_host;
+      num_hosts_ = (tasks + per_host - 1) / per_host;
+      break;
+    case HostOptions::Placement::kSpread:
+      num_hosts_ = (tasks + per_host - 1) / per_host;
+      for (int i = 0; i < tasks; ++i) host_[static_cast<std::size_t>(i)] = i % num_hosts_;
+      break;
+  }
+  if (limited())
+    for (int h = 0; h < num_hosts_; ++h) cpu_.push_back(fluid_.add_resource(options_.cores));
+  unlimited_busy_.assign(static_cast<std::size_t>(num_hosts_), 0);
+  tasks_ = std::vector<TaskThreads>(static_cast<std::size_t>(tasks));
+  for (auto& t : tasks_) t.running.resize(1);
+}
+
+int HostModel::slot(const TaskId& t) const {
+  switch (t.job) {
+    case Job::kChief: return 0;
+    case Job::kWorker: return 1 + t.index;
+    case Job::kPs: return 1 + shape_.workers + t.index;
+    case Job::kEvaluator: break;
+  }
+  return 0;
+}
+
+void HostModel::set_threads(int slot, int threads) {
+  auto& t = tasks_[static_cast<std::size_t>(slot)];
+  t.threads = std::max(threads, 1);
+  if (t.running.size() < static_cast<std::size_t>(t.threads)) t.running.resize(static_cast<std::size_t>(t.threads));
+}
+
+void HostModel::run(int slot, Duration work, Callback done) {
+  tasks_[static_cast<std::size_t>(slot)].queue.push_back(CpuJob{std::max<Duration>(work, 0), nullptr, std::move(done)});
+  start_next(slot);
+}
+
+void HostModel::run_when_started(int slot, UniqueFunction<Duration()> begin, Callback done) {
+  tasks_[static_cast<std::size_t>(slot)].queue.push_back(CpuJob{0, std::move(begin), std::move(done)});
+  start_next(slot);
+}
+
+void HostModel::start_next(int slot) {
+  auto& t = tasks_[static_cast<std::size_t>(slot)];
+  for (std::size_t which = 0; which < static_cast<std::size_t>(t.threads) && !t.queue.empty(); ++which) {
+    Running& r = t.running[which];
+    if (r.activity != FluidSystem::kNoActivity || r.timer != kNoTimer) continue;
+    CpuJob job = std::move(t.queue.front());
+    t.queue.pop_front();
+    const std::uint64_t epoch = t.epoch;
+    if (job.begin) {
+      // It may touch this task's jobs (a reset): take the thread first.
+      r.timer = kReserved;
+      job.work = std::max<Duration>(job.begin(), 0);
+      if (epoch != t.epoch) return;
+      r.timer = kNoTimer;
+    }
+    const Duration work = job.work;
+    auto finish = [this, slot, epoch, which, work, done = std::move(job.done)]() mutable {
+      finished(slot, epoch, which, work);
+      if (done) done();
+    };
+    if (limited() && work > 0) {
+      const int cpu = cpu_[static_cast<std::size_t>(host_of(slot))];
+      r.activity = fluid_.start(static_cast<double>(work), std::span<const int>(&cpu, 1), 1.0, 1.0, std::move(finish));
+    } else {
+      unlimited_busy_[static_cast<std::size_t>(host_of(slot))] += work;
+      r.timer = ex_.post_after(work, std::move(finish));
+    }
+  }
+}
+
+void HostModel::finished(int slot, std::uint64_t epoch, std::size_t which, Duration work) {
+  auto& t = tasks_[static_cast<std::size_t>(slot)];
+  if (epoch != t.epoch) return;
+  t.running[which] = Running{};
+  t.charged += work;
+  start_next(slot);
+}
+
+void HostModel::reset(int slot) {
+  auto& t = tasks_[static_cast<std::size_t>(slot)];
+  ++t.epoch;
+  t.queue.clear();
+  for (Running& r : t.running) {
+    if (r.activity != FluidSystem::kNoActivity) fluid_.cancel(r.activity);
+    if (r.timer != kNoTimer && r.timer != kReserved) ex_.cancel(r.timer);
+    r = Running{};
+  }
+}
+
+double HostModel::cpu_ns(int host) const {
+  if (limited()) return fluid_.busy_ns(cpu_[static_cast<std::size_t>(host)]) * options_.cores;
+  return static_cast<double>(unlimited_busy_[static_cast<std::size_t>(host)]);
+}
+
+}  // namespace twinps::sim

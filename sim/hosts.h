@@ -1,0 +1,101 @@
+#pragma once
+// Hosts and their cores. Tasks are placed on hosts — one per host (the
+// default), every task on one host (a single machine, as `twinps tune
+// --validate` runs here), or packed as Kubernetes places pods on nodes — and
+// a host's cores are shared by the CPU work of its tasks: worker compute,
+// parameter-server service, and each side's handling of every message
+// ((de)serialization, copies, syscalls).
+//
+// Each task runs its CPU work on its own threads (one for a worker and the
+// coordinator, `ps_service.threads` for a ps), first come first served: a
+// single-threaded task never uses more than one core, and its message
+// handling waits behind its step's arithmetic as on a real event loop. The
+// jobs at the heads of every task's threads share the host's cores by
+// egalitarian processor sharing: each runs at min(1, cores / running jobs)
+// of a core. That is what Linux's CFS gives runnable threads of equal
+// weight over a scheduling period, which is short (a few ms) next to the
+// jobs here; it is a FluidSystem resource of capacity `cores` with every job
+// bounded at one core.
+//
+// With `cores` 0 a host has a core for every thread: jobs take exactly their
+// work, and no fluid solve is needed (a timer each).
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "core/coordinator/cluster_coordinator.h"
+#include "core/runtime/executor.h"
+#include "sim/fluid.h"
+
+namespace twinps::sim {
+
+struct HostOptions {
+  enum class Placement {
+    kOnePerHost,  // every task its own host
+    kOneHost,     // every task on one host
+    kBinPack,     // fill a host with `tasks_per_host` tasks before the next (chief, workers, ps in order)
+    kSpread,      // ceil(tasks / tasks_per_host) hosts, tasks dealt round robin
+  };
+  Placement placement = Placement::kOnePerHost;
+  int tasks_per_host = 1;
+  double cores = 0;  // per host; 0: a core for every thread
+};
+
+class HostModel {
+ public:
+  // Task slots: 0 the chief, then the workers, then the ps (as NetworkModel numbers them).
+  HostModel(ClusterShape shape, HostOptions options, Executor& executor, FluidSystem& fluid);
+
+  int num_hosts() const { return num_hosts_; }
+  int host_of(int slot) const { return host_[static_cast<std::size_t>(slot)]; }
+  int slot(const TaskId& t) const;
+  bool limited() const { return options_.cores > 0; }
+  const HostOptions& options() const { return options_; }
+
+  void set_threads(int slot, int threads);
+  // Runs `work` of CPU time (what it takes on an idle core) on one of the
+  // task's threads, after the jobs queued before it; `done` when finished.
+  void run(int slot, Duration work, Callback done);
+  // The same for work known only when a thread takes the job: `begin` runs
+  // then (a ps applies the request as its service starts) and returns it.
+  void run_when_started(int slot, UniqueFunction<Duration()> begin, Callback done);
+  // The task died: its queued and running jobs vanish, their callbacks never run.
+  void reset(int slot);
+
+  // CPU time the host's cores gave, integrated (ns of one core).
+  double cpu_ns(int host) const;
+  // CPU time charged to a task (its jobs' work, as finished).
+  Duration task_cpu(int slot) const { return tasks_[static_cast<std::size_t>(slot)].charged; }
+
+ private:
+  struct CpuJob {
+    Duration work;
+    UniqueFunction<Duration()> begin;
+    Callback done;
+  };
+  struct Running {
+    FluidSystem::ActivityId activity = FluidSystem::kNoActivity;
+    TimerId timer = kNoTimer;
+  };
+  struct TaskThreads {
+    int threads = 1;
+    std::deque<CpuJob> queue;
+    std::vector<Running> running;  // one per busy thread
+    std::uint64_t epoch = 0;       // bumped by reset(): jobs of an older epoch are gone
+    Duration charged = 0;
+  };
+  void start_next(int slot);
+  void finished(int slot, std::uint64_t epoch, std::size_t which, Duration work);
+
+  ClusterShape shape_;
+  HostOptions options_;
+  Executor& ex_;
+  FluidSystem& fluid_;
+  int num_hosts_ = 0;
+  std::vector<int> host_;        // by task slot
+  std::vector<int> cpu_;         // by host: its fluid resource (limited hosts only)
+  std::vector<TaskThreads> tasks_;
+  std::vector<Duration> unlimited_busy_;  // by host, when not limited
+};
+
+}  // namespace twinps::sim

@@ -1,0 +1,214 @@
+// Hosts and their cores, and the network's asynchronous path (flow sharing,
+// loopback, each side's CPU per message), against hand-computed times.
+#include "sim/hosts.h"
+
+#include <gtest/gtest.h>
+
+#include "core/local/local_engine.h"
+#include "sim/network.h"
+#include "sim/scenario_loader.h"
+#include "sim/tuner.h"
+
+namespace twinps::sim {
+namespace {
+
+struct Bed {
+  explicit Bed(ClusterShape shape, HostOptions hosts_options = {}, NetworkOptions net_options = {})
+      : hosts(shape, hosts_options, ex, fluid), network(shape, std::move(net_options), &hosts, &ex, &fluid) {}
+  LocalEngine engine;
+  NodeExecutor ex{engine, engine.add_node()};
+  FluidSystem fluid{ex};
+  HostModel hosts;
+  NetworkModel network;
+
+  // Sends and records the arrival time in `at`.
+  void send(const TaskId& from, const TaskId& to, std::size_t bytes, Time& at, bool data_plane = true) {
+    MessageShape m;
+    m.bytes = bytes;
+    m.data_plane = data_plane;
+    ASSERT_TRUE(network.send(from, to, m, [this, &at] { at = engine.now(); }));
+  }
+};
+
+NetworkOptions one_gbps_flow(Duration latency = 1000) {
+  NetworkOptions o;
+  o.host = LinkParams{1, latency};  // 1 Gbit/s: 0.125 bytes per ns
+  o.model = NetworkOptions::Model::kFlow;
+  return o;
+}
+
+TEST(HostsTest, PlacementsPutTasksOnHosts) {
+  LocalEngine engine;
+  NodeExecutor ex{engine, engine.add_node()};
+  FluidSystem fluid{ex};
+  const ClusterShape shape{4, 2};  // 7 tasks: chief, worker 0..3, ps 0..1
+  HostModel one(shape, {HostOptions::Placement::kOneHost, 1, 2}, ex, fluid);
+  EXPECT_EQ(one.num_hosts(), 1);
+  HostModel packed(shape, {HostOptions::Placement::kBinPack, 3, 4}, ex, fluid);
+  EXPECT_EQ(packed.num_hosts(), 3);
+  EXPECT_EQ(packed.host_of(packed.slot(TaskId::chief())), 0);
+  EXPECT_EQ(packed.host_of(packed.slot(TaskId::worker(2))), 1);
+  EXPECT_EQ(packed.host_of(packed.slot(TaskId::ps(1))), 2);
+  HostModel spread(shape, {HostOptions::Placement::kSpread, 3, 4}, ex, fluid);
+  EXPECT_EQ(spread.num_hosts(), 3);
+  EXPECT_EQ(spread.host_of(spread.slot(TaskId::worker(2))), 0);  // slot 3 of 7, dealt over 3 hosts
+  EXPECT_EQ(spread.host_of(spread.slot(TaskId::ps(0))), 2);      // slot 5
+}
+
+TEST(HostsTest, TasksOnOneCoreShareItAndATasksJobsQueue) {
+  LocalEngine engine;
+  NodeExecutor ex{engine, engine.add_node()};
+  FluidSystem fluid{ex};
+  HostModel hosts(ClusterShape{2, 1}, {HostOptions::Placement::kOneHost, 1, 1}, ex, fluid);
+  std::vector<Time> done(3, -1);
+  // worker:0 runs two 1 ms jobs one after the other on its thread, worker:1
+  // one: t = 0..2 ms worker:0's first and worker:1's at half a core each,
+  // both end at 2 ms; t = 2..3 ms worker:0's second alone on the core.
+  hosts.run(1, 1000000, [&] { done[0] = engine.now(); });
+  hosts.run(1, 1000000, [&] { done[1] = engine.now(); });
+  hosts.run(2, 1000000, [&] { done[2] = engine.now(); });
+  engine.run();
+  EXPECT_EQ(done[0], 2000000);
+  EXPECT_EQ(done[2], 2000000);
+  EXPECT_EQ(done[1], 3000000);
+  EXPECT_EQ(hosts.task_cpu(1), 2000000);
+  EXPECT_NEAR(hosts.cpu_ns(0), 3e6, 1);
+}
+
+TEST(HostsTest, AResetTaskLosesItsJobs) {
+  LocalEngine engine;
+  NodeExecutor ex{engine, engine.add_node()};
+  FluidSystem fluid{ex};
+  HostModel hosts(ClusterShape{1, 1}, {HostOptions::Placement::kOneHost, 1, 1}, ex, fluid);
+  bool ran = false;
+  hosts.run(1, 1000000, [&] { ran = true; });
+  hosts.run(1, 1000000, [&] { ran = true; });
+  Time other = -1;
+  hosts.run(2, 1000000, [&] { other = engine.now(); });
+  ex.post_at(500000, [&] { hosts.reset(1); });  // worker:0 dies half way
+  engine.run();
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(other, 1250000) << "half a core for 0.5 ms, then the whole core";
+}
+
+TEST(NetworkFlowTest, TwoSendersShareTheReceiversLink) {
+  Bed bed(ClusterShape{2, 1}, {}, one_gbps_flow());
+  Time a = -1, b = -1;
+  bed.send(TaskId::worker(0), TaskId::ps(0), 1000, a);
+  bed.send(TaskId::worker(1), TaskId::ps(0), 1000, b);
+  bed.engine.run();
+  // Two hops of 1 us, then 0.0625 bytes/ns each on ps:0's link (FIFO: 10 us and 18 us).
+  EXPECT_EQ(a, 2000 + 16000);
+  EXPECT_EQ(b, 2000 + 16000);
+}
+
+TEST(NetworkFlowTest, TheTcpWindowBoundsALongPath) {
+  NetworkOptions o = one_gbps_flow(/*latency=*/1000000);  // 1 ms per hop: RTT 4 ms
+  o.flow.tcp_window_bytes = 10000;                           // 10 KB per 4 ms = 0.0025 bytes/ns
+  Bed bed(ClusterShape{1, 1}, {}, o);
+  Time a = -1;
+  bed.send(TaskId::worker(0), TaskId::ps(0), 1000, a);
+  bed.engine.run();
+  EXPECT_EQ(a, 2000000 + 400000);
+}
+
+TEST(NetworkFlowTest, Lv08CorrectionsSlowAMessageAsSimGridsDefaultModelDoes) {
+  NetworkOptions o = one_gbps_flow();
+  o.flow.latency_factor = 13.01;
+  o.flow.bandwidth_factor = 0.97;
+  o.flow.crosstraffic = 0.05;
+  Bed bed(ClusterShape{1, 1}, {}, o);
+  Time a = -1;
+  bed.send(TaskId::worker(0), TaskId::ps(0), 100000, a);
+  bed.engine.run();
+  // 2 us x 13.01, then 100000 bytes at 0.125 x 0.97 bytes/ns (alone: its
+  // acknowledgements load only the reverse links).
+  EXPECT_NEAR(static_cast<double>(a), 26020 + 100000 / (0.125 * 0.97), 2);
+}
+
+TEST(NetworkFlowTest, TasksOnOneHostUseTheLoopback) {
+  NetworkOptions o = one_gbps_flow();
+  o.loopback_latency = 7000;
+  Bed bed(ClusterShape{1, 1}, {HostOptions::Placement::kOneHost, 1, 0}, o);
+  Time a = -1;
+  bed.send(TaskId::worker(0), TaskId::ps(0), 1 << 20, a);
+  bed.engine.run();
+  EXPECT_EQ(a, 7000) << "no link: its bytes cost the two sides' CPU, not bandwidth";
+}
+
+TEST(NetworkFlowTest, EachSidePaysItsCpuOnItsHostsCores) {
+  NetworkOptions o;
+  o.cpu.control_send.per_message_ns = 10000;
+  o.cpu.control_receive.per_message_ns = 20000;
+  o.cpu.control_receive.per_kib_ns = 1000;
+  o.loopback_latency = 5000;
+  Bed bed(ClusterShape{2, 1}, {HostOptions::Placement::kOneHost, 1, 1}, o);
+  Time a = -1;
+  // chief -> worker:0: 10 us to send, 5 us of loopback, 20 + 4 us to receive (4 KiB).
+  bed.send(TaskId::chief(), TaskId::worker(0), 4096, a, /*data_plane=*/false);
+  bed.engine.run();
+  EXPECT_EQ(a, 10000 + 5000 + 24000);
+  // Two at once: the chief's sends queue on its thread (10 us each); each
+  // receive starts 5 us after its send ends and shares the one core with
+  // whatever else runs then. Worked out by hand:
+  //   0..10   send 1 alone                       -> send 1 ends at 10
+  //   10..15  send 2 alone (5 of 10 us done)     -> message 1 arrives at 15
+  //   15..25  send 2 and receive 1 at 1/2 each   -> send 2 ends at 25 (receive 1: 5 of 24 us)
+  //   25..30  receive 1 alone (10 of 24)         -> message 2 arrives at 30
+  //   30..58  receive 1 and 2 at 1/2 each        -> receive 1 ends at 58 (receive 2: 14 of 24)
+  //   58..68  receive 2 alone                    -> ends at 68
+  Time b = -1, c = -1;
+  const Time t0 = bed.engine.now();
+  bed.send(TaskId::chief(), TaskId::worker(0), 4096, b, false);
+  bed.send(TaskId::chief(), TaskId::worker(1), 4096, c, false);
+  bed.engine.run();
+  EXPECT_EQ(b - t0, 58000);
+  EXPECT_EQ(c - t0, 68000);
+}
+
+TEST(NetworkFlowTest, BytesCurveInterpolatesMeasuredPoints) {
+  MessageCpu m;
+  m.per_message_ns = 100;
+  m.bytes_curve = {{1024, 1000}, {4096, 2000}};
+  MessageShape s;
+  s.bytes = 512;
+  EXPECT_DOUBLE_EQ(m.ns(s), 100 + 500);
+  s.bytes = 2560;
+  EXPECT_DOUBLE_EQ(m.ns(s), 100 + 1500);
+  s.bytes = 7168;  // beyond the last point: its slope (1000 per 3072 bytes)
+  EXPECT_DOUBLE_EQ(m.ns(s), 100 + 3000);
+}
+
+// A compute-bound cluster on one host: its steps/s follow the cores.
+TEST(HostsTest, ACpuBoundClusterOnOneHostScalesWithItsCores) {
+  PredictRequest r;
+  auto* v = r.model.add_variable();
+  v->set_name("w");
+  v->add_shape(4);
+  r.workers = 4;
+  r.ps = 1;
+  r.warmup = 8;
+  r.measured = 80;
+  r.profile.mutable_compute()->mutable_step_time()->set_constant_s(0.01);
+  r.profile.mutable_network()->set_host_latency_us(0);
+  r.profile.mutable_ps_service()->set_per_request_us(0);
+  r.profile.mutable_ps_service()->set_per_kib_us(0);
+  r.profile.mutable_ps_service()->set_per_row_us(0);
+  r.profile.mutable_hosts()->set_placement(scenario::Hosts::ONE_HOST);
+  double last = 0;
+  for (double cores : {1.0, 2.0, 4.0}) {
+    r.profile.mutable_hosts()->set_cores(cores);
+    auto p = predict(r);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_NEAR(p->steps_per_second, 100 * cores, 100 * cores * 0.05) << cores << " cores";
+    EXPECT_GT(p->steps_per_second, last);
+    last = p->steps_per_second;
+  }
+  r.profile.mutable_hosts()->set_cores(0);  // a core per thread: every worker at its own pace
+  auto p = predict(r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->steps_per_second, 400, 20);
+}
+
+}  // namespace
+}  // namespace twinps::sim
