@@ -233,6 +233,20 @@ void NetworkModel::start_flow(const int* path, int hops, std::size_t bytes, Call
     ex_->post(std::move(then));
     return;
   }
+  if (bytes <= options_.flow.single_packet_bytes) {
+    // One packet: nothing to share over time; it crosses at the slowest
+    // link's speed (the requests, acknowledgements and control calls, most
+    // messages of a step, cost no solve).
+    double slowest = FluidSystem::kUnbounded;
+    for (int i = 0; i < hops; ++i) {
+      Directed& d = directed_[static_cast<std::size_t>(path[i])];
+      slowest = std::min(slowest, fluid_->capacity(d.resource));
+      ++d.stats.messages;
+      d.stats.bytes += bytes;
+    }
+    ex_->post_after(static_cast<Duration>(std::ceil(static_cast<double>(bytes) / slowest)), std::move(then));
+    return;
+  }
   boost::container::small_vector<int, 8> resources;
   boost::container::small_vector<double, 8> uses;
   Duration latency = 0;

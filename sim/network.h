@@ -76,6 +76,9 @@ struct FlowParams {
   double bandwidth_factor = 1;        // LV08: 0.97 (headers)
   double weight_s_bytes = 0;          // LV08: 20537 (RTT-unfair sharing: weight 1 / sum(latency + S / bandwidth))
   double crosstraffic = 0;            // LV08: 0.05 of a flow's rate on the reverse path (acknowledgements)
+  // A message of at most one TCP segment is one packet: it is not shared
+  // over time (it takes size / the slowest link's capacity, no fluid solve).
+  std::size_t single_packet_bytes = 1448;
 };
 
 struct NetworkOptions {

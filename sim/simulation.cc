@@ -84,14 +84,23 @@ const char* action_kind(const scenario::Action& a) {
 // An executor bound after construction: the network, hosts and fluid system
 // are built before the cluster (which takes the network as its link model),
 // and post their events on the control node, which exists only after it.
+// What is posted before it is bound (the fluid system's first solve, when
+// link capacities are set up) waits for the binding.
 class LateExecutor final : public Executor {
  public:
-  void bind(Executor* target) { target_ = target; }
-  Time now() const override { return target_ ? target_->now() : 0; }
-  void post(Callback fn) override {
-    if (target_) target_->post(std::move(fn));
+  void bind(Executor* target) {
+    target_ = target;
+    if (!target_) return;
+    for (auto& [when, fn] : early_) target_->post_at(when, std::move(fn));
+    early_.clear();
   }
-  TimerId post_at(Time when, Callback fn) override { return target_ ? target_->post_at(when, std::move(fn)) : kNoTimer; }
+  Time now() const override { return target_ ? target_->now() : 0; }
+  void post(Callback fn) override { post_at(now(), std::move(fn)); }
+  TimerId post_at(Time when, Callback fn) override {
+    if (target_) return target_->post_at(when, std::move(fn));
+    early_.emplace_back(when, std::move(fn));
+    return kNoTimer;
+  }
   void cancel(TimerId id) override {
     if (target_) target_->cancel(id);
   }
@@ -101,6 +110,7 @@ class LateExecutor final : public Executor {
 
  private:
   Executor* target_ = nullptr;
+  std::vector<std::pair<Time, Callback>> early_;
 };
 
 MessageCpu message_cpu(const scenario::MessageCpu& m) {

@@ -40,31 +40,42 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   const std::string dir = testing::temp_dir("calibrate");
   const std::string out = dir + "/profile.textproto";
-  Process p = twinps({"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03"});
-  ASSERT_TRUE(p.wait(180s)) << "calibrate did not finish";
+  Process p = twinps({"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03", "--max-mib", "1"});
+  ASSERT_TRUE(p.wait(240s)) << "calibrate did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
-  EXPECT_NE(p.out().find("ps_service.per_request_us"), std::string::npos) << p.out();
   EXPECT_NE(p.out().find("wrote " + out), std::string::npos) << p.out();
 
   auto loaded = sim::load_profile_file(out);
   ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].to_string());
   const auto& profile = loaded.profile;
   EXPECT_FALSE(profile.measured_on().empty());
-  EXPECT_TRUE(positive_finite(profile.network().host_latency_us()));
-  EXPECT_TRUE(positive_finite(profile.network().host_bandwidth_gbps()));
+  EXPECT_TRUE(positive_finite(profile.network().loopback_latency_us()));
+  EXPECT_TRUE(positive_finite(profile.hosts().cores()));
   EXPECT_TRUE(positive_finite(profile.ps_service().per_request_us()));
-  EXPECT_TRUE(std::isfinite(profile.ps_service().per_kib_us()) && profile.ps_service().per_kib_us() >= 0);
   EXPECT_TRUE(std::isfinite(profile.ps_service().per_row_us()) && profile.ps_service().per_row_us() >= 0);
+  EXPECT_TRUE(std::isfinite(profile.ps_service().per_item_us()) && profile.ps_service().per_item_us() >= 0);
+  // Sizes from 4 KiB up to --max-mib, each point no cheaper than the last.
+  ASSERT_GE(profile.ps_service().bytes_curve_size(), 3);
+  EXPECT_GE(profile.ps_service().bytes_curve(profile.ps_service().bytes_curve_size() - 1).bytes(), 1 << 20);
+  for (int i = 1; i < profile.ps_service().bytes_curve_size(); ++i)
+    EXPECT_GE(profile.ps_service().bytes_curve(i).us(), profile.ps_service().bytes_curve(i - 1).us());
+  EXPECT_EQ(profile.ps_service().apply_size(), 4) << "one apply cost per optimizer";
+  EXPECT_TRUE(positive_finite(profile.messages().data_send().per_message_us()));
+  EXPECT_TRUE(positive_finite(profile.messages().data_receive().per_message_us()));
+  EXPECT_GE(profile.messages().data_receive().bytes_curve_size(), 3);
+  EXPECT_TRUE(std::isfinite(profile.messages().control_send().per_message_us()));
+  ASSERT_EQ(profile.compute().kernel_size(), 1);
+  EXPECT_EQ(profile.compute().kernel(0).kind(), "gradient");
   EXPECT_TRUE(positive_finite(profile.compute().per_gflop_s()));
-  EXPECT_TRUE(profile.compute().step_time().has_constant_s());
-  EXPECT_TRUE(std::isfinite(profile.compute().step_time().constant_s()));
-  EXPECT_GE(profile.compute().step_time().constant_s(), 0);
+  // No per-model residue: a step's time is its causes'.
+  EXPECT_EQ(profile.compute().step_time().constant_s(), 0);
   // The comment header says how each value was measured.
   std::ifstream in(out);
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_EQ(text.str().rfind("# CostProfile", 0), 0u) << text.str();
-  EXPECT_NE(text.str().find("ps CPU fit"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("apply per KiB pushed"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("loopback latency"), std::string::npos) << text.str();
 }
 
 TEST(CalibrateTest, BadInputExitsTwo) {
@@ -72,6 +83,7 @@ TEST(CalibrateTest, BadInputExitsTwo) {
   const std::vector<std::vector<std::string>> bad = {
       {"calibrate", "--repeats", "0"},
       {"calibrate", "--batch-seconds", "-1"},
+      {"calibrate", "--max-mib", "0"},
       {"calibrate", "--data-plane", "carrier-pigeon"},
       {"calibrate", "--model", dir + "/missing.textproto"},
       {"calibrate", "--model", write(dir + "/bad.textproto", "variable { nme: \"x\" }")},
@@ -118,7 +130,7 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
     std::stringstream fields(line);
     std::vector<std::string> f;
     for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 11u) << line;
+    ASSERT_EQ(f.size(), 12u) << line;
     EXPECT_GT(std::stod(f[8]), 0) << line;  // predicted
     EXPECT_GT(std::stod(f[9]), 0) << line;  // measured
     ++rows;

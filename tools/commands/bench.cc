@@ -22,6 +22,7 @@ const BenchTarget kTargets[] = {
     {"sim", "the simulator: a timing-only cluster (default 1000 workers x 100 ps)", run_bench_sim},
     {"ps", "push/pull throughput against real ps processes on loopback", run_bench_ps},
     {"train", "tutorial training throughput in real mode (in-process and as processes)", run_bench_train},
+    {"flows", "concurrent TCP streams on loopback against the simulator's FIFO and FLOW models", run_bench_flows},
 };
 
 void usage(std::FILE* out) {

@@ -18,6 +18,7 @@ namespace twinps::cli {
 int run_bench_sim(int argc, char** argv) {
   sim::BenchOptions b;
   std::uint64_t seed = 1;
+  std::string network = "fifo";
   po::options_description opts("twinps bench sim options");
   opts.add_options()("help,h", "show this help")
       ("workers", value_or(&b.workers, b.workers)->notifier(at_least(1)), "worker tasks")
@@ -28,14 +29,18 @@ int run_bench_sim(int argc, char** argv) {
       ("tower-kib", value_or(&b.tower_kib, b.tower_kib)->notifier(at_least(0)),
        "dense variable every step reads and updates, KiB")
       ("step-time", value_or(&b.step_s, b.step_s)->notifier(positive()), "median compute time of a step, seconds")
-      ("seed", value_or(&seed, std::uint64_t{1}), "seed of the run");
+      ("seed", value_or(&seed, std::uint64_t{1}), "seed of the run")
+      ("network", value_or(&network, std::string("fifo"))->notifier(one_of({"fifo", "flow", "lv08"})),
+       "network model: fifo (per-link queues), flow (max-min fair sharing) or lv08 (flow with SimGrid's LV08 corrections)");
   po::variables_map vm;
   if (int rc = parse(argc, argv, "usage: twinps bench sim [--workers N] [--ps N] [--seconds S] [--rows-per-step R]",
                      opts, vm);
       rc >= 0)
     return rc;
   const int workers = b.workers, ps = b.ps;
-  const scenario::Scenario s = sim::bench_scenario(b);
+  scenario::Scenario s = sim::bench_scenario(b);
+  if (network != "fifo") s.mutable_network()->set_model(scenario::Network::FLOW);
+  if (network == "lv08") s.mutable_network()->set_lv08(true);
   if (auto errors = sim::validate_scenario(s, "bench"); !errors.empty()) {
     std::fprintf(stderr, "twinps bench sim: %s\n", errors.front().to_string().c_str());
     return kExitBadInput;
@@ -70,7 +75,7 @@ int run_bench_sim(int argc, char** argv) {
     return kExitFailed;
   }
   Table t;
-  t.row("cluster", format("%d workers x %d ps, timing-only", workers, ps));
+  t.row("cluster", format("%d workers x %d ps, timing-only, %s network", workers, ps, network.c_str()));
   t.row("workload", format("%d embedding rows per step, %d KiB tower, steps of %.2f s", b.rows_per_step, b.tower_kib,
                            b.step_s));
   t.row("simulated time", format("%.3f s", to_seconds(r.end_time)));

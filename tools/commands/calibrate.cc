@@ -20,8 +20,9 @@ int run_calibrate(int argc, char** argv) {
   opts.add_options()("help,h", "show this help")
       ("out", po::value(&out_path), "write the CostProfile here (default: print it)")
       ("model", po::value(&model_path),
-       "a synthetic model (scenario.SyntheticModel text): measure with its optimizer and batch size "
-       "(default: SGD, batch 32)")
+       "a synthetic model (scenario.SyntheticModel text): probe message sizes up to its largest variable "
+       "(default: --max-mib)")
+      ("max-mib", value_or(&o.max_bytes, 32.0)->notifier(in_range(1.0, 256.0)), "probe message sizes up to this many MiB")
       ("repeats", value_or(&o.repeats, 5)->notifier(at_least(1)), "batches per measurement (medians are taken over them)")
       ("batch-seconds", value_or(&o.seconds_per_batch, 0.15)->notifier(in_range(1e-3, 60.0)), "seconds each batch repeats its call")
       ("data-plane", value_or(&o.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc"})), "the servers' --data-plane (tcp or grpc)")
@@ -29,14 +30,17 @@ int run_calibrate(int argc, char** argv) {
   po::variables_map vm;
   if (int rc = parse(argc, argv,
                      "usage: twinps calibrate [--out FILE] [--model FILE]\n"
-                     "Measures what the simulator's cost model needs on this machine — ps request costs,\n"
-                     "network latency and bandwidth, compute speed, a step's fixed cost — with real\n"
-                     "`twinps serve` processes on loopback, and writes a CostProfile for scenarios'\n"
-                     "`cost_profile` and `twinps tune --profile`. Takes about 15 seconds.",
+                     "Measures what the simulator's cost model needs on this machine — each side's CPU per\n"
+                     "call (per message, item, row and byte, over sizes up to the largest tensor), each\n"
+                     "optimizer's apply cost, the control plane's CPU and the loopback's latency, the\n"
+                     "gradient kernel's price, the usable cores — with real `twinps serve` processes on\n"
+                     "loopback, and writes a CostProfile for scenarios' `cost_profile` and `twinps tune\n"
+                     "--profile`. Takes about a minute.",
                      opts, vm);
       rc >= 0)
     return rc;
   o.verbose = vm.count("verbose") > 0;
+  o.max_bytes *= 1 << 20;
   sim::LoadedModel model;
   if (!model_path.empty()) {
     model_path = find_data(model_path);

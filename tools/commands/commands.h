@@ -26,5 +26,6 @@ int run_model(int argc, char** argv);        // tools/commands/model.cc
 int run_datagen(int argc, char** argv);      // tools/commands/datagen.cc
 int run_tf_config(int argc, char** argv);    // tools/commands/tf_config.cc
 int run_trace(int argc, char** argv);        // tools/commands/trace.cc
+int run_bench_flows(int argc, char** argv);  // tools/commands/bench_flows.cc
 
 }  // namespace twinps::cli

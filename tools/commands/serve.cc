@@ -41,6 +41,7 @@ int run_serve(int argc, char** argv) {
   std::string role, tf_config, model_path, trace_path;
   int index = -1;
   double ps_call_timeout = 30, step_delay = 0;
+  int compute_factor = 1;
   std::size_t max_message_mb = 256;
   std::string data_plane = "tcp";
   po::options_description opts("twinps serve options");
@@ -55,6 +56,9 @@ int run_serve(int argc, char** argv) {
        "write this task's Chrome Trace Event file (merge the files of a cluster with `twinps trace merge`)")
       ("inject-step-delay", value_or(&step_delay, 0.0)->notifier(at_least(0.0)),
        "fault injection (workers): seconds added to every step, as on a slow machine")
+      ("inject-compute-factor", po::value(&compute_factor)->default_value(1),
+       "fault injection (workers with --model): every step's arithmetic is done this many times, as on a machine "
+       "that many times slower (the simulator's compute.straggler factor)")
       ("model", po::value(&model_path),
        "workers: also run the steps of this synthetic model (scenario.SyntheticModel in text format, as "
        "`twinps tune` takes)");
@@ -69,6 +73,10 @@ int run_serve(int argc, char** argv) {
   if (int rc = parse(argc, argv, "usage: twinps serve [--role ps|worker] [--task-index N] (with TF_CONFIG)", opts, vm);
       rc >= 0)
     return rc;
+  if (compute_factor < 1 || compute_factor > 1000) {
+    std::fprintf(stderr, "twinps serve: --inject-compute-factor must be from 1 to 1000 (got %d)\n", compute_factor);
+    return kExitBadInput;
+  }
   net::GrpcTransportOptions transport;
   if (!apply_data_plane("serve", data_plane, &transport)) return kExitBadInput;
   auto tfc = load_tf_config(tf_config);
@@ -132,6 +140,7 @@ int run_serve(int argc, char** argv) {
       return kExitBadInput;
     }
     synthetic_model = std::make_unique<synthetic::Workload>(std::move(*spec), /*timing_only=*/false);
+    synthetic_model->set_compute_repeats(compute_factor);
     synthetic_model->register_functions(registry);
   }
   // Declared before the node, which records into it: destroyed (and closed) after it.

@@ -1,7 +1,6 @@
 #include "tools/tune/calibration.h"
 
-#include <spdlog/spdlog.h>
-
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -19,8 +19,8 @@
 
 #include "core/models/synthetic/synthetic.h"
 #include "core/runtime/block_on.h"
+#include "core/worker/parameter_client.h"
 #include "net/grpc_transport.h"
-#include "sim/tuner.h"
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
@@ -28,15 +28,7 @@
 #include "tools/tune/real_run.h"
 
 namespace twinps::cli {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// CPU time every thread of process `pid` has used, in seconds: the first
-// field of /proc/<pid>/task/<tid>/schedstat is nanoseconds on a CPU (finer
-// than the clock ticks of /proc/<pid>/stat).
 double process_cpu_seconds(int pid) {
   double ns = 0;
   std::error_code ec;
@@ -48,9 +40,20 @@ double process_cpu_seconds(int pid) {
   return ns * 1e-9;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // Least squares in relative terms: the coefficients b minimising the sum of
-// ((X b - y) / y)^2, so that a 20 us call weighs as much as a 4 ms one and
-// the intercept (the per-request cost) comes from the small calls.
+// ((X b - y) / y)^2, so that a 20 us call weighs as much as a 4 ms one.
 std::vector<double> least_squares(const std::vector<std::vector<double>>& x, const std::vector<double>& y) {
   Eigen::MatrixXd a(static_cast<Eigen::Index>(x.size()), static_cast<Eigen::Index>(x.at(0).size()));
   Eigen::VectorXd b(static_cast<Eigen::Index>(y.size()));
@@ -64,287 +67,35 @@ std::vector<double> least_squares(const std::vector<std::vector<double>>& x, con
   return std::vector<double>(coef.data(), coef.data() + coef.size());
 }
 
-// One kind of call, repeated: what it carries and what it cost.
-struct Probe {
-  std::string name;
-  std::function<Request()> request;
-  double kib = 0;   // request + reply payload, as the simulator's per-KiB cost counts it
-  double rows = 0;  // rows the store updates
-  double rtt_s = 0;     // median round trip, seen by the caller
-  double ps_cpu_s = 0;  // median ps CPU time per call, less its idle use
-};
-
-// This process as the chief of a real cluster, calling ps:0 one call at a time.
-class PsProber {
- public:
-  PsProber(const CalibrationOptions& o, ProcessCluster& cluster, int ps_pid, double idle_cpu_per_s)
-      : o_(o), cluster_(cluster), ps_pid_(ps_pid), idle_cpu_per_s_(idle_cpu_per_s) {}
-
-  Status connect() {
-    net::GrpcTransportOptions t;
-    if (!apply_data_plane("calibrate", o_.data_plane, &t)) return absl::InvalidArgumentError("bad data plane");
-    t.resolve = net::address_map(cluster_.addresses());
-    t.max_message_bytes = std::size_t{512} << 20;
-    auto transport = net::GrpcTransport::create(TaskId::chief(), ex_, t);
-    if (!transport.ok()) return transport.status();
-    transport_ = std::move(*transport);
-    return absl::OkStatus();
-  }
-
-  StatusOr<Response> call(Request request) {
-    CallOptions options{ex_.now() + 60 * kSecond, {}, 0};
-    if (std::holds_alternative<PushRequest>(request)) options.request_id = ++pushes_;  // pushes carry ids (dedup)
-    auto f = call_async(ex_, *transport_, TaskId::ps(0), std::move(request), std::move(options));
-    auto r = block_on(ex_, [](Future<StatusOr<Response>> f) -> Task<StatusOr<Response>> { co_return co_await f; }(
-                               std::move(f)));
-    if (!r) return absl::DeadlineExceededError("no answer from ps:0");
-    return std::move(*r);
-  }
-
-  // Times `p`'s call: `repeats` batches of about `seconds_per_batch` each.
-  Status measure(Probe& p) {
-    for (int i = 0; i < 3; ++i)  // connections, first-touch allocations
-      if (auto r = call(p.request()); !r.ok()) return r.status();
-    std::vector<double> rtts, cpus;
-    for (int b = 0; b < o_.repeats; ++b) {
-      std::vector<double> batch;
-      const double cpu0 = process_cpu_seconds(ps_pid_);
-      const auto t0 = Clock::now();
-      while (batch.size() < 5 || seconds_since(t0) < o_.seconds_per_batch) {
-        Request req = p.request();  // built outside the timed call
-        const auto c0 = Clock::now();
-        if (auto r = call(std::move(req)); !r.ok()) return r.status();
-        batch.push_back(seconds_since(c0));
-      }
-      const double elapsed = seconds_since(t0);
-      const double cpu = process_cpu_seconds(ps_pid_) - cpu0 - idle_cpu_per_s_ * elapsed;
-      rtts.push_back(median(batch));
-      cpus.push_back(std::max(cpu, 0.0) / static_cast<double>(batch.size()));
+// Least squares whose coefficients are all >= 0: a regressor whose
+// coefficient comes out negative (noise on a term too small to see) is
+// dropped and the rest fitted again.
+std::vector<double> nonnegative_least_squares(const std::vector<std::vector<double>>& x, const std::vector<double>& y) {
+  const std::size_t k = x.at(0).size();
+  std::vector<bool> used(k, true);
+  for (std::size_t round = 0; round < k; ++round) {
+    std::vector<std::size_t> cols;
+    for (std::size_t j = 0; j < k; ++j)
+      if (used[j]) cols.push_back(j);
+    std::vector<std::vector<double>> xs;
+    for (const auto& row : x) {
+      std::vector<double> r;
+      for (std::size_t j : cols) r.push_back(row[j]);
+      xs.push_back(std::move(r));
     }
-    p.rtt_s = median(rtts);
-    p.ps_cpu_s = median(cpus);
-    if (o_.verbose)
-      spdlog::info("calibrate: {:<28} {:9.1f} KiB {:6.0f} rows: round trip {:8.1f} us, ps CPU {:8.1f} us", p.name, p.kib,
-                   p.rows, p.rtt_s * 1e6, p.ps_cpu_s * 1e6);
-    return absl::OkStatus();
+    const auto fit = least_squares(xs, y);
+    std::vector<double> out(k, 0);
+    bool negative = false;
+    for (std::size_t i = 0; i < cols.size(); ++i) {
+      out[cols[i]] = fit[i];
+      if (fit[i] < 0) {
+        used[cols[i]] = false;
+        negative = true;
+      }
+    }
+    if (!negative) return out;
   }
-
- private:
-  const CalibrationOptions& o_;
-  ProcessCluster& cluster_;
-  int ps_pid_;
-  double idle_cpu_per_s_;
-  net::AsioExecutor ex_;
-  std::unique_ptr<net::GrpcTransport> transport_;
-  RequestId pushes_ = 0;
-};
-
-ShardState shard(ShardId id, std::int64_t rows, std::int64_t cols) {
-  ShardState s;
-  s.spec = ShardSpec{id, "calibrate_" + std::to_string(id), VariableKind::kTrainable, rows, cols};
-  s.value = Matrix::Constant(rows, cols, 0.5f);
-  return s;
-}
-
-// The calls whose costs separate per request, per KiB and per row: a
-// one-float pull; dense pulls and pushes of 64 KiB .. 4 MiB (one row); sparse
-// pushes of 256 KiB spread over 64 .. 16384 rows.
-std::vector<Probe> probes(CreateShardsRequest& create) {
-  std::vector<Probe> out;
-  ShardId next = 1;
-  const ShardId tiny = next++;
-  create.shards.push_back(shard(tiny, 1, 1));
-  out.push_back({"pull 1 float", [tiny] { return Request(PullRequest{{PullItem{tiny, true, {}}}}); }, 0, 0});
-  for (std::int64_t floats : {16384, 65536, 262144, 1048576}) {
-    const ShardId id = next++;
-    create.shards.push_back(shard(id, 1, floats));
-    const double kib = static_cast<double>(floats) * 4 / 1024;
-    out.push_back({"dense pull", [id] { return Request(PullRequest{{PullItem{id, true, {}}}}); }, kib, 0});
-    out.push_back({"dense push",
-                   [id, floats] {
-                     PushRequest push;
-                     Update u;
-                     u.shard = id;
-                     u.values = Matrix::Constant(1, floats, 1e-3f);
-                     push.updates.push_back(std::move(u));
-                     return Request(std::move(push));
-                   },
-                   kib, 1});
-  }
-  constexpr std::int64_t kSparseFloats = 65536;  // 256 KiB of values whatever the row count
-  for (std::int64_t rows : {64, 512, 4096, 16384}) {
-    const ShardId id = next++;
-    const std::int64_t cols = kSparseFloats / rows;
-    create.shards.push_back(shard(id, rows, cols));
-    RowIds ids(static_cast<std::size_t>(rows));
-    for (std::int64_t r = 0; r < rows; ++r) ids[static_cast<std::size_t>(r)] = r;
-    const double kib = (static_cast<double>(kSparseFloats) * 4 + static_cast<double>(rows) * sizeof(ids[0])) / 1024;
-    out.push_back({"sparse push " + std::to_string(rows) + " rows",
-                   [id, ids, rows, cols] {
-                     PushRequest push;
-                     Update u;
-                     u.shard = id;
-                     u.sparse = true;
-                     u.rows = ids;
-                     u.values = Matrix::Constant(rows, cols, 1e-3f);
-                     push.updates.push_back(std::move(u));
-                     return Request(std::move(push));
-                   },
-                   kib, static_cast<double>(rows)});
-  }
-  return out;
-}
-
-constexpr double kMaxGbps = 1024.0 * 8 / (0.01 * 1000);  // 0.01 us per KiB
-
-struct CallCosts {
-  double per_request_us = 0, per_kib_us = 0, per_row_us = 0;  // ps CPU
-  double latency_us = 0, bandwidth_gbps = 0;                    // the rest of a round trip
-  double small_rtt_us = 0;
-};
-
-StatusOr<CallCosts> measure_calls(const CalibrationOptions& o, std::string* report) {
-  auto cluster = ProcessCluster::start(1, 1, {"--data-plane", o.data_plane}, {"--data-plane", o.data_plane}, o.work_dir);
-  if (!cluster.ok()) return cluster.status();
-  const int ps_pid = (*cluster)->pid(TaskId::ps(0));
-  // What the idle ps burns anyway (gRPC's pollers, its 100 ms tick), to subtract.
-  const double idle0 = process_cpu_seconds(ps_pid);
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const double idle_per_s = (process_cpu_seconds(ps_pid) - idle0) / seconds_since(t0);
-
-  PsProber prober(o, **cluster, ps_pid, idle_per_s);
-  if (Status s = prober.connect(); !s.ok()) return s;
-  CreateShardsRequest create;
-  if (o.model) {  // the model's optimizer: Adam applies more per row than SGD
-    auto spec = sim::model_spec(*o.model);
-    if (!spec.ok()) return spec.status();
-    create.optimizer = spec->optimizer;
-  }
-  std::vector<Probe> all = probes(create);
-  if (auto r = prober.call(create); !r.ok()) return r.status();
-  for (auto& p : all)
-    if (Status s = prober.measure(p); !s.ok()) return s;
-
-  std::vector<std::vector<double>> x;
-  std::vector<double> cpu, rtt;
-  for (const auto& p : all) {
-    x.push_back({1.0, p.kib, p.rows});
-    cpu.push_back(p.ps_cpu_s * 1e6);
-    rtt.push_back(p.rtt_s * 1e6);
-  }
-  const auto ps = least_squares(x, cpu);   // ps CPU us = per_request + per_kib * KiB + per_row * rows
-  const auto trip = least_squares(x, rtt);  // round trip us, the same regressors
-  CallCosts c;
-  c.per_request_us = std::max(ps[0], 0.1);
-  c.per_kib_us = std::max(ps[1], 0.0);
-  c.per_row_us = std::max(ps[2], 0.0);
-  c.small_rtt_us = all[0].rtt_s * 1e6;
-  // Four host-link latencies per round trip (two links each way).
-  c.latency_us = std::max((c.small_rtt_us - c.per_request_us) / 4, 0.5);
-  // The round trip's per-KiB slope beyond the ps's own work is the transfer:
-  // 1 KiB per (slope) us -> bits per ns.
-  // On loopback the copy is CPU work the ps's time already holds, and the
-  // remainder can vanish: floor it at 0.01 us/KiB (kMaxGbps).
-  const double transfer_us_per_kib = std::max(trip[1] - c.per_kib_us, 0.01);
-  c.bandwidth_gbps = 1024.0 * 8 / (transfer_us_per_kib * 1000);
-  *report += format("ps calls (1 ps process on loopback, one call in flight, data plane %s):\n", o.data_plane.c_str());
-  for (const auto& p : all)
-    *report += format("  %-26s %8.1f KiB %6.0f rows: round trip %8.1f us, ps CPU %7.1f us\n", p.name.c_str(), p.kib,
-                      p.rows, p.rtt_s * 1e6, p.ps_cpu_s * 1e6);
-  *report += format("  ps CPU fit:     %.2f us + %.4f us/KiB + %.4f us/row  (ps idle CPU %.1f%% subtracted)\n", ps[0],
-                    ps[1], ps[2], idle_per_s * 100);
-  *report += format("  round trip fit: %.2f us + %.4f us/KiB + %.4f us/row\n", trip[0], trip[1], trip[2]);
-  return c;
-}
-
-struct ComputeCosts {
-  double per_gflop_s = 0;
-  double intercept_s = 0;
-};
-
-// Seconds per call of synthetic::compute_gradient(w, batch), over about `seconds`.
-double time_gradient(const Matrix& w, int batch, double seconds) {
-  int n = 0;
-  double sink = 0;
-  const auto t0 = Clock::now();
-  while (n < 3 || seconds_since(t0) < seconds) {
-    sink += synthetic::compute_gradient(w, batch)(0, 0);
-    ++n;
-  }
-  const double t = seconds_since(t0) / n;
-  return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
-}
-
-// The [rows x cols] matrices whose gradients a step computes: with a model,
-// what its step pulls of each variable (the looked-up rows of an embedding,
-// the whole of the others); without, a range of sizes.
-std::vector<std::pair<std::int64_t, std::int64_t>> gradient_shapes(const scenario::SyntheticModel* model) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> out;
-  if (!model) {
-    for (std::int64_t rows : {256, 1024, 4096, 16384}) out.emplace_back(rows, 64);
-    return out;
-  }
-  for (const auto& v : model->variable()) {
-    if (!v.per_step() || v.shape_size() == 0) continue;
-    std::int64_t cols = 1;
-    for (int d = 1; d < v.shape_size(); ++d) cols *= v.shape(d);
-    out.emplace_back(v.rows_per_step() > 0 ? v.rows_per_step() : v.shape(0), cols);
-  }
-  return out;
-}
-
-// Seconds per GFLOP of synthetic::compute_gradient: with a model, its whole
-// step's gradients (time over GFLOP); without, the slope over a range of sizes.
-ComputeCosts measure_compute(const CalibrationOptions& o, int batch, std::string* report) {
-  std::vector<std::vector<double>> x;
-  std::vector<double> y;
-  double total_s = 0, total_gflop = 0;
-  *report += format("compute (synthetic::compute_gradient, batch %d, %s):\n", batch,
-                    o.model ? "the model's pulled shapes" : "a range of sizes");
-  for (const auto& [rows, cols] : gradient_shapes(o.model)) {
-    const Matrix w = Matrix::Constant(rows, cols, 0.01f);
-    const double gflop = 4.0 * batch * static_cast<double>(rows * cols) / 1e9;
-    std::vector<double> per_call;
-    for (int b = 0; b < o.repeats; ++b) per_call.push_back(time_gradient(w, batch, o.seconds_per_batch));
-    const double t = median(per_call);
-    x.push_back({1.0, gflop});
-    y.push_back(t);
-    total_s += t;
-    total_gflop += gflop;
-    *report += format("  %7lld x %-5lld %8.4f GFLOP: %9.1f us\n", static_cast<long long>(rows),
-                      static_cast<long long>(cols), gflop, t * 1e6);
-  }
-  if (o.model || x.size() < 2) {
-    *report += format("  step: %.1f us for %.4f GFLOP\n", total_s * 1e6, total_gflop);
-    return ComputeCosts{std::max(total_s / std::max(total_gflop, 1e-12), 1e-6), 0};
-  }
-  const auto fit = least_squares(x, y);
-  *report += format("  fit: %.1f us + %.4f s/GFLOP\n", fit[0] * 1e6, fit[1]);
-  return ComputeCosts{std::max(fit[1], 1e-6), fit[0]};
-}
-
-// A whole step of a one-float model on a real one-worker cluster (seconds).
-StatusOr<double> measure_tiny_step(const CalibrationOptions& o) {
-  RealRunOptions r;
-  auto* v = r.model.add_variable();
-  v->set_name("w");
-  v->add_shape(1);
-  r.workers = 1;
-  r.ps = 1;
-  r.warmup = 50;
-  r.seconds = std::max(1.0, o.seconds_per_batch * o.repeats);
-  r.data_plane = o.data_plane;
-  r.work_dir = o.work_dir + "/tiny";
-  std::filesystem::create_directories(r.work_dir);
-  // Three clusters, the median: one run's second can catch a burst of load.
-  std::vector<double> per_step;
-  for (int i = 0; i < 3; ++i) {
-    auto result = run_real(r);
-    if (!result.ok()) return result.status();
-    per_step.push_back(result->seconds / result->measured);
-  }
-  return median(per_step);
+  return std::vector<double>(k, 0);
 }
 
 std::string load_average() {
@@ -371,94 +122,459 @@ std::string machine() {
                 load_average().c_str());
 }
 
-void fill_profile(scenario::CostProfile& p, const std::string& measured_on, const CallCosts& calls,
-                  const ComputeCosts& compute, double step_overhead_s) {
-  p.set_measured_on(measured_on);
-  auto* net = p.mutable_network();
-  net->set_host_latency_us(calls.latency_us);
-  net->set_host_bandwidth_gbps(calls.bandwidth_gbps);
-  auto* ps = p.mutable_ps_service();
-  ps->set_per_request_us(calls.per_request_us);
-  ps->set_per_kib_us(calls.per_kib_us);
-  ps->set_per_row_us(calls.per_row_us);
-  ps->set_threads(1);  // a ps applies requests on its one executor thread
-  auto* c = p.mutable_compute();
-  c->set_per_gflop_s(compute.per_gflop_s);
-  c->set_per_example_s(0);  // the synthetic step's work is all in its FLOPs
-  c->mutable_step_time()->set_constant_s(step_overhead_s);
-}
+// ---------------------------------------------------------------- calls
 
-struct Residue {
-  double real_s = 0, predicted_s = 0;  // per step
+// What one kind of call costs: the caller's CPU, the ps's CPU, the round trip.
+struct CallCost {
+  double caller_s = 0, ps_s = 0, rtt_s = 0;
 };
 
-StatusOr<Residue> model_step_residue(const CalibrationOptions& o, const scenario::CostProfile& profile) {
+// One shard of one variable on one ps.
+VariableLayout layout(const std::string& name, ShardId id, int ps, std::int64_t rows, std::int64_t cols) {
+  VariableLayout v;
+  v.name = name;
+  v.shape = {rows, cols};
+  v.shards.push_back(ShardPlacement{id, ps, 0, rows});
+  return v;
+}
+
+ShardState shard(const VariableLayout& v) {
+  ShardState s;
+  s.spec = ShardSpec{v.shards[0].id, v.name, VariableKind::kTrainable, v.rows(), v.cols()};
+  s.value = Matrix::Constant(v.rows(), v.cols(), 0.5f);
+  return s;
+}
+
+// This process as a worker would call the parameter servers: a
+// ParameterClient over the data plane, driven from this thread (the data
+// plane's reads and writes run on it), so its thread CPU time is the
+// caller's side of every call.
+class Caller {
+ public:
+  Caller(const CalibrationOptions& o, ProcessCluster& cluster, std::vector<double> ps_idle_per_s)
+      : o_(o), cluster_(cluster), ps_idle_per_s_(std::move(ps_idle_per_s)) {}
+
+  Status connect() {
+    net::GrpcTransportOptions t;
+    if (!apply_data_plane("calibrate", o_.data_plane, &t)) return absl::InvalidArgumentError("bad data plane");
+    t.resolve = net::address_map(cluster_.addresses());
+    t.max_message_bytes = std::size_t{512} << 20;
+    auto transport = net::GrpcTransport::create(TaskId::chief(), ex_, t);
+    if (!transport.ok()) return transport.status();
+    transport_ = std::move(*transport);
+    runtime_ = std::make_unique<Runtime>(Runtime{TaskId::worker(0), 1, ex_, *transport_, trace_, RandomStream(1), nullptr});
+    client_ = std::make_unique<ParameterClient>(*runtime_, Fence{}, CancelToken{}, 60 * kSecond, request_ids_);
+    return absl::OkStatus();
+  }
+
+  Status create(int ps, OptimizerConfig optimizer, std::vector<ShardState> shards) {
+    CreateShardsRequest create;
+    create.optimizer = optimizer;
+    create.shards = std::move(shards);
+    CallOptions options{ex_.now() + 120 * kSecond, {}, 0};
+    auto f = call_async(ex_, *transport_, TaskId::ps(ps), Request(std::move(create)), std::move(options));
+    auto r = block_on(ex_, [](Future<StatusOr<Response>> f) -> Task<StatusOr<Response>> { co_return co_await f; }(
+                               std::move(f)));
+    if (!r) return absl::DeadlineExceededError("no answer from ps:" + std::to_string(ps));
+    return r->status();
+  }
+
+  Status pull(const ParameterClient::PullBatch& batch) {
+    auto r = block_on(ex_, client_->pull(batch));
+    if (!r) return absl::DeadlineExceededError("a pull got no answer");
+    return r->status();
+  }
+  Status push(const ParameterClient::PushBatch& batch) {
+    auto r = block_on(ex_, client_->push(batch));
+    if (!r) return absl::DeadlineExceededError("a push got no answer");
+    return *r;
+  }
+
+  // Times `call` (against ps `ps`): `repeats` batches of about
+  // `seconds_per_batch`; per call, the median of the batches.
+  StatusOr<CallCost> measure(const std::string& name, int ps, const std::function<Status()>& call) {
+    for (int i = 0; i < 3; ++i)  // connections, first-touch allocations
+      if (Status s = call(); !s.ok()) return s;
+    const int pid = cluster_.pid(TaskId::ps(ps));
+    std::vector<double> callers, pss, rtts;
+    for (int b = 0; b < o_.repeats; ++b) {
+      std::vector<double> batch;
+      const double ps0 = process_cpu_seconds(pid), me0 = thread_cpu_seconds();
+      const auto t0 = Clock::now();
+      while (batch.size() < 5 || seconds_since(t0) < o_.seconds_per_batch) {
+        const auto c0 = Clock::now();
+        if (Status s = call(); !s.ok()) return s;
+        batch.push_back(seconds_since(c0));
+      }
+      const double elapsed = seconds_since(t0);
+      const double n = static_cast<double>(batch.size());
+      callers.push_back((thread_cpu_seconds() - me0) / n);
+      pss.push_back(std::max(0.0, process_cpu_seconds(pid) - ps0 - ps_idle_per_s_[static_cast<std::size_t>(ps)] * elapsed) / n);
+      rtts.push_back(median(batch));
+    }
+    CallCost c{median(callers), median(pss), median(rtts)};
+    if (o_.verbose)
+      std::fprintf(stderr, "twinps calibrate: %-30s caller %9.1f us, ps %9.1f us, round trip %9.1f us\n", name.c_str(),
+                   c.caller_s * 1e6, c.ps_s * 1e6, c.rtt_s * 1e6);
+    return c;
+  }
+
+ private:
+  const CalibrationOptions& o_;
+  ProcessCluster& cluster_;
+  std::vector<double> ps_idle_per_s_;
+  net::AsioExecutor ex_;
+  NullTraceSink trace_;
+  std::unique_ptr<net::GrpcTransport> transport_;
+  std::unique_ptr<Runtime> runtime_;
+  std::uint64_t request_ids_ = 0;
+  std::unique_ptr<ParameterClient> client_;
+};
+
+// A curve point: a message of `bytes` cost `us` beyond its intercept.
+using Curve = std::vector<std::pair<double, double>>;
+
+void add_curve(scenario::MessageCpu* m, const Curve& c) {
+  double last = 0;
+  for (const auto& [bytes, us] : c) {
+    auto* p = m->add_bytes_curve();
+    p->set_bytes(bytes);
+    last = std::max(last, us);  // never cheaper for more bytes
+    p->set_us(last);
+  }
+}
+
+struct CallResults {
+  std::string table;
+};
+
+// The data plane's costs on both sides: ps_service and messages.data_*.
+Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, double* data_call_caller_us,
+                     std::string* report) {
+  // Four ps, one per optimizer (a store runs one); ps:0 (SGD) serves every other probe.
+  const OptimizerConfig::Kind kinds[] = {OptimizerConfig::Kind::kSgd, OptimizerConfig::Kind::kAdagrad,
+                                         OptimizerConfig::Kind::kRmsprop, OptimizerConfig::Kind::kAdam};
+  auto cluster = ProcessCluster::start(1, 4, {"--data-plane", o.data_plane, "--max-message-mb", "512"},
+                                       {"--data-plane", o.data_plane}, o.work_dir);
+  if (!cluster.ok()) return cluster.status();
+  // What the idle servers burn anyway (gRPC's pollers, their tick), to subtract.
+  std::vector<double> idle0, idle;
+  for (int i = 0; i < 4; ++i) idle0.push_back(process_cpu_seconds((*cluster)->pid(TaskId::ps(i))));
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int i = 0; i < 4; ++i)
+    idle.push_back((process_cpu_seconds((*cluster)->pid(TaskId::ps(i))) - idle0[static_cast<std::size_t>(i)]) /
+                   seconds_since(t0));
+  Caller caller(o, **cluster, idle);
+  if (Status s = caller.connect(); !s.ok()) return s;
+
+  // The shards.
+  ShardId next = 1;
+  std::vector<std::vector<ShardState>> shards(4);
+  auto make = [&](const std::string& name, int ps, std::int64_t rows, std::int64_t cols) {
+    VariableLayout v = layout(name, next++, ps, rows, cols);
+    shards[static_cast<std::size_t>(ps)].push_back(shard(v));
+    return v;
+  };
+  const VariableLayout tiny = make("tiny", 0, 1, 1);
+  std::vector<std::int64_t> sizes;  // bytes, up to the largest tensor
+  for (std::int64_t s = 4096; s < static_cast<std::int64_t>(o.max_bytes); s *= 4) sizes.push_back(s);
+  sizes.push_back(static_cast<std::int64_t>(o.max_bytes));
+  std::vector<VariableLayout> dense;
+  for (std::int64_t s : sizes) dense.push_back(make("dense_" + std::to_string(s), 0, 1, s / 4));
+  std::vector<VariableLayout> by_optimizer;
+  for (int k = 1; k < 4; ++k) by_optimizer.push_back(make("opt_" + std::to_string(k), k, 1, 262144));  // 1 MiB
+  const VariableLayout table = make("table", 0, 16384, 16);
+  std::vector<VariableLayout> items;
+  for (int i = 0; i < 64; ++i) items.push_back(make("item_" + std::to_string(i), 0, 1, 1));
+  for (int ps = 0; ps < 4; ++ps) {
+    OptimizerConfig opt;
+    opt.kind = kinds[ps];
+    if (Status s = caller.create(ps, opt, std::move(shards[static_cast<std::size_t>(ps)])); !s.ok()) return s;
+  }
+
+  auto pull_dense = [&](const VariableLayout& v) {
+    ParameterClient::PullBatch b;
+    b.dense(v);
+    return b;
+  };
+  auto push_dense = [&](const VariableLayout& v) {
+    ParameterClient::PushBatch b;
+    b.gradient(v, Matrix::Constant(v.rows(), v.cols(), 1e-3f));
+    return b;
+  };
+  std::string table_text = "calls (a ParameterClient in this process, as a worker, one call at a time):\n";
+  auto run = [&](const std::string& name, int ps, std::function<Status()> call) -> StatusOr<CallCost> {
+    auto c = caller.measure(name, ps, call);
+    if (c.ok())
+      table_text += format("  %-32s caller %9.1f us  ps %9.1f us  round trip %9.1f us\n", name.c_str(),
+                           c->caller_s * 1e6, c->ps_s * 1e6, c->rtt_s * 1e6);
+    return c;
+  };
+
+  const auto tiny_pull = pull_dense(tiny);
+  auto base = run("pull 1 float", 0, [&] { return caller.pull(tiny_pull); });
+  if (!base.ok()) return base.status();
+  const MessageShape tiny_request = message_shape(Request(PullRequest{{PullItem{tiny.shards[0].id, true, {}, 0}}}));
+
+  // Dense pulls and pushes over sizes: the bytes curves and SGD's apply.
+  Curve ps_curve, receive_curve, send_curve;
+  std::vector<double> sgd_apply;  // us per KiB
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const double kib = static_cast<double>(sizes[i]) / 1024;
+    const auto pb = pull_dense(dense[i]);
+    auto pulled = run(format("pull dense %.0f KiB", kib), 0, [&] { return caller.pull(pb); });
+    if (!pulled.ok()) return pulled.status();
+    const auto sb = push_dense(dense[i]);
+    auto pushed = run(format("push dense %.0f KiB (SGD)", kib), 0, [&] { return caller.push(sb); });
+    if (!pushed.ok()) return pushed.status();
+    // Request + reply bytes as the simulator counts them (wire_size).
+    const double bytes = static_cast<double>(sizes[i]) + 2.0 * static_cast<double>(tiny_request.bytes) + 16;
+    ps_curve.emplace_back(bytes, std::max(0.0, (pulled->ps_s - base->ps_s) * 1e6));
+    receive_curve.emplace_back(bytes, std::max(0.0, (pulled->caller_s - base->caller_s) * 1e6));
+    send_curve.emplace_back(bytes, std::max(0.0, (pushed->caller_s - base->caller_s) * 1e6));
+    if (kib >= 64) sgd_apply.push_back(std::max(0.0, (pushed->ps_s - pulled->ps_s) * 1e6 / kib));
+  }
+  // Other optimizers at 1 MiB: beyond a pull of as many bytes.
+  const std::size_t mib = std::min<std::size_t>(sizes.size() - 1, 4);  // 4 KiB x 4^4 = 1 MiB
+  const auto mib_pull = pull_dense(dense[mib]);
+  auto mib_pulled = run("pull dense 1 MiB (again)", 0, [&] { return caller.pull(mib_pull); });
+  if (!mib_pulled.ok()) return mib_pulled.status();
+  std::map<int, double> apply_per_kib;
+  apply_per_kib[0] = median(sgd_apply);
+  for (int k = 1; k < 4; ++k) {
+    const auto b = push_dense(by_optimizer[static_cast<std::size_t>(k - 1)]);
+    auto pushed = run("push dense 1 MiB (" + optimizer_name(kinds[k]) + ")", k, [&] { return caller.push(b); });
+    if (!pushed.ok()) return pushed.status();
+    const double kib = static_cast<double>(sizes[mib]) / 1024;
+    apply_per_kib[k] = std::max(0.0, (pushed->ps_s - mib_pulled->ps_s) * 1e6 / kib);
+  }
+
+  // Many shards in one call: per item.
+  double ps_item = 0, caller_item = 0;
+  {
+    ParameterClient::PullBatch all;
+    for (const auto& v : items) all.dense(v);
+    auto many = run("pull 64 one-float shards", 0, [&] { return caller.pull(all); });
+    if (!many.ok()) return many.status();
+    ps_item = std::max(0.0, (many->ps_s - base->ps_s) * 1e6 / 63);
+    caller_item = std::max(0.0, (many->caller_s - base->caller_s) * 1e6 / 63);
+  }
+
+  // Rows: pulls of rows and sparse pushes of a 16384 x 16 table.
+  auto interpolate = [](const Curve& c, double bytes) {
+    double x0 = 0, y0 = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const auto [x1, y1] = c[i];
+      if (bytes <= x1 || i + 1 == c.size()) return std::max(0.0, y0 + (y1 - y0) * (bytes - x0) / std::max(x1 - x0, 1.0));
+      x0 = x1, y0 = y1;
+    }
+    return 0.0;
+  };
+  std::vector<double> ps_row, receive_row, send_row;
+  for (std::int64_t rows : {256, 2048, 16384}) {
+    RowIds ids(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) ids[static_cast<std::size_t>(r)] = (r * 7919) % 16384;
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    const double n = static_cast<double>(ids.size());
+    const double values = n * 16 * 4, id_bytes = n * 8;
+    ParameterClient::PullBatch pb;
+    pb.rows(table, ids);
+    auto pulled = run(format("pull %.0f rows of 16 floats", n), 0, [&] { return caller.pull(pb); });
+    if (!pulled.ok()) return pulled.status();
+    auto sb = [&] {
+      ParameterClient::PushBatch b;
+      b.gradient_rows(table, ids, Matrix::Constant(static_cast<Eigen::Index>(n), 16, 1e-3f));
+      return b;
+    };
+    auto pushed = run(format("push %.0f rows of 16 floats (SGD)", n), 0, [&] { return caller.push(sb()); });
+    if (!pushed.ok()) return pushed.status();
+    const double bytes = values + id_bytes;
+    ps_row.push_back(((pulled->ps_s - base->ps_s) * 1e6 - interpolate(ps_curve, bytes)) / n);
+    receive_row.push_back(((pulled->caller_s - base->caller_s) * 1e6 - interpolate(receive_curve, bytes)) / n);
+    send_row.push_back(((pushed->caller_s - base->caller_s) * 1e6 - interpolate(send_curve, bytes)) / n);
+  }
+
+  // Into the profile. The caller's per-message cost is split evenly between
+  // sending the request and receiving the reply.
+  auto* ps = p.mutable_ps_service();
+  ps->set_per_request_us(std::max(base->ps_s * 1e6, 0.1));
+  ps->set_per_kib_us(0);
+  ps->set_per_row_us(std::max(0.0, median(ps_row)));
+  ps->set_per_item_us(ps_item);
+  ps->set_threads(1);  // a ps applies requests on its one executor thread
+  double last = 0;
+  for (const auto& [bytes, us] : ps_curve) {
+    auto* c = ps->add_bytes_curve();
+    c->set_bytes(bytes);
+    last = std::max(last, us);
+    c->set_us(last);
+  }
+  for (int k = 0; k < 4; ++k) {
+    auto* a = ps->add_apply();
+    a->set_optimizer(static_cast<scenario::Optimizer::Kind>(static_cast<int>(kinds[k])));
+    a->set_per_kib_us(apply_per_kib[k]);
+  }
+  auto* m = p.mutable_messages();
+  auto* send = m->mutable_data_send();
+  auto* receive = m->mutable_data_receive();
+  send->set_per_message_us(base->caller_s * 1e6 / 2);
+  receive->set_per_message_us(base->caller_s * 1e6 / 2);
+  send->set_per_item_us(caller_item / 2);
+  receive->set_per_item_us(caller_item / 2);
+  send->set_per_row_us(std::max(0.0, median(send_row)));
+  receive->set_per_row_us(std::max(0.0, median(receive_row)));
+  add_curve(send, send_curve);
+  add_curve(receive, receive_curve);
+  *data_call_caller_us = base->caller_s * 1e6;
+
+  *report += table_text;
+  *report += format("  ps: %.2f us per request, %.3f us per item, %.4f us per row id; bytes curve up to %.0f KiB; "
+                    "apply per KiB pushed: SGD %.3f, Adagrad %.3f, RMSprop %.3f, Adam %.3f us (ps idle CPU %.1f%% "
+                    "subtracted)\n",
+                    ps->per_request_us(), ps_item, ps->per_row_us(), o.max_bytes / 1024, apply_per_kib[0],
+                    apply_per_kib[1], apply_per_kib[2], apply_per_kib[3], idle[0] * 100);
+  *report += format("  caller: %.2f us per call, %.3f us per item, %.4f us per row sent, %.4f us per row received\n",
+                    base->caller_s * 1e6, caller_item, send->per_row_us(), receive->per_row_us());
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- compute
+
+// Seconds per call of synthetic::compute_gradient(w, batch), over about `seconds`.
+double time_gradient(const Matrix& w, int batch, double seconds) {
+  int n = 0;
+  double sink = 0;
+  const auto t0 = Clock::now();
+  while (n < 3 || seconds_since(t0) < seconds) {
+    sink += synthetic::compute_gradient(w, batch)(0, 0);
+    ++n;
+  }
+  const double t = seconds_since(t0) / n;
+  return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
+}
+
+// The "gradient" kernel's price: per call, per GFLOP, per GiB of values, over shapes and batches.
+void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
+  struct Shape {
+    int batch;
+    std::int64_t rows, cols;
+  };
+  const Shape shapes[] = {{32, 1, 1},      {32, 16, 16},    {32, 64, 64},     {32, 1024, 16},  {32, 256, 256},
+                          {32, 2048, 64},  {64, 512, 512},  {128, 1024, 64},  {32, 8192, 16},  {256, 512, 512},
+                          {16, 2048, 1024}, {128, 1024, 1024}};
+  std::vector<std::vector<double>> x;
+  std::vector<double> y;
+  *report += "compute (synthetic::compute_gradient, the kernel kind \"gradient\"):\n";
+  for (const auto& s : shapes) {
+    const Matrix w = Matrix::Constant(s.rows, s.cols, 0.01f);
+    const double gflop = 4.0 * s.batch * static_cast<double>(s.rows * s.cols) / 1e9;
+    const double gib = 4.0 * static_cast<double>(s.rows * s.cols) / (1 << 30);
+    std::vector<double> per_call;
+    for (int b = 0; b < o.repeats; ++b) per_call.push_back(time_gradient(w, s.batch, o.seconds_per_batch / 2));
+    const double t = median(per_call);
+    x.push_back({1.0, gflop, gib});
+    y.push_back(t);
+    *report += format("  batch %4d, %5lld x %-5lld %9.5f GFLOP: %10.1f us\n", s.batch, static_cast<long long>(s.rows),
+                      static_cast<long long>(s.cols), gflop, t * 1e6);
+  }
+  const auto fit = nonnegative_least_squares(x, y);
+  auto* k = p.mutable_compute()->add_kernel();
+  k->set_kind(synthetic::kGradientKernel);
+  k->set_per_call_us(fit[0] * 1e6);
+  k->set_per_gflop_s(fit[1]);
+  k->set_per_gib_s(fit[2]);
+  // Steps that list no kernels: the GFLOP price alone.
+  p.mutable_compute()->set_per_gflop_s(std::max(fit[1], 1e-6));
+  *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB\n", fit[0] * 1e6, fit[1], fit[2]);
+}
+
+// ---------------------------------------------------------------- control plane
+
+// A real one-worker, one-ps cluster training a one-float model: the
+// coordinator's and the worker's CPU per step beyond their data calls is the
+// control plane's; the wall time beyond every CPU on the step's path, six
+// one-way loopback latencies.
+Status measure_control(const CalibrationOptions& o, scenario::CostProfile& p, double data_call_caller_us,
+                       std::string* report) {
   RealRunOptions r;
-  r.model = *o.model;
-  r.model.clear_partitioner();
-  r.seconds = std::max(1.0, o.seconds_per_batch * o.repeats * 2);
+  auto* v = r.model.add_variable();
+  v->set_name("w");
+  v->add_shape(1);
+  r.workers = 1;
+  r.ps = 1;
+  r.warmup = 50;
+  r.seconds = std::max(1.0, o.seconds_per_batch * o.repeats);
   r.data_plane = o.data_plane;
-  r.work_dir = o.work_dir + "/model";
-  std::filesystem::create_directories(r.work_dir);
-  auto real = run_real(r);
-  if (!real.ok()) return real.status();
-  sim::PredictRequest pr;
-  pr.model = r.model;
-  pr.profile = profile;
-  pr.timing_only = false;
-  pr.warmup = real->warmup;
-  pr.measured = real->measured;
-  auto predicted = sim::predict(pr);
-  if (!predicted.ok()) return predicted.status();
-  return Residue{1 / real->steps_per_second, 1 / predicted->steps_per_second};
+  r.measure_cpu = true;
+  std::vector<double> chief, worker, ps, wall;
+  for (int i = 0; i < 3; ++i) {  // three clusters, the median: one can catch a burst of load
+    r.work_dir = o.work_dir + "/tiny" + std::to_string(i);
+    std::filesystem::create_directories(r.work_dir);
+    auto result = run_real(r);
+    if (!result.ok()) return result.status();
+    const double n = result->measured;
+    chief.push_back(result->cpu_s.at(TaskId::chief()) / n);
+    worker.push_back(result->cpu_s.at(TaskId::worker(0)) / n);
+    ps.push_back(result->cpu_s.at(TaskId::ps(0)) / n);
+    wall.push_back(result->seconds / n);
+  }
+  const double chief_us = median(chief) * 1e6, worker_us = median(worker) * 1e6, ps_us = median(ps) * 1e6,
+               wall_us = median(wall) * 1e6;
+  // The worker's step: its two data calls (a pull and a push of one float, as measured above) and the rest.
+  const double control_us = std::max(0.0, (chief_us + worker_us - 2 * data_call_caller_us) / 4);
+  const double latency_us = std::max(0.5, (wall_us - chief_us - worker_us - ps_us) / 6);
+  auto* m = p.mutable_messages();
+  m->mutable_control_send()->set_per_message_us(control_us);
+  m->mutable_control_receive()->set_per_message_us(control_us);
+  p.mutable_network()->set_loopback_latency_us(latency_us);
+  *report += format(
+      "one-float model, 1 worker, 1 ps (median of 3 clusters): %.1f us per step; CPU per step: coordinator %.1f us, "
+      "worker %.1f us (of which data calls %.1f), ps %.1f us\n"
+      "  control plane: %.1f us per message side (4 a step); loopback latency: %.1f us (6 one-way a step)\n",
+      wall_us, chief_us, worker_us, 2 * data_call_caller_us, ps_us, control_us, latency_us);
+  return absl::OkStatus();
+}
+
+double largest_variable_bytes(const scenario::SyntheticModel& m) {
+  double most = 0;
+  for (const auto& v : m.variable()) {
+    double e = 4;
+    for (auto d : v.shape()) e *= static_cast<double>(d);
+    most = std::max(most, e);
+  }
+  return most;
 }
 
 }  // namespace
 
-StatusOr<Calibration> calibrate(const CalibrationOptions& o) {
+StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
+  CalibrationOptions o = options;
+  if (o.model) o.max_bytes = std::max(largest_variable_bytes(*o.model), 4.0 * (1 << 20));
   Calibration out;
   std::string& report = out.report;
-  const int batch = o.model ? o.model->batch_size() : 32;
-  const std::string before = machine();
-
-  auto calls = measure_calls(o, &report);
-  if (!calls.ok()) return calls.status();
-  const ComputeCosts compute = measure_compute(o, batch, &report);
-  auto tiny_step_s = measure_tiny_step(o);
-  if (!tiny_step_s.ok()) return tiny_step_s.status();
-  // What the profile already charges a one-float step: the coordinator's
-  // call to the worker (4 latencies), a pull and a push (4 latencies and a
-  // request's service each). The rest is a fixed cost of every step.
-  const double charged_s = (12 * calls->latency_us + 2 * calls->per_request_us) * 1e-6;
-  double step_overhead_s = std::max(*tiny_step_s - charged_s, 0.0);
-  report += format("one-float model, 1 worker, 1 ps: %.1f us per step; the calls above charge %.1f us of it\n",
-                   *tiny_step_s * 1e6, charged_s * 1e6);
-
   scenario::CostProfile& p = out.profile;
-  fill_profile(p, before, *calls, compute, step_overhead_s);
-  if (o.model) {
-    // What the profile still misses of the model's own step — the worker's
-    // handling of the pulled and pushed bytes and rows, which the ps CPU and
-    // round trips above do not see — measured as a real 1-worker, 1-ps run of
-    // the model less the simulation of the same closures with this profile.
-    auto residue = model_step_residue(o, p);
-    if (!residue.ok()) return residue.status();
-    step_overhead_s += std::max(residue->real_s - residue->predicted_s, 0.0);
-    report += format("the model on 1 worker, 1 ps: %.2f ms per step measured, %.2f ms simulated with the above\n",
-                     residue->real_s * 1e3, residue->predicted_s * 1e3);
-    fill_profile(p, before, *calls, compute, step_overhead_s);
-  }
-  report += "\nprofile:\n";
-  report += format("  network.host_latency_us      %10.2f  (small round trip %.1f us - ps per request) / 4 links\n",
-                   calls->latency_us, calls->small_rtt_us);
-  report += format("  network.host_bandwidth_gbps  %10.2f  round trip per KiB beyond the ps's CPU per KiB%s\n",
-                   calls->bandwidth_gbps, calls->bandwidth_gbps >= kMaxGbps ? " (none: at the floor)" : "");
-  report += format("  ps_service.per_request_us    %10.2f  ps CPU fit, intercept\n", calls->per_request_us);
-  report += format("  ps_service.per_kib_us        %10.4f  ps CPU fit, per KiB\n", calls->per_kib_us);
-  report += format("  ps_service.per_row_us        %10.4f  ps CPU fit, per row updated\n", calls->per_row_us);
-  report += format("  compute.per_gflop_s          %10.4f  compute_gradient fit, slope\n", compute.per_gflop_s);
-  report += format("  compute.step_time            %10.1f us  one-float step less what the calls above charge%s\n",
-                   step_overhead_s * 1e6, o.model ? ", plus the model step's residue" : "");
+  p.set_measured_on(machine());
+
+  // Usable cores first, before any server competes.
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const int cores = static_cast<int>(std::max(1L, online));
+  const double slowdown = compute_slowdown(cores, 32, std::max(0.3, o.seconds_per_batch * 2));
+  p.mutable_hosts()->set_cores(cores / slowdown);
+  report += format("cores: %d online; compute_gradient on all at once runs %.2fx slower than alone: %.2f usable\n",
+                   cores, slowdown, cores / slowdown);
+
+  double data_call_caller_us = 0;
+  if (Status s = measure_calls(o, p, &data_call_caller_us, &report); !s.ok()) return s;
+  measure_compute(o, p, &report);
+  if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
+
+  // Loopback: tasks of one host reach each other through the kernel, not a
+  // link; host links keep their defaults for scenarios with a host per task.
+  p.mutable_network()->set_host_latency_us(p.network().loopback_latency_us());
+  p.mutable_compute()->set_per_example_s(0);  // a synthetic step's work is all in its kernels
+  p.mutable_compute()->mutable_step_time()->set_constant_s(0);  // every cost above has its cause
   report += "load average after: " + load_average() + "\n";
   return out;
 }

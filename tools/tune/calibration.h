@@ -3,32 +3,29 @@
 // machine with real `twinps serve` processes on loopback, as a CostProfile
 // (sim/scenario.proto) that scenarios include and `twinps tune` reads.
 //
-// How each number is measured (every timing is a median over repeats):
-//   - calls: this process (as the chief) calls a real parameter server one
-//     call at a time over the data plane — pulls of a one-float shard, dense
-//     pulls and pushes of 64 KiB .. 4 MiB, sparse pushes of 256 KiB spread
-//     over 64 .. 16384 rows — timing each round trip on the wall clock and
-//     reading the ps process's CPU time (all its threads, /proc) around each
-//     batch;
-//   - ps_service: least squares of the ps's CPU time per call over
-//     (1, KiB, rows): per_request_us, per_kib_us, per_row_us — the time the
-//     simulator makes a request occupy the server;
-//   - network: what remains of a round trip. The simulator's message crosses
-//     two host links (sender's and receiver's), so a round trip pays four
-//     host latencies: host_latency_us = (small round trip - ps CPU) / 4.
-//     host_bandwidth_gbps from the slope of the round trip over bytes, less
-//     the ps's own per-KiB CPU;
-//   - compute: synthetic::compute_gradient — the very work a numeric step
-//     does — timed on what a step of the model pulls (per_gflop_s = seconds
-//     over GFLOP, 4 x batch x elements), or without a model over a range of
-//     sizes (the slope);
-//   - step_time: what a step costs beyond those — the coordinator's dispatch
-//     round trip over gRPC, the worker's step bookkeeping — from a real
-//     one-worker cluster training a one-float model, less what the profile
-//     already charges for that step (its three round trips); with a model,
-//     plus what a real 1-worker, 1-ps run of the model takes per step beyond
-//     the simulation of the same closures with the profile so far (the
-//     worker's own handling of the bytes and rows it pulls and pushes).
+// Every term has a cause and is measured by a microbenchmark or a small run,
+// never fitted from a configuration being validated (there is no per-model
+// residue):
+//   - ps_service: a parameter server's CPU time per call (all its threads,
+//     /proc schedstat) for a one-float pull (per_request), dense pulls from
+//     4 KiB up to the largest tensor (bytes_curve: allocation, copies and
+//     caches make it other than proportional), dense pushes under each
+//     optimizer (apply per KiB), pulls of many one-float shards (per_item),
+//     row pulls and sparse pushes (per_row);
+//   - messages.data_send / data_receive: the caller's CPU for the same calls
+//     (this process's thread: ParameterClient over the data plane, as a
+//     worker runs it): per message, per item, per row, and a bytes curve for
+//     what it sends (pushes) and what it receives (pulls);
+//   - messages.control_*, network.loopback_latency_us: a real one-worker,
+//     one-ps cluster training a one-float model: the coordinator's and the
+//     worker's CPU per step beyond their data calls is the control plane's
+//     (RunClosure over gRPC, the step's bookkeeping: four message sides a
+//     step), and the step's wall time beyond every CPU on its critical path is
+//     six one-way loopback latencies (wake-ups, the kernel's path);
+//   - compute.kernel "gradient": synthetic::compute_gradient timed over a
+//     range of shapes and batches (per call, per GFLOP, per GiB);
+//   - hosts.cores: usable cores, the machine's cores over the slowdown of
+//     compute_gradient run on all of them at once.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,9 +36,10 @@
 namespace twinps::cli {
 
 struct CalibrationOptions {
-  // The optimizer and batch size whose costs to measure (a model's); absent: SGD, batch 32.
+  // Probe message sizes up to this model's largest variable (at least 4 MiB); absent: max_bytes.
   const scenario::SyntheticModel* model = nullptr;
-  int repeats = 5;              // batches per measurement; medians over them
+  double max_bytes = 32.0 * (1 << 20);
+  int repeats = 5;                  // batches per measurement; medians over them
   double seconds_per_batch = 0.15;  // each batch repeats its call for about this long
   std::string data_plane = "tcp";
   std::string work_dir;  // the servers' logs
@@ -56,9 +54,8 @@ struct Calibration {
 StatusOr<Calibration> calibrate(const CalibrationOptions& options);
 
 // How many times longer synthetic::compute_gradient takes when `threads`
-// threads run it at once on this machine than when one does (>= 1): what
-// sharing its cores costs a cluster whose tasks all run here, where the
-// simulator gives every task a host of its own. Timed for about `seconds`.
+// threads run it at once on this machine than when one does (>= 1). Timed
+// for about `seconds`.
 double compute_slowdown(int threads, int batch, double seconds);
 
 // The median of `v` (0 if empty); calibration's and validation's summaries.
@@ -66,5 +63,8 @@ double median(std::vector<double> v);
 
 // The profile in text format with `report` as a comment header.
 std::string profile_text(const Calibration& c);
+
+// CPU seconds every thread of process `pid` has used (/proc schedstat).
+double process_cpu_seconds(int pid);
 
 }  // namespace twinps::cli

@@ -10,7 +10,8 @@ namespace twinps::cli {
 StatusOr<std::unique_ptr<ProcessCluster>> ProcessCluster::start(int workers, int ps,
                                                                 const std::vector<std::string>& ps_args,
                                                                 const std::vector<std::string>& worker_args,
-                                                                const std::string& log_dir) {
+                                                                const std::string& log_dir,
+                                                                const std::map<TaskId, std::vector<std::string>>& task_args) {
   std::unique_ptr<ProcessCluster> c(new ProcessCluster());
   try {  // free_port and Child::start throw when the machine is out of ports or processes
     auto port_of = [&](TaskId t) {
@@ -28,6 +29,8 @@ StatusOr<std::unique_ptr<ProcessCluster>> ProcessCluster::start(int workers, int
       std::vector<std::string> args{self, "serve"};
       const auto& extra = task.job == Job::kPs ? ps_args : worker_args;
       args.insert(args.end(), extra.begin(), extra.end());
+      if (auto own_args = task_args.find(task); own_args != task_args.end())
+        args.insert(args.end(), own_args->second.begin(), own_args->second.end());
       c->servers_[task] = Child::start(args, {"TF_CONFIG=" + own.to_json()}, log_dir,
                                        std::string(job_name(task.job)) + std::to_string(task.index));
     }

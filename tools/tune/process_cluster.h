@@ -20,9 +20,11 @@ class ProcessCluster {
   // `ps_args` / `worker_args` are added to those servers' command lines (e.g.
   // --model FILE for workers). Returns once every task says it is serving;
   // UNAVAILABLE (with the task's stderr) if one does not.
+  // `task_args` adds to one task's only (a straggling worker's fault injection).
   static StatusOr<std::unique_ptr<ProcessCluster>> start(int workers, int ps, const std::vector<std::string>& ps_args,
                                                          const std::vector<std::string>& worker_args,
-                                                         const std::string& log_dir);
+                                                         const std::string& log_dir,
+                                                         const std::map<TaskId, std::vector<std::string>>& task_args = {});
   ~ProcessCluster();
   ProcessCluster(const ProcessCluster&) = delete;
   ProcessCluster& operator=(const ProcessCluster&) = delete;

@@ -1,8 +1,11 @@
 #include "tools/tune/real_run.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 #include <google/protobuf/text_format.h>
 
@@ -13,6 +16,7 @@
 #include "net/real_node.h"
 #include "sim/workload.h"
 #include "tools/data_plane_flag.h"
+#include "tools/tune/calibration.h"
 #include "tools/tune/process_cluster.h"
 
 namespace twinps::cli {
@@ -23,6 +27,7 @@ struct Plan {
   const synthetic::ModelSpec& spec;
   const synthetic::Variables& variables;
   const RealRunOptions& options;
+  std::function<void(bool start)> around_measurement;  // called as the measured phase starts and ends
 };
 
 Task<Status> schedule_and_join(ClusterCoordinator& c, int n, const PerWorkerValues& iterator) {
@@ -53,9 +58,11 @@ Task<StatusOr<RealRunResult>> program(ClusterCoordinator& c, Plan plan) {
   r.measured = o.measured > 0 ? o.measured
                               : static_cast<int>(std::clamp(std::round(r.warmup / warmup_s * o.seconds),
                                                             8.0 * o.workers, 1e6));
+  if (plan.around_measurement) plan.around_measurement(true);
   const Time t0 = c.now();
   if (Status s = co_await schedule_and_join(c, r.measured, iterator); !s.ok()) co_return s;
   r.seconds = to_seconds(c.now() - t0);
+  if (plan.around_measurement) plan.around_measurement(false);
   r.steps_per_second = r.seconds > 0 ? r.measured / r.seconds : 0;
   co_return r;
 }
@@ -81,7 +88,7 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
   FunctionRegistry registry;
   workload.register_functions(registry);
   const ClusterShape shape{o.workers, o.ps};
-  const Plan plan{*spec, *variables, o};
+  Plan plan{*spec, *variables, o, nullptr};
   const Time limit = 30 * 60 * kSecond;
   auto drive = [&](net::RealNode& node) -> StatusOr<RealRunResult> {
     ClusterCoordinator coordinator(node.runtime(), shape, registry, coordinator_options());
@@ -113,8 +120,20 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
   const std::vector<std::string> plane{"--data-plane", o.data_plane};
   std::vector<std::string> worker_args = plane;
   worker_args.insert(worker_args.end(), {"--model", model_path});
-  auto cluster = ProcessCluster::start(o.workers, o.ps, plane, worker_args, o.work_dir);
+  std::map<TaskId, std::vector<std::string>> task_args;
+  for (const auto& [worker, factor] : o.stragglers)
+    task_args[TaskId::worker(worker)] = {"--inject-compute-factor", std::to_string(factor)};
+  auto cluster = ProcessCluster::start(o.workers, o.ps, plane, worker_args, o.work_dir, task_args);
   if (!cluster.ok()) return cluster.status();
+  std::map<TaskId, double> cpu;
+  if (o.measure_cpu) {
+    plan.around_measurement = [&](bool start) {
+      auto read = [&](const TaskId& t, int pid) { cpu[t] = process_cpu_seconds(pid) - (start ? 0 : cpu[t]); };
+      read(TaskId::chief(), ::getpid());
+      for (int i = 0; i < o.workers; ++i) read(TaskId::worker(i), (*cluster)->pid(TaskId::worker(i)));
+      for (int i = 0; i < o.ps; ++i) read(TaskId::ps(i), (*cluster)->pid(TaskId::ps(i)));
+    };
+  }
   net::RealNodeOptions no;
   no.task = TaskId::chief();
   no.resolve = net::address_map((*cluster)->addresses());
@@ -122,6 +141,7 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
   auto node = net::RealNode::create(std::move(no));
   if (!node.ok()) return node.status();
   auto result = drive(**node);
+  if (result.ok()) result->cpu_s = std::move(cpu);
   // A failed run usually means a server died: say which, with its stderr.
   if (!result.ok()) {
     if (Status alive = (*cluster)->check_alive(); !alive.ok()) return alive;

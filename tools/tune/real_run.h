@@ -7,8 +7,11 @@
 // steps per second are measured / the time from the second schedule to the
 // end of its join.
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "core/cluster/task_id.h"
 #include "core/runtime/status.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 
@@ -25,6 +28,10 @@ struct RealRunOptions {
   std::uint64_t seed = 1;
   std::string data_plane = "tcp";  // as `twinps serve --data-plane` (tools/data_plane_flag.h)
   std::string work_dir;            // for the model file and the servers' logs (processes)
+  // Read every process's CPU time around the measured closures (processes only).
+  bool measure_cpu = false;
+  // Workers that straggle: (worker, factor) — `twinps serve --inject-compute-factor`.
+  std::vector<std::pair<int, int>> stragglers;
 };
 
 struct RealRunResult {
@@ -32,6 +39,7 @@ struct RealRunResult {
   int measured = 0;
   double seconds = 0;  // wall time of the measured closures
   double steps_per_second = 0;
+  std::map<TaskId, double> cpu_s;  // with measure_cpu: CPU seconds of each process over the measured closures
 };
 
 // Runs the model and measures it. UNAVAILABLE if the cluster cannot be
