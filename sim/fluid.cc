@@ -170,7 +170,15 @@ void FluidSystem::solve() {
     comp_resources_.push_back(rid);
   }
   dirty_.clear();
-  // Breadth first through activities to every resource they share.
+  // Breadth first through activities to every resource they share — the
+  // component, solved exactly — unless it grows past kExactLimit
+  // activities (a saturated cluster of thousands of flows is one
+  // component). Then only the activities on the resources that changed are
+  // solved again, the others on their resources held at their rates (their
+  // own starts and ends solve them in turn): the cost of a solve is then
+  // bounded by the activities of the resources a change touches.
+  const std::size_t dirty_count = comp_resources_.size();
+  bool exact = true;
   for (std::size_t i = 0; i < comp_resources_.size(); ++i) {
     const Resource& r = resources_[static_cast<std::size_t>(comp_resources_[i])];
     for (const Use& u : r.users) {
@@ -185,6 +193,33 @@ void FluidSystem::solve() {
         comp_resources_.push_back(other);
       }
     }
+    if (comp_activities_.size() > kExactLimit) {
+      exact = false;
+      break;
+    }
+  }
+  if (!exact) {
+    // Again, one level deep: the dirty resources' activities and their resources.
+    ++mark_;
+    comp_resources_.resize(dirty_count);
+    comp_activities_.clear();
+    for (int rid : comp_resources_) resources_[static_cast<std::size_t>(rid)].mark = mark_;
+    for (std::size_t i = 0; i < dirty_count; ++i) {
+      const Resource& r = resources_[static_cast<std::size_t>(comp_resources_[i])];
+      for (const Use& u : r.users) {
+        Activity& a = activities_[u.activity];
+        if (a.mark == mark_) continue;
+        a.mark = mark_;
+        comp_activities_.push_back(u.activity);
+        for (int other : a.resources) {
+          Resource& o = resources_[static_cast<std::size_t>(other)];
+          if (o.mark == mark_) continue;
+          o.mark = mark_;
+          comp_resources_.push_back(other);
+        }
+      }
+    }
+    ++bounded_solves_;
   }
   activities_solved_ += comp_activities_.size();
   const Time now = ex_.now();
@@ -195,11 +230,12 @@ void FluidSystem::solve() {
     a.updated_at = now;
   }
   fill(comp_resources_, comp_activities_);
-  for (int rid : comp_resources_) resources_[static_cast<std::size_t>(rid)].used = 0;
   for (std::uint32_t slot : comp_activities_) {
     Activity& a = activities_[slot];
-    for (std::size_t k = 0; k < a.resources.size(); ++k)
-      resources_[static_cast<std::size_t>(a.resources[k])].used += a.new_rate * a.factors[k];
+    for (std::size_t k = 0; k < a.resources.size(); ++k) {
+      Resource& r = resources_[static_cast<std::size_t>(a.resources[k])];
+      r.used = std::max(0.0, r.used + (a.new_rate - a.rate) * a.factors[k]);
+    }
     if (a.new_rate == a.rate && a.finish_at != kTimeNever) continue;  // same pace, same finish
     a.rate = a.new_rate;
     Time finish = kTimeNever;
@@ -234,8 +270,16 @@ void FluidSystem::fill(const std::vector<int>& comp_resources, const std::vector
     Resource& r = resources_[static_cast<std::size_t>(rid)];
     r.remaining_capacity = r.capacity;
     r.weight_left = 0;
-    r.unfixed = static_cast<int>(r.users.size());
-    for (const Use& u : r.users) r.weight_left += u.factor * activities_[u.activity].weight;
+    r.unfixed = 0;
+    for (const Use& u : r.users) {
+      const Activity& a = activities_[u.activity];
+      if (a.mark != mark_) {  // held at its rate (a bounded solve)
+        r.remaining_capacity = std::max(0.0, r.remaining_capacity - u.factor * a.rate);
+        continue;
+      }
+      r.weight_left += u.factor * a.weight;
+      ++r.unfixed;
+    }
     ++r.stamp;
     if (r.unfixed > 0) levels.push_back(Level{r.remaining_capacity / r.weight_left, rid, r.stamp});
   }
@@ -296,7 +340,7 @@ void FluidSystem::fill(const std::vector<int>& comp_resources, const std::vector
     const auto& users = resources_[static_cast<std::size_t>(rid)].users;
     for (std::size_t i = 0; i < users.size(); ++i) {
       const std::uint32_t slot = users[i].activity;
-      if (!activities_[slot].fixed) fix(slot, resource_level * activities_[slot].weight);
+      if (activities_[slot].mark == mark_ && !activities_[slot].fixed) fix(slot, resource_level * activities_[slot].weight);
     }
   }
 }

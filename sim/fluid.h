@@ -17,7 +17,10 @@
 // Rates change only when an activity starts, ends or is cancelled, or a
 // capacity changes. Then only the connected component of the resources
 // touched is solved again (activities linked through shared resources); the
-// others keep their rates. Every change in one instant is solved once, at
+// others keep their rates. A component of more than kExactLimit activities
+// (thousands of flows through saturated links) is solved one level deep:
+// the activities of the touched resources, the rest held at their rates —
+// bounded work per change, exact again once the component is small. Every change in one instant is solved once, at
 // the end of the instant (an event of its own, or the completion event that
 // caused it). Each activity's remaining amount is settled only when its rate
 // changes; completions come from a heap of finish times, and one timer waits
@@ -80,6 +83,10 @@ class FluidSystem {
   // Work done so far, for measuring the solver: activities solved, solves.
   std::uint64_t solves() const { return solves_; }
   std::uint64_t activities_solved() const { return activities_solved_; }
+  std::uint64_t bounded_solves() const { return bounded_solves_; }
+  // A component of more activities than this is solved one level deep only
+  // (see solve()).
+  static constexpr std::size_t kExactLimit = 256;
 
  private:
   struct Use {
@@ -148,7 +155,7 @@ class FluidSystem {
   bool solve_posted_ = false;
   bool in_event_ = false;  // completions running: solve after them, not from an event of its own
   std::uint64_t mark_ = 0;
-  std::uint64_t solves_ = 0, activities_solved_ = 0;
+  std::uint64_t solves_ = 0, activities_solved_ = 0, bounded_solves_ = 0;
   // Scratch, kept to avoid allocating per solve.
   std::vector<int> comp_resources_;
   std::vector<std::uint32_t> comp_activities_, stack_;

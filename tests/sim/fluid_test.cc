@@ -158,6 +158,20 @@ TEST(FluidTest, ASolveTouchesOnlyTheComponentThatChanged) {
   EXPECT_EQ(h.fluid.activities_solved(), 2u);
 }
 
+TEST(FluidTest, ALargeComponentIsSolvedOneLevelDeepAndStaysFair) {
+  Harness h;
+  // 300 flows share one link, each also crossing a link of its own: more
+  // than kExactLimit activities, so solves are bounded; every flow still gets
+  // 1/300 of the shared link and they end together.
+  const int shared = h.fluid.add_resource(1.0);
+  constexpr int kFlows = 300;
+  static_assert(kFlows > FluidSystem::kExactLimit);
+  for (int i = 0; i < kFlows; ++i) h.start(static_cast<std::size_t>(i), 1000, {shared, h.fluid.add_resource(1.0)});
+  h.run();
+  for (int i = 0; i < kFlows; ++i) EXPECT_EQ(h.finished[static_cast<std::size_t>(i)], 300000) << i;
+  EXPECT_GT(h.fluid.bounded_solves(), 0u);
+}
+
 TEST(FluidTest, CallbacksMayStartTheNextActivity) {
   Harness h;
   const int link = h.fluid.add_resource(1.0);
