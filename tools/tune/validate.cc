@@ -36,7 +36,7 @@ constexpr char kUsage[] =
     "and, for every model and cluster measured at several shard counts, whether the shard count\n"
     "`twinps tune` would recommend is within 5 % of the best measured.\n"
     "\n"
-    "The grid (33 configurations) uses the models of scenarios/models (from the current directory, else\n"
+    "The grid (34 configurations) uses the models of scenarios/models (from the current directory, else\n"
     "--data-dir, $TWINPS_DATA_DIR or share/twinps beside the binary, where `cmake --install` puts them):\n"
     "dense_heavy, embedding_heavy, many_small, one_large and sparse_embedding, odd worker and ps counts,\n"
     "every partitioner, a straggling worker and batches beyond the calibration's; none of it is what\n"
