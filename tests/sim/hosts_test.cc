@@ -94,12 +94,23 @@ TEST(HostsTest, AResetTaskLosesItsJobs) {
 TEST(NetworkFlowTest, TwoSendersShareTheReceiversLink) {
   Bed bed(ClusterShape{2, 1}, {}, one_gbps_flow());
   Time a = -1, b = -1;
+  bed.send(TaskId::worker(0), TaskId::ps(0), 10000, a);
+  bed.send(TaskId::worker(1), TaskId::ps(0), 10000, b);
+  bed.engine.run();
+  // Two hops of 1 us, then 0.0625 bytes/ns each on ps:0's link (FIFO: 82 us and 162 us).
+  EXPECT_EQ(a, 2000 + 160000);
+  EXPECT_EQ(b, 2000 + 160000);
+}
+
+TEST(NetworkFlowTest, AOnePacketMessageIsNotShared) {
+  Bed bed(ClusterShape{2, 1}, {}, one_gbps_flow());
+  Time a = -1, b = -1;
   bed.send(TaskId::worker(0), TaskId::ps(0), 1000, a);
   bed.send(TaskId::worker(1), TaskId::ps(0), 1000, b);
   bed.engine.run();
-  // Two hops of 1 us, then 0.0625 bytes/ns each on ps:0's link (FIFO: 10 us and 18 us).
-  EXPECT_EQ(a, 2000 + 16000);
-  EXPECT_EQ(b, 2000 + 16000);
+  // At most one segment: latency, then 1000 bytes at the link's 0.125 bytes/ns.
+  EXPECT_EQ(a, 2000 + 8000);
+  EXPECT_EQ(b, 2000 + 8000);
 }
 
 TEST(NetworkFlowTest, TheTcpWindowBoundsALongPath) {
@@ -107,9 +118,9 @@ TEST(NetworkFlowTest, TheTcpWindowBoundsALongPath) {
   o.flow.tcp_window_bytes = 10000;                           // 10 KB per 4 ms = 0.0025 bytes/ns
   Bed bed(ClusterShape{1, 1}, {}, o);
   Time a = -1;
-  bed.send(TaskId::worker(0), TaskId::ps(0), 1000, a);
+  bed.send(TaskId::worker(0), TaskId::ps(0), 10000, a);
   bed.engine.run();
-  EXPECT_EQ(a, 2000000 + 400000);
+  EXPECT_EQ(a, 2000000 + 4000000);
 }
 
 TEST(NetworkFlowTest, Lv08CorrectionsSlowAMessageAsSimGridsDefaultModelDoes) {
