@@ -69,8 +69,9 @@ TEST(DocsTest, SemanticsDefinesEveryStatementGroup) {
 std::map<std::string, std::size_t> undefined_citations(const std::string& text, const std::set<std::string>& ids) {
   // A statement id: a group letter and a number, standing alone (not part of
   // a longer word such as a hex constant or "E2E"). Criteo's columns share
-  // the look (I1..I13, C1..C26): they are written as a range or after
-  // "column", and are not statement ids.
+  // the look (I1..I13, C1..C26): they are written as a range, after
+  // "column" or quoted as a name ("C24" in a model spec), and are not
+  // statement ids.
   static const std::regex kCited(R"((^|[^A-Za-z0-9_./-])([CERWPVALS][0-9]{1,2})(?![A-Za-z0-9_]|\.\.))");
   std::map<std::string, std::size_t> out;
   for (std::sregex_iterator m(text.begin(), text.end(), kCited), end; m != end; ++m) {
@@ -78,6 +79,7 @@ std::map<std::string, std::size_t> undefined_citations(const std::string& text, 
     const auto at = static_cast<std::size_t>(m->position(2));
     if (ids.count(id) || out.count(id)) continue;
     if (at >= 7 && text.compare(at - 7, 7, "column ") == 0) continue;
+    if (at >= 1 && text[at - 1] == '"' && text.compare(at + id.size(), 1, "\"") == 0) continue;
     out[id] = at;
   }
   return out;
@@ -87,11 +89,11 @@ TEST(DocsTest, TheCheckFindsUndefinedIdsAndOnlyThem) {
   const std::set<std::string> ids = {"C5", "E2", "W3", "P4", "R7", "R10"};
   const auto found = undefined_citations(
       "// E2: cancel (C5, W3/P4, R7–R10); see C" "99 and spec V4.\n"  // (split: this file is checked too)
-      "0xE2 E2E C5x column C26 C1..C26 v2 E2\n",
+      "0xE2 E2E C5x column C26 C1..C26 v2 E2 name: \"C" "26\" \"R" "20 \n",
       ids);
   std::set<std::string> names;
   for (const auto& [id, at] : found) names.insert(id);
-  EXPECT_EQ(names, (std::set<std::string>{"C" "99", "V4"}));
+  EXPECT_EQ(names, (std::set<std::string>{"C" "99", "V4", "R" "20"}));
 }
 
 TEST(DocsTest, EveryCitedStatementIdIsDefinedInSemantics) {
