@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "core/coordinator/closure_queue.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/training/model_functions.h"
 #include "sim/report.h"
 #include "sim/workload.h"
 
@@ -98,7 +98,7 @@ std::string value_result(const ValueRecord& v) {
   return v.outcome.ok() ? "OK (a value)" : code_name(v.outcome.code()) + " (" + std::string(v.outcome.message()) + ")";
 }
 
-bool is_train_step(const std::string& fn) { return fn == kTrainFn || fn == tutorial::kTrainStep; }
+bool is_train_step(const std::string& fn) { return fn == kTrainFn || fn == training::kTrainStep; }
 
 }  // namespace
 
@@ -192,8 +192,8 @@ std::vector<ExpectationResult> check_expectations(const scenario::Scenario& sc, 
         if (r.epochs.empty()) {
           e.observed = "no epoch finished";
         } else {
-          e.passed = b.holds(r.epochs.back().accuracy);
-          e.observed = num(r.epochs.back().accuracy) + " (epoch " + std::to_string(r.epochs.back().epoch) + ")";
+          e.passed = b.holds(r.epochs.back().train.accuracy.value_or(0));
+          e.observed = num(r.epochs.back().train.accuracy.value_or(0)) + " (epoch " + std::to_string(r.epochs.back().epoch) + ")";
         }
         break;
       }

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/models/tutorial/tutorial.h"
+#include "core/training/model_functions.h"
 #include "sim/workload.h"
 
 namespace twinps::sim {
@@ -43,7 +43,7 @@ StepSummary summarize_steps(const SimResult& r) {
   StepSummary out;
   std::vector<Duration> d;
   for (const auto& s : r.steps)
-    if (s.ok && (s.fn == kTrainFn || s.fn == tutorial::kTrainStep)) d.push_back(s.duration);
+    if (s.ok && (s.fn == kTrainFn || s.fn == training::kTrainStep)) d.push_back(s.duration);
   out.steps = d.size();
   if (r.end_time > 0) out.steps_per_second = static_cast<double>(d.size()) / to_seconds(r.end_time);
   out.p50_s = quantile_s(d, 0.5);
@@ -79,7 +79,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
                                           std::to_string(r.stats.worker_recoveries));
   row("errors raised", std::to_string(r.stats.errors_raised));
   if (r.starts.size() > 1) row("coordinator starts", std::to_string(r.starts.size()));
-  if (!r.epochs.empty()) row("last epoch accuracy", fmt("%.6f", r.epochs.back().accuracy));
+  if (!r.epochs.empty()) row("last epoch accuracy", fmt("%.6f", r.epochs.back().train.accuracy.value_or(0)));
   if (r.final_iterations) row("iterations", std::to_string(*r.final_iterations));
   // With many ps only the busiest few are listed, then a line for the rest.
   std::vector<std::size_t> order(r.ps.size());

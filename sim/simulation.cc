@@ -6,6 +6,9 @@
 #include "core/checkpoint/checkpoint_manager.h"
 #include "core/checkpoint/storage.h"
 #include "core/local/local_cluster.h"
+#include "core/model/spec_loader.h"
+#include "core/models/tutorial/tutorial_spec.h"
+#include "core/training/model_functions.h"
 #include "core/worker/parameter_client.h"
 #include "sim/cost_model.h"
 #include "sim/fluid.h"
@@ -147,9 +150,10 @@ struct Simulation::Impl {
   void begin_program();
   Task<void> program(ClusterCoordinator& c, int start);
   Task<void> run_action(ClusterCoordinator& c, int start, int index, const scenario::Action& a,
-                        const PerWorkerValues& iterator, int start_epoch);
+                        const PerWorkerValues& iterator);
   Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c);
-  Task<Status> save_checkpoint(ClusterCoordinator& c, const tutorial::EpochReport& e);
+  Task<Status> run_trainer(ClusterCoordinator& c, int start, const std::string& label);
+  Status set_up_tutorial(const ClusterShape& shape);
   Task<void> watch(std::size_t value, RemoteValue rv);
   // Keeps a closure the program got, for expectations and invariants.
   void record_value(ClusterCoordinator& c, int start, const std::string& label, int index, const std::string& fn,
@@ -177,7 +181,10 @@ struct Simulation::Impl {
   FunctionRegistry registry;
   std::unique_ptr<synthetic::Workload> workload;
   synthetic::Variables model_variables;
-  tutorial::Config tutorial_config;
+  // A model spec trained by the trainer (`train` actions).
+  std::shared_ptr<const model::CompiledModel> spec_model;
+  std::optional<training::DataSource> train_data, eval_data;
+  training::TrainerOptions trainer_options;
   std::vector<scenario::Action> actions;
   LateExecutor late;  // the control node's executor, once it exists
   std::unique_ptr<FluidSystem> fluid;
@@ -216,15 +223,11 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
 
   // Workload.
   if (sc.has_tutorial()) {
-    const auto& t = sc.tutorial();
-    tutorial::register_functions(registry);
-    tutorial_config.epochs = t.epochs();
-    tutorial_config.steps_per_epoch = t.steps_per_epoch();
-    tutorial_config.batch_size = t.batch_size();
-    tutorial_config.learning_rate = t.learning_rate();
-    tutorial_config.num_shards = t.has_num_shards() ? t.num_shards() : shape.ps;
-    tutorial_config.data_seed = seed;
-    tutorial_config.init_seed = seed + 1;
+    if (Status st = set_up_tutorial(shape); !st.ok()) {
+      result.setup_error = Status(st.code(), "building the model: " + describe(st));
+      return;
+    }
+    training::register_training_functions(registry);
   } else {
     const bool timing_only = sc.fidelity() == scenario::TIMING_ONLY;
     auto spec = model_spec(sc.model());
@@ -629,74 +632,91 @@ Task<std::optional<std::int64_t>> Simulation::Impl::read_iterations(ClusterCoord
   co_return r->counter(h);
 }
 
-Task<Status> Simulation::Impl::save_checkpoint(ClusterCoordinator& c, const tutorial::EpochReport& e) {
-  auto shards = co_await c.export_variables();
-  if (!shards.ok()) co_return shards.status();
-  CheckpointManager manager(checkpoints, sc.tutorial().max_to_keep());
-  auto saved = manager.save(e.iterations, c.variables().all(), *shards, c.optimizer());
-  co_return saved.status();
+// The tutorial: its built-in spec with the scenario's settings, trained on
+// its generated records by the trainer. Data and initial values are drawn
+// from the run's seed.
+Status Simulation::Impl::set_up_tutorial(const ClusterShape& shape) {
+  const auto& t = sc.tutorial();
+  model::LoadedSpec loaded = model::parse_model_spec(tutorial::spec_text(), tutorial::kSpecFileName);
+  if (!loaded.ok()) return absl::InternalError(loaded.error_text());
+  model::spec::ModelSpec spec = std::move(loaded.spec);
+  spec.set_batch_size(t.batch_size());
+  for (auto& g : *spec.mutable_optimizer()) g.mutable_learning_rate()->set_constant(t.learning_rate());
+  spec.mutable_partitioner()->set_fixed_shards(t.has_num_shards() ? t.num_shards() : shape.ps);
+  spec.set_init_seed(seed + 1);
+  auto compiled = model::CompiledModel::compile(spec);
+  if (!compiled.ok()) return compiled.status();
+  spec_model = *compiled;
+  train_data = training::tutorial_data(seed, 200, 200);
+  eval_data = training::tutorial_data(seed + 1, 16, 0);
+  trainer_options.epochs = t.epochs();
+  trainer_options.steps_per_epoch = t.steps_per_epoch();
+  trainer_options.eval_every_epochs = 0;
+  trainer_options.eval_steps = 2;
+  // Where the iterations counter lives (placement is deterministic).
+  auto vars = spec_model->build_variables(shape.ps);
+  if (!vars.ok()) return vars.status();
+  for (const auto& v : vars->layouts)
+    if (v.name == model::CompiledModel::kIterations) iterations_shard = {v.shards.front().ps, v.shards.front().id};
+  return absl::OkStatus();
+}
+
+// A `train` action: the trainer on this coordinator. A restarted coordinator
+// runs it again, restoring the latest checkpoint from storage that outlives
+// the crash.
+Task<Status> Simulation::Impl::run_trainer(ClusterCoordinator& c, int start, const std::string& label) {
+  training::TrainerOptions o = trainer_options;
+  std::unique_ptr<CheckpointManager> manager;
+  if (sc.tutorial().checkpoint_every_epoch()) {
+    manager = std::make_unique<CheckpointManager>(checkpoints, sc.tutorial().max_to_keep());
+    o.checkpoints = manager.get();
+  }
+  training::TrainerCallbacks callbacks;
+  callbacks.on_start = [this, start](const training::StartInfo& info) {
+    result.starts[static_cast<std::size_t>(start)].start_epoch = info.start_epoch;
+  };
+  callbacks.on_epoch = [this](const training::EpochResult& e) { result.epochs.push_back(e); };
+  // Every closure the trainer schedules is recorded, so that expectations
+  // over the program's closures see the training's too.
+  int index = 0;
+  callbacks.on_scheduled = [this, &c, start, &label, &index](const std::string& fn, const RemoteValue& rv) {
+    record_value(c, start, label, index++, fn, rv);
+  };
+  training::Trainer trainer(spec_model, registry, *train_data, eval_data, o, callbacks);
+  auto trained = co_await trainer.run(c);
+  co_return trained.status();
 }
 
 Task<void> Simulation::Impl::program(ClusterCoordinator& c, int start) {
-  std::vector<VariableLayout> layouts;
-  std::vector<ShardState> initial;
-  OptimizerConfig optimizer;
-  int start_epoch = 0;
-  auto give_up = [&](Status s) {
-    result.starts[static_cast<std::size_t>(start)].start_status = std::move(s);
+  auto finish = [&] {
     result.starts[static_cast<std::size_t>(start)].finished = true;
     program_done = true;
   };
-  if (sc.has_tutorial()) {
-    auto model = tutorial::build_model(sc.cluster().ps(), tutorial_config);
-    if (!model.ok()) {
-      give_up(model.status());
+  PerWorkerValues iterator;
+  if (!spec_model) {
+    // A synthetic model's variables; a spec's are created by the trainer
+    // (restoring a checkpoint) in its `train` action.
+    for (const auto& v : model_variables.layouts)
+      if (v.name == kIterationsVar && !v.shards.empty()) iterations_shard = {v.shards.front().ps, v.shards.front().id};
+    Status started = co_await c.start(model_variables.layouts, workload->spec().optimizer, model_variables.initial);
+    if (!started.ok()) {
+      result.starts[static_cast<std::size_t>(start)].start_status = std::move(started);
+      finish();
       co_return;
     }
-    layouts = model->variables;
-    initial = model->initial;
-    optimizer = model->optimizer;
-    if (sc.tutorial().checkpoint_every_epoch()) {
-      // P6/P7: a restarted coordinator restores the latest checkpoint and
-      // resumes at epoch = iterations // steps_per_epoch.
-      CheckpointManager manager(checkpoints, sc.tutorial().max_to_keep());
-      auto restored = manager.restore_latest(layouts, optimizer);
-      if (restored.ok()) {
-        initial = std::move(restored->shards);
-        for (const auto& s : initial)
-          if (s.spec.name == tutorial::kIterations) start_epoch = static_cast<int>(s.counter / tutorial_config.steps_per_epoch);
-      } else if (restored.status().code() != StatusCode::kNotFound) {
-        give_up(restored.status());
-        co_return;
-      }
+    if (!workload->timing_only()) {
+      PerWorkerDataset dataset =
+          c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload->spec().batch_size})});
+      iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
     }
-  } else {
-    layouts = model_variables.layouts;
-    initial = model_variables.initial;
-    optimizer = workload->spec().optimizer;
-  }
-  result.starts[static_cast<std::size_t>(start)].start_epoch = start_epoch;
-  for (const auto& v : layouts)
-    if (v.name == kIterationsVar && !v.shards.empty()) iterations_shard = {v.shards.front().ps, v.shards.front().id};
-  Status started = co_await c.start(std::move(layouts), optimizer, std::move(initial));
-  if (!started.ok()) {
-    give_up(started);
-    co_return;
-  }
-  PerWorkerValues iterator;
-  if (workload && !workload->timing_only()) {
-    PerWorkerDataset dataset =
-        c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload->spec().batch_size})});
-    iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
   }
   for (std::size_t i = 0; i < actions.size(); ++i)
-    co_await run_action(c, start, static_cast<int>(i), actions[i], iterator, start_epoch);
-  result.starts[static_cast<std::size_t>(start)].finished = true;
-  program_done = true;
+    co_await run_action(c, start, static_cast<int>(i), actions[i], iterator);
+  finish();
 }
 
 Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int index, const scenario::Action& a,
-                                        const PerWorkerValues& iterator, int start_epoch) {
+                                        const PerWorkerValues& iterator) {
   Executor& ex = cluster->coordinator_executor();
   ActionRecord rec;
   rec.program_start = start;
@@ -738,27 +758,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
       rec.status = co_await client.push(push);
       break;
     }
-    case scenario::Action::kTrain: {
-      // Named, not a temporary in the co_await below: GCC 12 destroys such a
-      // temporary lambda's captures twice.
-      int index = 0;
-      const std::string label = a.label();
-      tutorial::OnScheduled on_scheduled = [this, &c, start, &label, &index](const std::string& fn,
-                                                                            const RemoteValue& rv) {
-        record_value(c, start, label, index++, fn, rv);
-      };
-      auto trained = co_await tutorial::train(
-          c, tutorial_config, start_epoch,
-          [this](const tutorial::EpochReport& e) { result.epochs.push_back(e); },
-          sc.tutorial().checkpoint_every_epoch()
-              ? tutorial::AfterEpoch([this](ClusterCoordinator& cc, const tutorial::EpochReport& e) {
-                  return save_checkpoint(cc, e);
-                })
-              : tutorial::AfterEpoch(),
-          tutorial::AfterSchedule(), on_scheduled);
-      rec.status = trained.status();
-      break;
-    }
+    case scenario::Action::kTrain: rec.status = co_await run_trainer(c, start, a.label()); break;
     case scenario::Action::KIND_NOT_SET: break;
   }
   rec.ended = ex.now();

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/coordinator/cluster_coordinator.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/training/trainer.h"
 #include "core/ps/parameter_store.h"
 #include "core/runtime/trace.h"
 #include "sim/network.h"
@@ -65,7 +65,7 @@ struct StepRecord {
 struct ProgramStart {
   Time at = 0;
   Incarnation chief_incarnation = 0;
-  int start_epoch = 0;  // tutorial
+  int start_epoch = 0;  // the trainer's (a `train` action)
   bool finished = false;
   Status start_status;  // ClusterCoordinator::start()
   CoordinatorStats stats;
@@ -132,7 +132,7 @@ struct SimResult {
   std::vector<StepRecord> steps;
   std::vector<PsReport> ps;
   std::vector<PushRecord> pushes;  // with record_invariants
-  std::vector<tutorial::EpochReport> epochs;
+  std::vector<training::EpochResult> epochs;  // trained by `train` actions
   std::optional<std::int64_t> final_iterations;  // read from the stores at the end
   std::vector<std::string> faults;  // what was injected, when
   bool invariants_recorded = false;

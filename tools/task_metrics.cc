@@ -51,13 +51,13 @@ std::string TaskMetrics::url() const {
   return std::string(server_->https() ? "https" : "http") + "://" + host + ":" + std::to_string(port()) + "/metrics";
 }
 
-void TaskMetrics::on_epoch(const tutorial::EpochReport& e, std::int64_t start_iterations) {
+void TaskMetrics::on_epoch(const training::EpochResult& e, std::int64_t start_iterations) {
   training_.epochs = e.epoch + 1;
-  training_.accuracy = e.accuracy;
+  training_.accuracy = e.train.accuracy.value_or(0);
   training_.steps = e.iterations - start_iterations;
 }
 
-void TaskMetrics::on_finished(const tutorial::Result& r, int batch_size, const Status& outcome) {
+void TaskMetrics::on_finished(const training::TrainResult& r, std::int64_t batch_size, const Status& outcome) {
   batch_size_ = batch_size;
   if (outcome.ok()) {
     training_.steps = r.steps_trained;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "core/coordinator/cluster_coordinator.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/training/trainer.h"
 #include "net/metrics.h"
 #include "net/real_node.h"
 #include "tools/cli.h"
@@ -41,8 +41,9 @@ class TaskMetrics {
   void watch(net::RealNode* node) { node_ = node; }
   void watch(const ClusterCoordinator* coordinator) { coordinator_ = coordinator; }
   // The coordinator's training figures.
-  void on_epoch(const tutorial::EpochReport& e, std::int64_t start_iterations);
-  void on_finished(const tutorial::Result& r, int batch_size, const Status& outcome);
+  // (accuracy: 0 for a model that does not measure it)
+  void on_epoch(const training::EpochResult& e, std::int64_t start_iterations);
+  void on_finished(const training::TrainResult& r, std::int64_t batch_size, const Status& outcome);
 
   // Builds the snapshot now (on the executor's thread, or once it stopped).
   void publish();
@@ -70,7 +71,7 @@ class TaskMetrics {
     std::int64_t examples = 0;
     bool ps_failed = false;  // the run ended on a ps failure
   } training_;
-  int batch_size_ = 0;
+  std::int64_t batch_size_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -156,6 +156,8 @@ class ClusterCoordinator {
   // spans on its track (epochs, checkpoints).
   const TaskId& self() const { return runtime_.self; }
   TraceSink& trace() { return runtime_.trace; }
+  // The coordinator's executor (timers of programs that drive it: progress reports).
+  Executor& executor() const { return runtime_.executor; }
   int live_workers() const;
   std::uint64_t generation() const { return generation_; }
 

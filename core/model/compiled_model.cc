@@ -260,8 +260,6 @@ struct PreparedBatch {
 }  // namespace
 
 Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
-  auto vars = find_variables(in_step(ctx), Phase::kTrain);
-  if (!vars.ok()) co_return vars.status();
   auto iterator = ctx.resource<data::RecordIteratorResource>(0);
   if (!iterator.ok()) co_return iterator.status();
   std::int64_t steps = 1;
@@ -270,10 +268,19 @@ Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
     if (!n || *n < 1) co_return absl::InvalidArgumentError("the step count (argument 1) must be a positive integer");
     steps = *n;
   }
+  auto loss = co_await run_train_steps(ctx, **iterator, steps);
+  if (!loss.ok()) co_return loss.status();
+  co_return Value(*loss);
+}
+
+Task<StatusOr<double>> CompiledModel::run_train_steps(StepContext& ctx, data::RecordIteratorResource& iterator,
+                                                      std::int64_t steps) const {
+  auto vars = find_variables(in_step(ctx), Phase::kTrain);
+  if (!vars.ok()) co_return vars.status();
   auto next_batch = [&]() -> StatusOr<PreparedBatch> {
-    auto batch = (*iterator)->next();
+    auto batch = iterator.next();
     if (!batch.ok()) return batch.status();
-    auto features = graph_->features().map((*iterator)->schema(), *batch);
+    auto features = graph_->features().map(iterator.schema(), *batch);
     if (!features.ok()) return features.status();
     PreparedBatch b{*std::move(features), {}};
     b.lookups = graph_->plan_lookups(b.features);
@@ -320,17 +327,23 @@ Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
     pulled = co_await ctx.ps().push_pull(push, reads.pull);
     if (!pulled.ok()) co_return pulled.status();
   }
-  co_return Value(loss);
+  co_return loss;
 }
 
 Task<StatusOr<Value>> CompiledModel::evaluate(StepContext& ctx) const {
-  auto vars = find_variables(in_step(ctx), Phase::kEval);
-  if (!vars.ok()) co_return vars.status();
   auto iterator = ctx.resource<data::RecordIteratorResource>(0);
   if (!iterator.ok()) co_return iterator.status();
-  auto batch = (*iterator)->next();
+  auto loss = co_await run_eval_step(ctx, **iterator);
+  if (!loss.ok()) co_return loss.status();
+  co_return Value(*loss);
+}
+
+Task<StatusOr<double>> CompiledModel::run_eval_step(StepContext& ctx, data::RecordIteratorResource& iterator) const {
+  auto vars = find_variables(in_step(ctx), Phase::kEval);
+  if (!vars.ok()) co_return vars.status();
+  auto batch = iterator.next();
   if (!batch.ok()) co_return batch.status();
-  auto features = graph_->features().map((*iterator)->schema(), *batch);
+  auto features = graph_->features().map(iterator.schema(), *batch);
   if (!features.ok()) co_return features.status();
   auto lookups = graph_->plan_lookups(*features);
   Reads reads = reads_for(*graph_, vars->params, lookups);
@@ -346,7 +359,26 @@ Task<StatusOr<Value>> CompiledModel::evaluate(StepContext& ctx) const {
   for (std::size_t m = 0; m < deltas.size(); ++m) push.add(*vars->metrics[m], std::move(deltas[m]));
   Status pushed = co_await ctx.ps().push(push);
   if (!pushed.ok()) co_return pushed;
-  co_return Value(l.loss);
+  co_return l.loss;
+}
+
+Task<StatusOr<std::vector<Matrix>>> CompiledModel::evaluate_batch(ParameterClient& ps,
+                                                                  const VariableDirectory& variables,
+                                                                  const data::Schema& schema,
+                                                                  const data::RecordBatch& batch) const {
+  auto vars = find_variables([&variables](const std::string& name) { return variables.find(name); }, Phase::kEval);
+  if (!vars.ok()) co_return vars.status();
+  auto features = graph_->features().map(schema, batch);
+  if (!features.ok()) co_return features.status();
+  auto lookups = graph_->plan_lookups(*features);
+  Reads reads = reads_for(*graph_, vars->params, lookups);
+  auto pulled = co_await ps.pull(reads.pull);
+  if (!pulled.ok()) co_return pulled.status();
+  const ModelGraph::Params params = params_from(*pulled, reads, std::move(lookups));
+  ModelGraph::Tape tape;
+  const Matrix& logits = graph_->forward(*features, params, tape, ForwardMode{false, nullptr});
+  const LossResult l = compute_loss(graph_->loss(), logits, features->labels);
+  co_return metric_deltas(logits, features->labels, l.loss);
 }
 
 void CompiledModel::register_functions(FunctionRegistry& registry) const {

@@ -119,6 +119,23 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   std::vector<Matrix> metric_deltas(const Matrix& logits, const Matrix& labels, double loss) const;
   MetricValues metrics_from(const std::vector<Matrix>& totals) const;
 
+  // The step functions' work, for step functions that find the iterator
+  // elsewhere (core/training ships the model to workers as a resource):
+  // `steps` training steps on `iterator`'s batches, returning the last
+  // step's loss; one evaluation batch, adding to the eval metrics on the
+  // parameter servers and returning its loss.
+  Task<StatusOr<double>> run_train_steps(StepContext& ctx, data::RecordIteratorResource& iterator,
+                                         std::int64_t steps) const;
+  Task<StatusOr<double>> run_eval_step(StepContext& ctx, data::RecordIteratorResource& iterator) const;
+
+  // Direct evaluation on the coordinator: one batch's metric deltas
+  // (metric_variables() order) from the parameters it needs, pulled from the
+  // parameter servers (only the embedding rows it touches). Add the deltas
+  // of every batch and give the sums to metrics_from().
+  Task<StatusOr<std::vector<Matrix>>> evaluate_batch(ParameterClient& ps, const VariableDirectory& variables,
+                                                     const data::Schema& schema,
+                                                     const data::RecordBatch& batch) const;
+
   // Finds a variable by name, or null.
   using VariableLookup = std::function<const VariableLayout*(const std::string&)>;
 

@@ -61,6 +61,7 @@ class Validator {
     optimizers();
     if (s_.auc_thresholds() < 2)
       error(root_(s_, "auc_thresholds"), "must be >= 2, got " + std::to_string(s_.auc_thresholds()));
+    if (s_.has_training()) training();
   }
 
  private:
@@ -83,6 +84,20 @@ class Validator {
     } else if (init.has_constant() && !std::isfinite(init.constant())) {
       error(p(init, "constant"), "must be finite");
     }
+  }
+
+  void training() {
+    const Training& t = s_.training();
+    const FieldPath p = root_(s_, "training");
+    if (t.epochs() < 1) error(p(t, "epochs"), "must be >= 1, got " + std::to_string(t.epochs()));
+    if (t.steps_per_epoch() < 0)
+      error(p(t, "steps_per_epoch"), "must be >= 0 (0: one pass), got " + std::to_string(t.steps_per_epoch()));
+    if (t.steps_per_execution() < 1)
+      error(p(t, "steps_per_execution"), "must be >= 1, got " + std::to_string(t.steps_per_execution()));
+    if (t.eval_every_epochs() < 0)
+      error(p(t, "eval_every_epochs"), "must be >= 0, got " + std::to_string(t.eval_every_epochs()));
+    if (t.eval_steps() < 0)
+      error(p(t, "eval_steps"), "must be >= 0 (0: one pass), got " + std::to_string(t.eval_steps()));
   }
 
   // A name for a new input or layer: non-empty and unused.

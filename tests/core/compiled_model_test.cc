@@ -14,7 +14,7 @@
 #include "core/local/local_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/models/tutorial/tutorial_data.h"
 #include "core/variables/sharded_variable.h"
 #include "tests/core/record_builder.h"
 #include "tests/sim/test_paths.h"
@@ -181,106 +181,35 @@ LocalEvaluator::VariableValues export_values(LocalCluster& cluster) {
 
 // ---------------------------------------------------------------- the tutorial as a spec
 
-// The tutorial's examples as records: the same draws as
-// tutorial::generate_examples, as strings the spec's input layer looks up.
+// The tutorial's examples as records (core/models/tutorial/tutorial_data.h).
 testing::Records tutorial_records(int n, std::uint64_t seed) {
   RandomStream random(seed);
-  std::vector<std::vector<std::string>> features, labels;
-  for (int i = 0; i < n; ++i) {
-    std::vector<std::string> f;
-    bool avenger = false;
-    for (std::size_t pick : random.sample(tutorial::kFeatureVocab.size(), 3)) {
-      f.push_back(tutorial::kFeatureVocab[pick]);
-      avenger |= f.back() == "avenger";
-    }
-    features.push_back(std::move(f));
-    labels.push_back({avenger ? "yes" : "no"});
-  }
   testing::Records r;
-  r.add("features", testing::string_column(features), 3).add("label", testing::string_column(labels), 1);
+  r.schema = tutorial::schema();
+  r.batch = tutorial::generate_records(n, random);
   return r;
 }
 
-TEST(CompiledModelTest, TheTutorialSpecBuildsTheTutorialsVariables) {
+TEST(CompiledModelTest, TheTutorialSpecPlacesVariablesAsTheTutorialDoes) {
   auto m = tutorial_model();
   ASSERT_TRUE(m);
-  auto spec_vars = m->build_variables(2);
-  ASSERT_TRUE(spec_vars.ok()) << spec_vars.status();
-  auto tutorial_vars = tutorial::build_model(2, tutorial::Config{});
-  ASSERT_TRUE(tutorial_vars.ok());
-  // Embedding, kernel, bias, iterations, accuracy/total, accuracy/count: the
-  // same names, shapes, shards and parameter servers.
-  for (std::size_t i = 0; i < 6; ++i) {
-    const VariableLayout& a = spec_vars->layouts[i];
-    const VariableLayout& b = tutorial_vars->variables[i];
-    EXPECT_EQ(a.name, b.name);
-    EXPECT_EQ(a.shape, b.shape) << a.name;
-    EXPECT_EQ(a.kind, b.kind) << a.name;
-    ASSERT_EQ(a.shards.size(), b.shards.size()) << a.name;
-    for (std::size_t s = 0; s < a.shards.size(); ++s) {
-      EXPECT_EQ(a.shards[s].ps, b.shards[s].ps) << a.name;
-      EXPECT_EQ(a.shards[s].rows, b.shards[s].rows) << a.name;
-    }
-  }
-  // The same initial values, bit for bit (the same seed forked by the same names).
-  std::map<std::string, const ShardState*> tutorial_initial;
-  for (const auto& s : tutorial_vars->initial) tutorial_initial[s.spec.name] = &s;
-  int compared = 0;
-  for (const auto& s : spec_vars->initial) {
-    auto it = tutorial_initial.find(s.spec.name);
-    if (it == tutorial_initial.end() || s.spec.kind != VariableKind::kTrainable) continue;
-    EXPECT_EQ(s.value, it->second->value) << s.spec.name;
-    ++compared;
-  }
-  EXPECT_EQ(compared, 5) << "2 embedding shards, 2 kernel shards, the bias";
-  EXPECT_EQ(spec_vars->optimizer, tutorial_vars->optimizer);
-}
-
-TEST(CompiledModelTest, TheTutorialSpecTrainsAsTheTutorialDoes) {
-  // The built-in tutorial, 2 ps x 3 workers, 4 epochs x 5 steps of batch 8.
-  FunctionRegistry registry;
-  tutorial::register_functions(registry);
-  LocalClusterOptions o;
-  o.shape = ClusterShape{3, 2};
-  o.seed = 1;
-  LocalCluster cluster(registry, o);
-  tutorial::Config config;
-  auto model = tutorial::build_model(2, config);
-  ASSERT_TRUE(model.ok());
-  ASSERT_TRUE(cluster.run(cluster.coordinator().start(model->variables, model->optimizer, model->initial))->ok());
-  auto reference = cluster.run(tutorial::train(cluster.coordinator(), config));
-  ASSERT_TRUE(reference && reference->ok());
-
-  // The spec, on the same cluster shape and seed, on the same examples.
-  auto m = tutorial_model();
-  ASSERT_TRUE(m);
-  RecordSets sets;
-  testing::Records train = tutorial_records(config.num_examples, config.data_seed);
-  testing::Records eval = tutorial_records(config.eval_examples, config.data_seed + 1);
-  Program p;
-  p.train_set = sets.add(train.schema, train.batch);
-  p.eval_set = sets.add(eval.schema, eval.batch);
-  p.epochs = config.epochs;
-  p.steps_per_epoch = config.steps_per_epoch;
-  p.shuffle = config.shuffle_buffer;
-  p.eval_steps = config.eval_steps;
-  auto outcome = train_on_cluster(m, sets, p, 3, 2, 1);
-  ASSERT_TRUE(outcome.ok()) << outcome.status();
-
-  ASSERT_EQ(outcome->epochs.size(), (*reference)->epochs.size());
-  for (std::size_t e = 0; e < outcome->epochs.size(); ++e) {
-    std::printf("epoch %zu: tutorial accuracy %.6f, spec accuracy %.6f (loss %.6f)\n", e,
-                (*reference)->epochs[e].accuracy, *outcome->epochs[e].accuracy, outcome->epochs[e].loss);
-    // The same batches meet the same initial values under the same
-    // schedule; only float rounding differs (a mean as a scaled sum).
-    EXPECT_NEAR(*outcome->epochs[e].accuracy, (*reference)->epochs[e].accuracy, 1.0 / 40 + 1e-9)
-        << "at most one of the epoch's 40 examples classified differently";
-    EXPECT_EQ(outcome->epochs[e].examples, 40);
-  }
-  EXPECT_EQ(*outcome->epochs.back().accuracy, 1.0);
-  EXPECT_EQ(outcome->iterations, 20);
-  EXPECT_EQ(*outcome->eval.accuracy, (*reference)->distributed_eval_accuracy);
-  EXPECT_EQ(outcome->eval.examples, 16);
+  auto vars = m->build_variables(2);
+  ASSERT_TRUE(vars.ok()) << vars.status();
+  // Embedding(8, 20) by FixedShardsPartitioner(2) over 2 ps, then the dense
+  // layer's kernel (also 2 shards: 20 rows) and bias, then iterations and
+  // the accuracy metric, round robin in creation order (spec V1).
+  const auto& emb = vars->layouts[0];
+  EXPECT_EQ(emb.name, "embedding/embeddings");
+  EXPECT_EQ(emb.shape, (Shape{8, 20})) << "7 words + 1 OOV index";
+  ASSERT_EQ(emb.shards.size(), 2u);
+  EXPECT_EQ(emb.shards[0].rows, 4);
+  EXPECT_EQ(emb.shards[1].rows, 4);
+  EXPECT_EQ(emb.shards[0].ps, 0);
+  EXPECT_EQ(emb.shards[1].ps, 1);
+  const char* names[] = {"embedding/embeddings", "dense/kernel", "dense/bias", "iterations", "accuracy/total",
+                         "accuracy/count"};
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(vars->layouts[i].name, names[i]);
+  EXPECT_EQ(vars->optimizer.kind, OptimizerConfig::Kind::kRmsprop);
 }
 
 // ---------------------------------------------------------------- an MLP

@@ -1,199 +1,177 @@
-// twinps eval: the side-car evaluator (TensorFlow's evaluator task). It
-// follows a checkpoint directory, evaluates every new checkpoint of the
-// tutorial model on the evaluation examples, and stops after the checkpoint
-// of the run's last epoch (or a timeout). It never talks to the training
-// cluster: what it needs — the model's configuration, the seeds the
-// evaluation examples derive from, the run's epoch count — it reads from each
-// checkpoint's metadata, which `twinps train` records.
-//
-// TF_CONFIG (or --tf-config) is optional; when given, its task must be the
-// evaluator (type "evaluator"), which may leave the cluster out. It names no
-// checkpoint directory (neither does TensorFlow's), so --checkpoint-dir is
-// always needed.
-//
-// While it waits it says on stderr what for, and again every
-// --progress-every seconds, so a mistyped directory is noticed at once.
+// twinps eval: the side-car evaluator. It follows a checkpoint directory and
+// evaluates every new checkpoint on the evaluation data, on this machine
+// (no parameter server: the checkpoint holds every variable), and stops
+// after the checkpoint of the last epoch (or a timeout). It never talks to
+// the training cluster. What it needs comes from the checkpoint the trainer
+// wrote — the model spec, the evaluation data, the epoch count — unless a
+// flag says otherwise (--model, --eval-data, --epochs).
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <set>
 #include <thread>
 
+#include <google/protobuf/text_format.h>
+
 #include "core/checkpoint/checkpoint_manager.h"
-#include "core/models/tutorial/run_metadata.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/model/spec_loader.h"
+#include "core/training/model_functions.h"
+#include "core/training/trainer.h"
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
-#include "tools/tf_config.h"
+#include "tools/training_flags.h"
 
 namespace twinps::cli {
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// This task's name from TF_CONFIG ("evaluator:0"); an empty string when there
-// is no TF_CONFIG; an error (bad input) when it is malformed or names another task.
-StatusOr<std::string> evaluator_task(const std::string& tf_config_flag) {
-  if (tf_config_flag.empty() && !std::getenv("TF_CONFIG")) return std::string();
-  auto tfc = load_tf_config(tf_config_flag);
-  if (!tfc.ok()) return tfc.status();
-  if (!tfc->task) return std::string("evaluator");
-  if (tfc->task->job != Job::kEvaluator)
-    return absl::InvalidArgumentError(
-        "TF_CONFIG's task is " + tfc->task->short_name() + "; twinps eval runs the evaluator task (type \"evaluator\"); " +
-        (tfc->task->job == Job::kChief ? "the chief runs twinps train" : "ps and worker tasks run twinps serve"));
-  return tfc->task->short_name();
-}
-
-// A checkpoint evaluated: the line users read, and whether it is the run's last.
-struct Evaluation {
-  bool last = false;
-  int epochs = 0;  // of the run, as its metadata says
+// What evaluating a checkpoint takes, read from the first checkpoint (or the flags).
+struct Evaluator {
+  std::shared_ptr<const model::CompiledModel> model;
+  model::CompiledModel::Variables variables;  // on one ps: restoring reshards every variable there
+  training::DataSource data;
+  int epochs = 0;
 };
 
-// Reads `name`'s metadata, rebuilds the model it describes, restores the
-// checkpoint into one full-size shard per variable and prints its accuracy.
-StatusOr<Evaluation> evaluate(const CheckpointManager& manager, const std::string& name) {
-  // First the metadata alone (no variables asked for), to learn the model.
-  auto header = manager.restore(name, {}, OptimizerConfig{});
-  if (!header.ok()) return header.status();
-  auto config = tutorial::config_from_metadata(header->metadata);
-  if (!config.ok()) return config.status();
-  // One ps, no partitioner: restoring reshards every variable into a single
-  // full-size shard, whatever the training cluster's layout was.
-  config->num_shards = 1;
-  auto model = tutorial::build_model(1, *config);
-  if (!model.ok()) return model.status();
-  auto restored = manager.restore(name, model->variables, model->optimizer);
-  if (!restored.ok()) return restored.status();
-  auto value = [&](const char* variable) -> const Matrix* {
-    for (const auto& v : model->variables) {
-      if (v.name != variable) continue;
-      for (const auto& s : restored->shards)
-        if (s.spec.id == v.shards.front().id) return &s.value;
+StatusOr<Evaluator> make_evaluator(const ModelFlags& flags, const po::variables_map& vm,
+                                   const std::map<std::string, std::string>& metadata) {
+  Evaluator e;
+  model::spec::ModelSpec spec;
+  auto from_metadata = metadata.find(training::Trainer::kSpecKey);
+  if (vm.count("model") || from_metadata == metadata.end()) {
+    auto loaded = load_spec(flags, vm);
+    if (!loaded.ok()) return loaded.status();
+    spec = std::move(*loaded);
+  } else {
+    model::LoadedSpec loaded = model::parse_model_spec(from_metadata->second, "the checkpoint's model spec");
+    if (!loaded.ok()) return absl::InvalidArgumentError(loaded.error_text());
+    spec = std::move(loaded.spec);
+  }
+  auto compiled = model::CompiledModel::compile(spec);
+  if (!compiled.ok()) return compiled.status();
+  e.model = *compiled;
+  auto variables = e.model->build_variables(1);
+  if (!variables.ok()) return variables.status();
+  e.variables = std::move(*variables);
+  if (vm.count("eval-data")) {
+    // Read as `twinps train` would read it, with this model's columns.
+    auto run = load_model_run(flags, vm, /*need_train_data=*/false);
+    if (!run.ok()) return run.status();
+    if (!run->eval) return absl::InvalidArgumentError("--eval-data names no data");
+    e.data = *run->eval;
+  } else if (auto d = metadata.find(kEvalDataKey); d != metadata.end()) {
+    auto data = data_from_metadata(d->second);
+    if (!data.ok()) return data.status();
+    e.data = std::move(*data);
+  } else {
+    return absl::InvalidArgumentError("the checkpoints name no evaluation data (train with --eval-data), "
+                                      "and --eval-data is not given");
+  }
+  auto epochs = metadata.find(training::Trainer::kEpochsKey);
+  e.epochs = vm.count("epochs") ? vm["epochs"].as<int>()
+             : epochs != metadata.end() ? std::atoi(epochs->second.c_str())
+                                       : 0;
+  return e;
+}
+
+StatusOr<model::MetricValues> evaluate(const Evaluator& e, const std::vector<ShardState>& shards) {
+  FunctionRegistry registry;
+  training::register_data_functions(registry);
+  auto data = training::LocalData::open(registry, e.data,
+                                        training::DatasetRequest{1, e.model->batch_size(), 1, false}, RandomStream(0));
+  if (!data.ok()) return data.status();
+  const auto values = training::full_values(e.variables.layouts, shards);
+  model::LocalEvaluator evaluator(e.model);
+  for (;;) {
+    auto batch = data->next();
+    if (!batch.ok()) {
+      if (batch.status().code() == StatusCode::kOutOfRange) break;
+      return batch.status();
     }
-    return nullptr;
-  };
-  const Matrix* embedding = value(tutorial::kEmbedding);
-  const Matrix* kernel = value(tutorial::kKernel);
-  const Matrix* bias = value(tutorial::kBias);
-  if (!embedding || !kernel || !bias) return absl::DataLossError("a variable of the tutorial model is missing");
-  const double acc = tutorial::accuracy(*embedding, *kernel, (*bias)(0, 0), tutorial::eval_examples(*config));
-  const auto epoch_it = restored->metadata.find("epoch");
-  // A checkpoint saved within an epoch (--checkpoint-every-steps/-seconds) names no epoch.
-  const int epoch = epoch_it == restored->metadata.end() ? -1 : std::atoi(epoch_it->second.c_str());
-  const std::string when = epoch < 0 ? "within an epoch" : "epoch " + std::to_string(epoch);
-  std::printf("Evaluated %s (%s, iterations %lld): accuracy %f\n", name.c_str(), when.c_str(),
-              static_cast<long long>(restored->step), acc);
-  std::fflush(stdout);
-  return Evaluation{epoch + 1 >= config->epochs, config->epochs};
+    TWINPS_RETURN_IF_ERROR(evaluator.add(values, data->schema(), *batch));
+  }
+  return evaluator.result();
+}
+
+std::string metrics_text(const model::MetricValues& m) {
+  std::string out;
+  if (m.accuracy) out += format("accuracy %f", *m.accuracy);
+  if (m.auc) out += format("%sauc %f", out.empty() ? "" : ", ", *m.auc);
+  out += format("%sloss %f", out.empty() ? "" : ", ", m.loss);
+  return out;
 }
 
 }  // namespace
 
 int run_eval(int argc, char** argv) {
-  std::string dir, tf_config;
-  double timeout = 600, poll = 0.2, progress_every = 10;
+  std::string dir;
+  ModelFlags flags;
+  double timeout = 600, poll = 0.2;
   po::options_description opts("twinps eval options");
   opts.add_options()("help,h", "show this help")
-      ("checkpoint-dir", po::value(&dir), "directory the training run saves checkpoints in (twinps train --checkpoint-dir)")
-      ("tf-config", po::value(&tf_config),
-       "TF_CONFIG JSON of this evaluator task (default: the TF_CONFIG variable, if set); its task type must be "
-       "\"evaluator\"")
-      ("timeout", value_or(&timeout, timeout)->notifier(positive()),
-       "seconds to wait for the checkpoint of the run's last epoch")
-      ("poll", value_or(&poll, poll)->notifier(positive()), "seconds between looks at the directory")
-      ("progress-every", value_or(&progress_every, progress_every)->notifier(positive()),
-       "seconds between \"still waiting\" lines on stderr");
+      ("checkpoint-dir", po::value(&dir)->required(), "directory the training run saves checkpoints in")
+      ("epochs", po::value<int>(), "stop after evaluating the checkpoint of this epoch count (default: the run's)")
+      ("seed", po::value(&flags.seed)->default_value(1), "with --eval-data builtin:tutorial: the training run's seed")
+      ("timeout", po::value(&timeout)->default_value(600), "seconds to wait for the last checkpoint")
+      ("poll", po::value(&poll)->default_value(0.2), "seconds between looks at the directory");
+  flags.add_model_options(opts);
+  flags.add_data_options(opts, /*with_train=*/false);
   po::variables_map vm;
-  if (int rc = parse(argc, argv,
-                     "usage: twinps eval --checkpoint-dir DIR [options]\n"
-                     "Evaluates each new checkpoint of a `twinps train` run as it appears, and stops after the\n"
-                     "checkpoint of the run's last epoch. The model, the evaluation examples' seed and the epoch\n"
-                     "count come from the checkpoints' metadata.",
+  if (int rc = parse(argc, argv, "usage: twinps eval --checkpoint-dir DIR [--model M] [--eval-data GLOB] [options]",
                      opts, vm);
       rc >= 0)
     return rc;
-  auto task = evaluator_task(tf_config);
-  if (!task.ok()) {
-    std::fprintf(stderr, "twinps eval: %s\n", std::string(task.status().message()).c_str());
-    return kExitBadInput;
-  }
-  if (dir.empty()) {
-    std::fprintf(stderr,
-                 "twinps eval: --checkpoint-dir is required: the directory the chief saves to (twinps train "
-                 "--checkpoint-dir DIR)%s\n(see twinps eval --help)\n",
-                 task->empty() ? "" : "; TF_CONFIG names this task, not where the checkpoints are");
-    return kExitBadInput;
-  }
-  const std::string who = task->empty() ? "" : *task + ": ";
-  std::fprintf(stderr, "twinps eval: %sfollowing checkpoints in %s until the run's last epoch is saved (at most %s s)\n",
-               who.c_str(), dir.c_str(), shown(timeout).c_str());
-
-  const auto start = Clock::now();
-  auto last_said = start;
+  std::optional<Evaluator> evaluator;
+  const auto start = std::chrono::steady_clock::now();
   std::set<std::string> done;
-  std::string last_evaluated;
-  int epochs = 0;  // the run's, once a checkpoint said it
-  int announced = 0;  // the kind of wait last announced
   for (;;) {
-    // What we wait for, in words, and which kind of wait it is (announced when it changes).
-    std::string waiting_for;
-    int kind = 0;
-    std::error_code ec;
-    if (!std::filesystem::exists(dir, ec)) {
-      waiting_for = dir + " to appear (it does not exist)";
-      kind = 1;
-    } else if (auto storage = LocalDiskStorage::open(dir, /*create=*/false); !storage.ok()) {
-      std::fprintf(stderr, "twinps eval: %s\n", describe(storage.status()).c_str());
-      return kExitBadInput;
-    } else {
+    auto storage = LocalDiskStorage::open(dir, /*create=*/false);
+    if (storage.ok()) {
       CheckpointManager manager(**storage, 0);
       auto list = manager.list();
       for (const auto& info : list.ok() ? *list : std::vector<CheckpointInfo>{}) {
         if (done.count(info.name)) continue;
-        done.insert(info.name);
-        auto evaluated = evaluate(manager, info.name);
-        if (!evaluated.ok()) {
+        if (!evaluator) {
+          // The first checkpoint says what to evaluate (with --model and
+          // --eval-data, it only needs to hold the model's variables).
+          auto probe = manager.restore(info.name, {}, OptimizerConfig{});
+          std::map<std::string, std::string> metadata;
+          if (probe.ok()) metadata = probe->metadata;
+          auto made = make_evaluator(flags, vm, metadata);
+          if (!made.ok()) {
+            print_error("eval", made.status());
+            return kExitBadInput;
+          }
+          evaluator = std::move(*made);
+        }
+        auto restored = manager.restore(info.name, evaluator->variables.layouts, evaluator->variables.optimizer);
+        if (!restored.ok()) {
           // Training may delete an old checkpoint (keep-N) while we read it, or
-          // a file may be damaged or not the tutorial's: say so and go on.
-          std::fprintf(stderr, "twinps eval: skipped %s: %s\n", info.name.c_str(),
-                       describe(evaluated.status()).c_str());
+          // a file may be damaged: say so and go on with the next one.
+          std::fprintf(stderr, "twinps eval: skipped %s: %s\n", info.name.c_str(), describe(restored.status()).c_str());
+          done.insert(info.name);
           continue;
         }
-        last_evaluated = info.name;
-        epochs = evaluated->epochs;
-        if (evaluated->last) {
-          std::fprintf(stderr, "twinps eval: %s is the checkpoint of the run's last epoch (%d of %d): done\n",
-                       info.name.c_str(), epochs - 1, epochs);
-          return kExitOk;
+        auto metrics = evaluate(*evaluator, restored->shards);
+        if (!metrics.ok()) {
+          print_error("eval", metrics.status());
+          return exit_code_for(metrics.status());
         }
+        const auto epoch_it = restored->metadata.find(training::Trainer::kEpochKey);
+        // A checkpoint saved within an epoch (--checkpoint-every-steps/-seconds) names no epoch.
+        const int epoch = epoch_it == restored->metadata.end() ? -1 : std::atoi(epoch_it->second.c_str());
+        const std::string when = epoch < 0 ? "within an epoch" : "epoch " + std::to_string(epoch);
+        std::printf("Evaluated %s (%s, iterations %lld): %s\n", info.name.c_str(), when.c_str(),
+                    static_cast<long long>(restored->step), metrics_text(*metrics).c_str());
+        std::fflush(stdout);
+        done.insert(info.name);
+        if (evaluator->epochs > 0 && epoch + 1 >= evaluator->epochs) return kExitOk;
       }
-      waiting_for = last_evaluated.empty()
-                        ? "a checkpoint in " + dir + " (none yet)"
-                        : format("the checkpoint of epoch %d, the run's last (newest evaluated: %s)", epochs - 1,
-                                 last_evaluated.c_str());
-      kind = last_evaluated.empty() ? 2 : 3;
     }
-    const double waited = seconds_since(start);
-    if (kind != announced) {
-      std::fprintf(stderr, "twinps eval: waiting for %s\n", waiting_for.c_str());
-      announced = kind;
-      last_said = Clock::now();
-    } else if (std::chrono::duration<double>(Clock::now() - last_said).count() >= progress_every) {
-      std::fprintf(stderr, "twinps eval: still waiting for %s: %.0f s of %s s\n", waiting_for.c_str(), waited,
-                   shown(timeout).c_str());
-      last_said = Clock::now();
-    }
-    if (waited >= timeout) {
-      std::fprintf(stderr, "twinps eval: gave up after %s s (--timeout) waiting for %s\n", shown(timeout).c_str(),
-                   waiting_for.c_str());
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout) {
+      std::fprintf(stderr, "twinps eval: no checkpoint of the last epoch in '%s' within %.0f s\n", dir.c_str(), timeout);
       return kExitFailed;
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(poll, std::max(0.0, timeout - waited))));
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll));
   }
 }
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "core/models/synthetic/synthetic.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/training/model_functions.h"
 #include "net/allocator_tuning.h"
 #include "net/log.h"
 #include "net/locked_trace.h"
@@ -128,7 +128,7 @@ int run_serve(int argc, char** argv) {
   // Tensors arrive in fresh buffers: keep freed ones mapped rather than fault pages in again.
   net::tune_allocator_for_large_tensors();
   FunctionRegistry registry;
-  tutorial::register_functions(registry);
+  training::register_training_functions(registry);
   std::unique_ptr<synthetic::Workload> synthetic_model;
   if (!model_path.empty()) {
     auto loaded = sim::load_model_file(model_path);

@@ -1,6 +1,10 @@
-// twinps train: the coordinator program — the tutorial model's training loop —
-// on one of three runtimes: the deterministic in-memory cluster, an
-// in-process cluster over real gRPC, or a real cluster given by TF_CONFIG.
+// twinps train: the coordinator program — a model spec trained by the trainer
+// (core/training/trainer.h) — on one of three runtimes: the deterministic
+// in-memory cluster, an in-process cluster over real gRPC, or a real cluster
+// given by TF_CONFIG. Without --model it trains the built-in tutorial on its
+// generated records. This file only parses flags and wires.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,8 +14,8 @@
 
 #include "core/checkpoint/training_checkpoints.h"
 #include "core/local/local_cluster.h"
-#include "core/models/tutorial/run_metadata.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/training/model_functions.h"
+#include "core/training/trainer.h"
 #include "net/in_process_cluster.h"
 #include "net/locked_trace.h"
 #include "net/log.h"
@@ -23,19 +27,22 @@
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 #include "tools/trace_file.h"
+#include "tools/training_flags.h"
 
 namespace twinps::cli {
 namespace {
 
 struct TrainSettings {
-  tutorial::Config model;
+  ModelRun run;
   ClusterShape shape{3, 2};
+  std::uint64_t seed = 1;
   CoordinatorOptions coordinator;
   std::string checkpoint_dir;
   int checkpoint_every_epochs = 1;
   std::int64_t checkpoint_every_steps = 0;  // 0: only at epoch ends
   double checkpoint_every_seconds = 0;      // 0: only at epoch ends
   int keep_checkpoints = 3;
+  double progress_every_seconds = 0;
   std::string trace_path;
   std::string report_path;
   net::GrpcTransportOptions transport;  // --data-plane
@@ -67,17 +74,29 @@ struct Report {
   }
 };
 
-double r_seconds(const tutorial::Result& r) { return to_seconds(r.training_finished - r.training_started); }
-
-void print_epoch(const tutorial::EpochReport& e) {
-  std::printf("Finished epoch %d, accuracy is %f.\n", e.epoch, e.accuracy);
-  std::fflush(stdout);
+nlohmann::json metrics_json(const model::MetricValues& m) {
+  nlohmann::json j{{"examples", m.examples}, {"loss", m.loss}};
+  if (m.accuracy) j["accuracy"] = *m.accuracy;
+  if (m.auc) j["auc"] = *m.auc;
+  return j;
 }
 
-void print_summary(const tutorial::Result& r, const CoordinatorStats& stats, double clock_seconds, int batch_size) {
-  std::printf("Final loss is %f\n", r.final_loss);
-  std::printf("Evaluation accuracy: %f (direct), %f (distributed)\n", r.direct_eval_accuracy,
-              r.distributed_eval_accuracy);
+// "accuracy is 0.600000" for the metrics the spec lists, in its order (the
+// loss, always kept, only when listed or alone).
+std::string metrics_text(const model::spec::ModelSpec& spec, const model::MetricValues& m, const char* is) {
+  std::string out;
+  auto add = [&](const char* name, double v) { out += format("%s%s%s%f", out.empty() ? "" : ", ", name, is, v); };
+  for (int metric : spec.metric()) {
+    if (metric == model::spec::LOSS) add("loss", m.loss);
+    if (metric == model::spec::ACCURACY && m.accuracy) add("accuracy", *m.accuracy);
+    if (metric == model::spec::AUC && m.auc) add("auc", *m.auc);
+  }
+  if (out.empty()) add("loss", m.loss);
+  return out;
+}
+
+void print_summary(const training::TrainResult& r, const CoordinatorStats& stats, double clock_seconds,
+                   std::int64_t batch_size) {
   Table t;
   t.row("closures scheduled", std::to_string(stats.scheduled));
   t.row("closures completed", std::to_string(stats.completed));
@@ -91,104 +110,95 @@ void print_summary(const tutorial::Result& r, const CoordinatorStats& stats, dou
     t.row("training throughput", format("%.0f examples/s (%lld steps in %.3f s)",
                                         static_cast<double>(r.steps_trained * batch_size) / seconds,
                                         static_cast<long long>(r.steps_trained), seconds));
+  t.row("records read", format("%lld (%lld passes completed by workers)", static_cast<long long>(r.read.records_read),
+                               static_cast<long long>(r.read.passes_completed)));
+  if (r.read.records_skipped > 0 || r.read.files_cut_short > 0)
+    t.row("bad records skipped", format("%lld (%lld files cut short)", static_cast<long long>(r.read.records_skipped),
+                                        static_cast<long long>(r.read.files_cut_short)));
   std::printf("\nsummary:\n");
   t.print();
   std::fflush(stdout);
 }
 
 // The coordinator's program, the same on every runtime. Returns the exit code.
-Task<int> coordinator_program(ClusterCoordinator& c, const TrainSettings& s, CheckpointManager* manager,
-                              Report& report) {
-  auto model = tutorial::build_model(s.shape.ps, s.model);
-  if (!model.ok()) {
-    std::fprintf(stderr, "twinps train: %s\n", describe(model.status()).c_str());
-    co_return kExitBadInput;
-  }
-  auto start = restore_or_initialize(manager, model->variables, model->optimizer, model->initial);
-  if (!start.ok()) {
-    std::fprintf(stderr, "twinps train: cannot restore from %s: %s\n", s.checkpoint_dir.c_str(),
-                 describe(start.status()).c_str());
-    co_return kExitFailed;
-  }
-  for (const auto& refused : start->refused) {
-    spdlog::warn("refused checkpoint {}: {}", refused.name, describe(refused.reason));
-    report.json["refused"].push_back({{"name", refused.name}, {"reason", describe(refused.reason)}});
-  }
-  const int start_epoch = resume_epoch(start->step, s.model.steps_per_epoch);
-  if (start->restored_from) {
-    std::printf("Restored checkpoint %s (iterations %lld): resuming at epoch %d\n", start->restored_from->c_str(),
-                static_cast<long long>(start->step), start_epoch);
-    report.json["restored_from"] = *start->restored_from;
-  }
-  report.json["start_epoch"] = start_epoch;
-  Status started = co_await c.start(model->variables, model->optimizer, std::move(start->shards));
-  if (!started.ok()) {
-    std::fprintf(stderr, "twinps train: %s\n", describe(started).c_str());
-    report.json["error"] = describe(started);
-    co_return kExitFailed;
-  }
-  // Saves at epoch ends (every N epochs and after the last) and, within
-  // epochs, every N steps or seconds since the last save. A mid-epoch save
-  // joins first (a consistent snapshot); a restart resumes at the epoch the
-  // saved iterations fall in, as TensorFlow's tutorial does.
-  tutorial::AfterEpoch after_epoch;
-  tutorial::AfterSchedule after_schedule;
-  struct LastSave {
-    std::int64_t steps = 0;
-    Time at = 0;
-  };
-  auto last_save = std::make_shared<LastSave>(LastSave{0, c.now()});
-  if (manager) {
-    auto save = [manager, last_save](ClusterCoordinator& coord, std::map<std::string, std::string> metadata,
-                                     std::int64_t steps) -> Task<Status> {
-      auto saved = co_await save_checkpoint(coord, *manager, std::move(metadata));
-      if (!saved.ok()) co_return saved.status();
-      std::printf("Saved checkpoint %s\n", saved->c_str());
-      std::fflush(stdout);
-      *last_save = LastSave{steps, coord.now()};
-      co_return absl::OkStatus();
-    };
-    after_epoch = [&s, save, start_epoch](ClusterCoordinator& coord, const tutorial::EpochReport& e) -> Task<Status> {
-      if ((e.epoch + 1) % s.checkpoint_every_epochs != 0 && e.epoch + 1 != s.model.epochs) co_return absl::OkStatus();
-      // The run's configuration goes with every checkpoint: `twinps eval` reads it there.
-      std::map<std::string, std::string> metadata = tutorial::run_metadata(s.model);
-      metadata["epoch"] = std::to_string(e.epoch);
-      const std::int64_t steps_scheduled = std::int64_t{e.epoch + 1 - start_epoch} * s.model.steps_per_epoch;
-      co_return co_await save(coord, std::move(metadata), steps_scheduled);
-    };
-    if (s.checkpoint_every_steps > 0 || s.checkpoint_every_seconds > 0) {
-      after_schedule = [&s, save, last_save](ClusterCoordinator& coord, std::int64_t steps) -> Task<Status> {
-        const bool by_steps = s.checkpoint_every_steps > 0 && steps - last_save->steps >= s.checkpoint_every_steps;
-        const bool by_time =
-            s.checkpoint_every_seconds > 0 && to_seconds(coord.now() - last_save->at) >= s.checkpoint_every_seconds;
-        if (!by_steps && !by_time) co_return absl::OkStatus();
-        TWINPS_CO_RETURN_IF_ERROR(co_await coord.join());
-        std::map<std::string, std::string> metadata = tutorial::run_metadata(s.model);
-        metadata["scheduled_steps"] = std::to_string(steps);
-        co_return co_await save(coord, std::move(metadata), steps);
-      };
+Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& registry, const TrainSettings& s,
+                              CheckpointManager* manager, Report& report) {
+  const ModelRun& run = s.run;
+  training::TrainerOptions options = run.options;
+  options.checkpoints = manager;
+  options.checkpoint_every_epochs = s.checkpoint_every_epochs;
+  options.checkpoint_every_steps = s.checkpoint_every_steps;
+  options.checkpoint_every = from_seconds(s.checkpoint_every_seconds);
+  options.checkpoint_metadata = run.checkpoint_metadata;
+  options.progress_every = from_seconds(s.progress_every_seconds);
+  training::TrainerCallbacks callbacks;
+  std::int64_t start_iterations = 0;
+  callbacks.on_start = [&](const training::StartInfo& start) {
+    for (const auto& refused : start.refused) {
+      spdlog::warn("refused checkpoint {}: {}", refused.name, describe(refused.reason));
+      report.json["refused"].push_back({{"name", refused.name}, {"reason", describe(refused.reason)}});
     }
-  }
-  auto on_epoch = [&report, &s, start_iterations = start->step](const tutorial::EpochReport& e) {
-    if (s.metrics) s.metrics->on_epoch(e, start_iterations);
-    print_epoch(e);
-    report.json["epochs"].push_back(
-        {{"epoch", e.epoch}, {"accuracy", e.accuracy}, {"iterations", e.iterations}, {"time", to_seconds(e.finished_at)}});
+    if (start.restored_from) {
+      std::printf("Restored checkpoint %s (iterations %lld): resuming at epoch %d\n", start.restored_from->c_str(),
+                  static_cast<long long>(start.restored_iterations), start.start_epoch);
+      report.json["restored_from"] = *start.restored_from;
+    }
+    start_iterations = start.restored_iterations;
+    report.json["start_epoch"] = start.start_epoch;
+    report.json["steps_per_epoch"] = start.steps_per_epoch;
   };
-  auto result = co_await tutorial::train(c, s.model, start_epoch, on_epoch, after_epoch, after_schedule);
-  if (s.metrics) s.metrics->on_finished(result.ok() ? *result : tutorial::Result{}, s.model.batch_size, result.status());
+  callbacks.on_epoch = [&](const training::EpochResult& e) {
+    if (s.metrics) s.metrics->on_epoch(e, start_iterations);
+    std::printf("Finished epoch %d, %s.\n", e.epoch, metrics_text(run.spec, e.train, " is ").c_str());
+    nlohmann::json j = metrics_json(e.train);
+    j["epoch"] = e.epoch;
+    j["iterations"] = e.iterations;
+    j["time"] = to_seconds(e.finished_at);
+    j["examples_per_second"] = e.examples_per_second;
+    if (e.eval) {
+      std::printf("Evaluation after epoch %d: %s (%.0f examples).\n", e.epoch,
+                  metrics_text(run.spec, *e.eval, " ").c_str(), e.eval->examples);
+      j["eval"] = metrics_json(*e.eval);
+    }
+    report.json["epochs"].push_back(j);
+    std::fflush(stdout);
+  };
+  callbacks.on_checkpoint = [](const std::string& name) {
+    std::printf("Saved checkpoint %s\n", name.c_str());
+    std::fflush(stdout);
+  };
+  callbacks.on_progress = [](const training::Progress& p) {
+    std::fprintf(stderr, "epoch %d/%d: step %lld/%lld, %.0f examples/s", p.epoch + 1, p.epochs,
+                 static_cast<long long>(p.steps_done), static_cast<long long>(p.steps_per_epoch),
+                 p.examples_per_second);
+    if (p.loss) std::fprintf(stderr, ", loss %.4f", *p.loss);
+    std::fprintf(stderr, "\n");
+  };
+  training::Trainer trainer(run.model, registry, *run.train, run.eval, options, callbacks);
+  auto result = co_await trainer.run(c);
+  if (s.metrics)
+    s.metrics->on_finished(result.ok() ? *result : training::TrainResult{}, run.model->batch_size(), result.status());
   if (!result.ok()) {
-    std::fprintf(stderr, "twinps train: %s\n", describe(result.status()).c_str());
+    print_error("train", result.status());
     report.json["error"] = describe(result.status());
     report.json["error_code"] = absl::StatusCodeToString(result.status().code());
-    co_return kExitFailed;
+    co_return exit_code_for(result.status());
   }
+  std::printf("Final loss is %f\n", result->final_loss);
   report.json["final_loss"] = result->final_loss;
-  report.json["direct_eval_accuracy"] = result->direct_eval_accuracy;
-  report.json["distributed_eval_accuracy"] = result->distributed_eval_accuracy;
+  report.json["iterations"] = result->iterations;
+  if (result->eval) {
+    std::printf("Evaluation (%s, %.0f examples): %s\n",
+                options.eval_mode == training::EvalMode::kDirect ? "direct" : "distributed", result->eval->examples,
+                metrics_text(run.spec, *result->eval, " ").c_str());
+    report.json["eval"] = metrics_json(*result->eval);
+  }
+  report.json["records_read"] = result->read.records_read;
+  report.json["records_skipped"] = result->read.records_skipped;
+  const double seconds = to_seconds(result->training_finished - result->training_started);
   report.json["examples_per_second"] =
-      r_seconds(*result) > 0 ? static_cast<double>(result->steps_trained * s.model.batch_size) / r_seconds(*result) : 0.0;
-  print_summary(*result, c.stats(), to_seconds(c.now()), s.model.batch_size);
+      seconds > 0 ? static_cast<double>(result->steps_trained * run.model->batch_size()) / seconds : 0.0;
+  print_summary(*result, c.stats(), to_seconds(c.now()), run.model->batch_size());
   co_return kExitOk;
 }
 
@@ -209,14 +219,14 @@ StatusOr<Checkpoints> open_checkpoints(const TrainSettings& s) {
 
 int run_in_memory(const TrainSettings& s, CheckpointManager* manager, TraceSink* trace, Report& report) {
   FunctionRegistry registry;
-  tutorial::register_functions(registry);
+  training::register_training_functions(registry);
   LocalClusterOptions o;
   o.shape = s.shape;
-  o.seed = s.model.data_seed;
+  o.seed = s.seed;
   o.coordinator = s.coordinator;
   o.trace = trace;
   LocalCluster cluster(registry, o);
-  auto rc = cluster.run(coordinator_program(cluster.coordinator(), s, manager, report));
+  auto rc = cluster.run(coordinator_program(cluster.coordinator(), registry, s, manager, report));
   report.write(s.report_path, &cluster.coordinator());
   return rc.value_or(kExitFailed);
 }
@@ -232,7 +242,7 @@ void watch_metrics(const TrainSettings& s, const ClusterCoordinator& coordinator
 
 int run_in_process(const TrainSettings& s, CheckpointManager* manager, ChromeTraceWriter* trace, Report& report) {
   FunctionRegistry registry;
-  tutorial::register_functions(registry);
+  training::register_training_functions(registry);
   std::unique_ptr<net::LockedTraceSink> locked;
   if (trace) locked = std::make_unique<net::LockedTraceSink>(*trace);
   net::InProcessClusterOptions o;
@@ -251,7 +261,7 @@ int run_in_process(const TrainSettings& s, CheckpointManager* manager, ChromeTra
   if (trace) stamp_trace(*trace, TaskId::chief(), node.executor());
   ClusterCoordinator coordinator(node.runtime(), s.shape, registry, s.coordinator);
   watch_metrics(s, coordinator, node);
-  auto rc = block_on(node.executor(), coordinator_program(coordinator, s, manager, report));
+  auto rc = block_on(node.executor(), coordinator_program(coordinator, registry, s, manager, report));
   report.write(s.report_path, &coordinator);
   if (s.metrics) s.metrics->freeze();
   return rc.value_or(kExitFailed);
@@ -276,20 +286,8 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
   }
   TrainSettings s = settings;
   s.shape = ClusterShape{tfc->cluster.num_workers(), tfc->cluster.num_ps()};
-  // Say which tasks have not answered (and where they were looked for) while the cluster forms.
-  s.coordinator.on_waiting_for_tasks = [cluster = tfc->cluster, limit = s.coordinator.connect_timeout](
-                                           const std::vector<TaskId>& missing, Duration waited) {
-    std::string names;
-    for (const auto& t : missing) {
-      auto address = cluster.address(t);
-      names += (names.empty() ? "" : ", ") + t.short_name() + " (" + (address.ok() ? *address : "?") + ")";
-    }
-    std::fprintf(stderr, "twinps train: waiting for the cluster: no answer yet from %s; %.0f s of %s s (--connect-timeout)\n",
-                 names.c_str(), to_seconds(waited), shown(to_seconds(limit)).c_str());
-  };
-  if (s.model.num_shards < 0) s.model.num_shards = s.shape.ps;
   FunctionRegistry registry;
-  tutorial::register_functions(registry);
+  training::register_training_functions(registry);
   net::RealNodeOptions o;
   o.task = TaskId::chief();
   o.resolve = resolver(tfc->cluster);
@@ -303,7 +301,7 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
   if (trace_file) stamp_trace(*trace_file, TaskId::chief(), (*node)->executor());
   ClusterCoordinator coordinator((*node)->runtime(), s.shape, registry, s.coordinator);
   watch_metrics(s, coordinator, **node);
-  auto rc = block_on((*node)->executor(), coordinator_program(coordinator, s, manager, report));
+  auto rc = block_on((*node)->executor(), coordinator_program(coordinator, registry, s, manager, report));
   report.write(s.report_path, &coordinator);
   if (s.metrics) s.metrics->freeze();
   return rc.value_or(kExitFailed);
@@ -313,53 +311,46 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
 
 int run_train(int argc, char** argv) {
   TrainSettings s;
-  s.model.num_shards = -1;  // unless --shards says otherwise: the ps count, once it is known
-  std::uint64_t seed = 1;
+  ModelFlags model_flags;
   std::string tf_config, data_plane = "tcp";
-  double connect_timeout = 60, rpc_timeout = 30, heartbeat = 1, progress_every = 5;
+  double connect_timeout = 60, rpc_timeout = 30, heartbeat = 1;
   po::options_description opts("twinps train options");
   opts.add_options()("help,h", "show this help")
       ("in-memory", "run every task in this process on the deterministic in-memory transport")
       ("in-process", "run every task in this process over real gRPC on loopback ports")
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
-      ("workers", value_or(&s.shape.workers, 3)->notifier(at_least(1)), "worker tasks (--in-memory, --in-process)")
-      ("ps", value_or(&s.shape.ps, 2)->notifier(at_least(1)), "parameter-server tasks (--in-memory, --in-process)")
-      ("epochs", value_or(&s.model.epochs, 4)->notifier(at_least(1)), "epochs")
-      ("steps-per-epoch", value_or(&s.model.steps_per_epoch, 5)->notifier(at_least(1)), "steps scheduled per epoch")
-      ("steps-per-execution", value_or(&s.model.steps_per_execution, 1)->notifier(at_least(1)),
-       "steps each closure runs")
-      ("batch-size", value_or(&s.model.batch_size, 8)->notifier(at_least(1)), "examples per step")
-      ("learning-rate", value_or(&s.model.learning_rate, 0.1)->notifier(positive()), "RMSprop learning rate")
-      ("shards", po::value(&s.model.num_shards)->notifier(at_least(1)),
-       "FixedShardsPartitioner shards (default: the ps count)")
-      ("seed", value_or(&seed, std::uint64_t{1}), "seed of the data, initial values and shuffles")
+      ("workers", po::value(&s.shape.workers)->default_value(3), "worker tasks (--in-memory, --in-process)")
+      ("ps", po::value(&s.shape.ps)->default_value(2), "parameter-server tasks (--in-memory, --in-process)")
+      ("seed", po::value(&s.seed)->default_value(1), "seed of the generated data and the shuffles");
+  model_flags.add_model_options(opts);
+  model_flags.add_training_options(opts);
+  model_flags.add_data_options(opts);
+  opts.add_options()
       ("checkpoint-dir", po::value(&s.checkpoint_dir), "save checkpoints here and restore the newest at start")
-      ("checkpoint-every", value_or(&s.checkpoint_every_epochs, 1)->notifier(at_least(1)),
-       "save every N epochs (and after the last)")
-      ("checkpoint-every-steps", value_or(&s.checkpoint_every_steps, std::int64_t{0})->notifier(at_least(std::int64_t{0})),
+      ("checkpoint-every", po::value(&s.checkpoint_every_epochs)->default_value(1), "save every N epochs (and after the last)")
+      ("checkpoint-every-steps", po::value(&s.checkpoint_every_steps)->default_value(0),
        "also save within epochs, every N steps scheduled (0: off)")
-      ("checkpoint-every-seconds", value_or(&s.checkpoint_every_seconds, 0.0)->notifier(at_least(0.0)),
+      ("checkpoint-every-seconds", po::value(&s.checkpoint_every_seconds)->default_value(0),
        "also save within epochs, every S seconds (0: off)")
-      ("keep", value_or(&s.keep_checkpoints, 3)->notifier(at_least(0)), "checkpoints to keep (0: all)")
-      ("connect-timeout", value_or(&connect_timeout, 60.0)->notifier(positive()),
-       "seconds for every task to answer at start")
-      ("rpc-timeout", value_or(&rpc_timeout, 30.0)->notifier(positive()), "seconds before a control call fails")
-      ("heartbeat", value_or(&heartbeat, 1.0)->notifier(positive()),
-       "seconds between worker health checks while closures run")
-      ("progress-every", value_or(&progress_every, 5.0)->notifier(positive()),
-       "with TF_CONFIG: seconds between lines on stderr naming the tasks that have not answered while the cluster "
-       "forms")
+      ("keep", po::value(&s.keep_checkpoints)->default_value(3), "checkpoints to keep")
+      ("progress-every", po::value(&s.progress_every_seconds)->default_value(5),
+       "seconds between progress lines on stderr (examples/s, loss); 0: none")
+      ("connect-timeout", po::value(&connect_timeout)->default_value(60), "seconds for every task to answer at start")
+      ("rpc-timeout", po::value(&rpc_timeout)->default_value(30), "seconds before a control call fails")
+      ("heartbeat", po::value(&heartbeat)->default_value(1), "seconds between worker health checks while closures run")
       ("trace", po::value(&s.trace_path), "write a Chrome Trace Event file (open in Perfetto)")
       ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log")
-      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})),
-       kDataPlaneHelp);
+      ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp);
   SecurityFlags security_flags;
   security_flags.add_to(opts);
   MetricsFlags metrics_flags;
   metrics_flags.add_to(opts, /*coordinator=*/true);
   log::init("twinps train");
   po::variables_map vm;
-  if (int rc = parse(argc, argv, "usage: twinps train (--in-memory | --in-process | with TF_CONFIG) [options]", opts, vm);
+  if (int rc = parse(argc, argv,
+                     "usage: twinps train (--in-memory | --in-process | with TF_CONFIG) [--model M.textproto "
+                     "--train-data GLOB [--eval-data GLOB]] [options]",
+                     opts, vm);
       rc >= 0)
     return rc;
   if (!apply_data_plane("train", data_plane, &s.transport)) return kExitBadInput;
@@ -373,14 +364,25 @@ int run_train(int argc, char** argv) {
     std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
     return kExitBadInput;
   }
-  if (s.model.num_shards < 0 && (vm.count("in-memory") || vm.count("in-process"))) s.model.num_shards = s.shape.ps;
-  s.model.data_seed = seed;
-  s.model.init_seed = seed + 1;
+  if (s.shape.workers < 1 || s.shape.ps < 1 || s.checkpoint_every_epochs < 1 || s.checkpoint_every_steps < 0 ||
+      s.checkpoint_every_seconds < 0 || s.progress_every_seconds < 0 || connect_timeout <= 0 || rpc_timeout <= 0 ||
+      heartbeat <= 0) {
+    std::fprintf(stderr,
+                 "twinps train: --workers, --ps, --checkpoint-every and the timeouts must be positive; "
+                 "--checkpoint-every-steps, --checkpoint-every-seconds and --progress-every not negative\n");
+    return kExitBadInput;
+  }
+  model_flags.seed = s.seed;
+  auto run = load_model_run(model_flags, vm, /*need_train_data=*/true);
+  if (!run.ok()) {
+    print_error("train", run.status());
+    return kExitBadInput;
+  }
+  s.run = std::move(*run);
   s.coordinator.connect_timeout = from_seconds(connect_timeout);
   s.coordinator.rpc_timeout = from_seconds(rpc_timeout);
   s.coordinator.heartbeat_interval = from_seconds(heartbeat);
   s.coordinator.heartbeat_timeout = 2 * from_seconds(heartbeat);
-  s.coordinator.waiting_report_interval = from_seconds(progress_every);
   s.coordinator.record_dispatch_log = !s.report_path.empty();
 
   auto checkpoints = open_checkpoints(s);

@@ -1,6 +1,6 @@
 // Model steps from specs: the arithmetic of a training step (input mapping,
-// forward, loss, backward) on one thread, and whole training on the
-// in-memory cluster against the hand-written tutorial step.
+// forward, loss, backward) on one thread, and the tutorial's whole training
+// by the trainer on the in-memory cluster.
 //
 //   build/bin/twinps_core_bench --benchmark_filter=Model
 #include <benchmark/benchmark.h>
@@ -11,7 +11,9 @@
 #include "core/local/local_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
-#include "core/models/tutorial/tutorial.h"
+#include "core/models/tutorial/tutorial_spec.h"
+#include "core/training/model_functions.h"
+#include "core/training/trainer.h"
 #include "net/allocator_tuning.h"
 
 namespace twinps::model {
@@ -142,89 +144,27 @@ void BM_ModelTrainStepDlrm(benchmark::State& state) {
 }
 BENCHMARK(BM_ModelTrainStepDlrm)->Unit(benchmark::kMicrosecond);
 
-// The tutorial trained on the in-memory cluster (2 ps, 3 workers, batch 8,
-// 100 steps): the hand-written step functions against the spec's.
+// The tutorial's spec trained by the trainer on the in-memory cluster (2 ps,
+// 3 workers, batch 8, 100 steps, the spec shipped to the workers).
 void BM_ModelTutorialTraining(benchmark::State& state) {
-  const bool spec = state.range(0) == 1;
   const int steps = 100;
-  tutorial::Config config;
-  config.epochs = 1;
-  config.steps_per_epoch = steps;
-  std::shared_ptr<const CompiledModel> m;
-  std::shared_ptr<data::RecordBatch> records;
-  data::Schema schema{{{"features", data::ColumnType::kString, 3}, {"label", data::ColumnType::kString, 1}}};
-  if (spec) {
-    m = compile_or_die(R"pb(
-      input { name: "features" categorical { width: 3 vocabulary { token: ["avenger", "ironman", "batman", "hulk", "spiderman", "kingkong", "wonder_woman"] } } }
-      label { column: "label" type: STRING vocabulary { token: ["yes", "no"] } }
-      layer { name: "embedding" input: "features" embedding { dim: 20 } }
-      layer { name: "dense" input: "embedding" dense { units: 1 } }
-      head { input: "dense" loss: BINARY_CROSS_ENTROPY }
-      metric: ACCURACY
-      optimizer { rmsprop {} learning_rate { constant: 0.1 } }
-      partitioner { fixed_shards: 2 }
-      batch_size: 8
-    )pb");
-    records = std::make_shared<data::RecordBatch>();
-    records->size = 200;
-    data::Column f, l;
-    f.type = l.type = data::ColumnType::kString;
-    f.offsets = l.offsets = {0};
-    RandomStream r(1);
-    for (int i = 0; i < 200; ++i) {
-      bool avenger = false;
-      for (std::size_t pick : r.sample(7, 3)) {
-        f.strings.push_back(tutorial::kFeatureVocab[pick]);
-        avenger |= pick == 0;
-      }
-      l.strings.push_back(avenger ? "yes" : "no");
-      f.offsets.push_back(static_cast<std::int64_t>(f.strings.size()));
-      l.offsets.push_back(static_cast<std::int64_t>(l.strings.size()));
-    }
-    records->columns = {f, l};
-  }
+  auto m = compile_or_die(std::string(tutorial::spec_text()));
+  FunctionRegistry registry;
+  training::register_training_functions(registry);
+  training::TrainerOptions options;
+  options.epochs = 1;
+  options.steps_per_epoch = steps;
   for (auto _ : state) {
-    FunctionRegistry registry;
     LocalClusterOptions o;
     o.shape = ClusterShape{3, 2};
-    if (spec) {
-      m->register_functions(registry);
-      registry.add_resource("bench/records", [&](ResourceContext&) -> StatusOr<std::unique_ptr<Resource>> {
-        DatasetOptions d;
-        d.batch_size = 8;
-        d.shuffle_buffer = 200;
-        d.repeat = -1;
-        auto ds = data::InMemoryRecordDataset::create(schema, records, d);
-        if (!ds.ok()) return ds.status();
-        return std::unique_ptr<Resource>(std::move(*ds));
-      });
-      LocalCluster cluster(registry, o);
-      auto vars = m->build_variables(2);
-      cluster.run(cluster.coordinator().start(vars->layouts, vars->optimizer, vars->initial));
-      auto program = [&](ClusterCoordinator& c) -> Task<Status> {
-        PerWorkerDataset ds = c.create_per_worker_dataset("bench/records");
-        PerWorkerValues it = c.create_per_worker_iterator(ds);
-        for (int i = 0; i < steps; ++i) {
-          std::vector<Arg> args{it};
-          auto rv = co_await c.schedule(m->train_step(), std::move(args));
-          if (!rv.ok()) co_return rv.status();
-        }
-        co_return co_await c.join();
-      };
-      auto done = cluster.run(program(cluster.coordinator()));
-      if (!done || !done->ok()) std::abort();
-    } else {
-      tutorial::register_functions(registry);
-      LocalCluster cluster(registry, o);
-      auto model = tutorial::build_model(2, config);
-      cluster.run(cluster.coordinator().start(model->variables, model->optimizer, model->initial));
-      auto done = cluster.run(tutorial::train(cluster.coordinator(), config));
-      if (!done || !done->ok()) std::abort();
-    }
+    LocalCluster cluster(registry, o);
+    training::Trainer trainer(m, registry, training::tutorial_data(1, 200, 200), std::nullopt, options);
+    auto done = cluster.run(trainer.run(cluster.coordinator()));
+    if (!done || !done->ok()) std::abort();
   }
   state.counters["steps/s"] = benchmark::Counter(static_cast<double>(steps * state.iterations()), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ModelTutorialTraining)->Arg(0)->Arg(1)->ArgName("spec")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModelTutorialTraining)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace twinps::model

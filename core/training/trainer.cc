@@ -1,0 +1,373 @@
+#include "core/training/trainer.h"
+
+#include <algorithm>
+#include <deque>
+
+#include <google/protobuf/text_format.h>
+
+#include "core/checkpoint/training_checkpoints.h"
+#include "core/runtime/sync.h"
+#include "core/training/model_functions.h"
+
+namespace twinps::training {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::string spec_text(const model::spec::ModelSpec& spec) {
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(spec, &text);
+  return text;
+}
+
+void add_read(data::ReadStats& total, const StepReport& r) {
+  total.records_read += r.records_read;
+  total.records_skipped += r.records_skipped;
+  total.files_cut_short += r.files_cut_short;
+  total.passes_completed += r.passes_completed;
+}
+
+}  // namespace
+
+Trainer::Trainer(std::shared_ptr<const model::CompiledModel> model, const FunctionRegistry& registry, DataSource train,
+                 std::optional<DataSource> eval, TrainerOptions options, TrainerCallbacks callbacks)
+    : model_(std::move(model)),
+      registry_(registry),
+      train_(std::move(train)),
+      eval_(std::move(eval)),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)) {}
+
+std::int64_t Trainer::steps_per_epoch() const {
+  if (options_.steps_per_epoch > 0) return options_.steps_per_epoch;
+  return train_.records > 0 ? ceil_div(train_.records, model_->batch_size()) : 0;
+}
+
+Status Trainer::check() const {
+  if (options_.epochs < 1) return absl::InvalidArgumentError("epochs must be at least 1");
+  if (options_.steps_per_epoch < 0) return absl::InvalidArgumentError("steps_per_epoch must not be negative");
+  if (steps_per_epoch() < 1)
+    return absl::InvalidArgumentError("steps_per_epoch is 0 (one pass) but the number of training records is unknown");
+  if (options_.steps_per_execution < 1) return absl::InvalidArgumentError("steps_per_execution must be at least 1");
+  if (options_.checkpoint_every_epochs < 1) return absl::InvalidArgumentError("checkpoint_every_epochs must be at least 1");
+  if (options_.checkpoint_every_steps < 0 || options_.checkpoint_every < 0)
+    return absl::InvalidArgumentError("checkpoint_every_steps and checkpoint_every must not be negative");
+  if (options_.eval_every_epochs < 0) return absl::InvalidArgumentError("eval_every_epochs must not be negative");
+  if (options_.eval_steps < 0) return absl::InvalidArgumentError("eval_steps must not be negative");
+  if (eval_ && options_.eval_mode == EvalMode::kDistributed && options_.eval_steps == 0 && eval_->records <= 0)
+    return absl::InvalidArgumentError("eval_steps is 0 (one pass) but the number of evaluation records is unknown");
+  if (model_->batch_size() < 1) return absl::InvalidArgumentError("the batch size must be at least 1");
+  return absl::OkStatus();
+}
+
+// One run of the trainer on one coordinator (a restarted coordinator runs
+// the trainer again from the top, and restores).
+struct Trainer::Run {
+  Run(const Trainer& t, ClusterCoordinator& c) : t(t), c(c), spe(t.steps_per_epoch()) {}
+
+  const Trainer& t;
+  ClusterCoordinator& c;
+  const std::int64_t spe;
+  TrainResult result;
+  PerWorkerValues model;
+  PerWorkerValues iterator;
+  PerWorkerDataset eval_dataset;
+  bool eval_dataset_built = false;
+  int epoch = 0;
+  bool finished = false;
+
+  // Train closures scheduled and not yet folded into the result, oldest first.
+  struct Scheduled {
+    RemoteValue value;
+    std::int64_t steps = 0;
+  };
+  std::deque<Scheduled> pending;
+  std::int64_t steps_done_in_epoch = 0;   // by closures folded
+  std::int64_t steps_scheduled = 0;       // by this run, over every epoch
+  std::int64_t steps_at_last_save = 0;
+  Time last_save_at = 0;
+  std::optional<double> newest_loss;
+  std::int64_t progress_steps = 0;  // steps folded at the previous progress report
+  Time progress_at = 0;
+
+  // Takes every finished closure at the front of `pending` into the result.
+  // Stops at one that failed: the coordinator raises its error at the next
+  // join (once, cancelling the rest), which the trainer then returns.
+  // Returns whether the front closure failed.
+  bool fold_finished() {
+    while (!pending.empty()) {
+      auto peeked = pending.front().value.peek();
+      if (!peeked) return false;  // not finished yet
+      if (!peeked->ok()) return true;
+      auto report = StepReport::from_value(**peeked);
+      if (report.ok()) {
+        add_read(result.read, *report);
+        newest_loss = report->loss;
+      }
+      steps_done_in_epoch += pending.front().steps;
+      pending.pop_front();
+    }
+    return false;
+  }
+
+  // join(), then the closures it finished folded. A closure's error after a
+  // join that succeeded cannot happen; were it to, it is returned.
+  Task<Status> join_and_fold() {
+    TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
+    if (fold_finished()) co_return pending.front().value.peek()->status();
+    co_return absl::OkStatus();
+  }
+
+  std::map<std::string, std::string> metadata() const {
+    std::map<std::string, std::string> m = t.options_.checkpoint_metadata;
+    m[kSpecKey] = spec_text(t.model_->spec());
+    m[kEpochsKey] = std::to_string(t.options_.epochs);
+    m[kStepsPerEpochKey] = std::to_string(spe);
+    return m;
+  }
+
+  Task<Status> save(std::map<std::string, std::string> meta) {
+    auto saved = co_await save_checkpoint(c, *t.options_.checkpoints, std::move(meta));
+    if (!saved.ok()) co_return saved.status();
+    steps_at_last_save = steps_scheduled;
+    last_save_at = c.now();
+    if (t.callbacks_.on_checkpoint) t.callbacks_.on_checkpoint(*saved);
+    co_return absl::OkStatus();
+  }
+
+  // Within an epoch: every N steps or S seconds since the last save.
+  Task<Status> maybe_save_within_epoch() {
+    const auto& o = t.options_;
+    if (!o.checkpoints) co_return absl::OkStatus();
+    const bool by_steps = o.checkpoint_every_steps > 0 && steps_scheduled - steps_at_last_save >= o.checkpoint_every_steps;
+    const bool by_time = o.checkpoint_every > 0 && c.now() - last_save_at >= o.checkpoint_every;
+    if (!by_steps && !by_time) co_return absl::OkStatus();
+    // A consistent snapshot: nothing runs while the shards are exported.
+    TWINPS_CO_RETURN_IF_ERROR(co_await join_and_fold());
+    co_return co_await save(metadata());
+  }
+
+  // A closure failed: the coordinator's join raises the error.
+  Task<Status> join_or_internal() {
+    Status s = co_await join_and_fold();
+    if (s.ok()) co_return absl::InternalError("a closure failed but join() raised no error");
+    co_return s;
+  }
+
+  Task<StatusOr<std::int64_t>> read_iterations() {
+    const VariableLayout* v = c.variables().find(model::CompiledModel::kIterations);
+    if (!v) co_return absl::InternalError("the model has no iterations counter");
+    ParameterClient ps = c.parameter_client();
+    ParameterClient::PullBatch pull;
+    const int h = pull.counter(*v);
+    auto r = co_await ps.pull(pull);
+    if (!r.ok()) co_return r.status();
+    co_return r->counter(h);
+  }
+
+  Task<StatusOr<model::MetricValues>> evaluate_distributed() {
+    const DataSource& source = *t.eval_;
+    ParameterClient ps = c.parameter_client();
+    TWINPS_CO_RETURN_IF_ERROR(co_await t.model_->reset_metrics(ps, c.variables(), model::Phase::kEval));
+    if (!eval_dataset_built) {
+      DatasetRequest r{c.shape().workers, t.model_->batch_size(), -1, false};
+      eval_dataset = c.create_per_worker_dataset(source.function, source.args(r));
+      eval_dataset_built = true;
+    }
+    // A new iterator per evaluation: each worker starts its shard again.
+    PerWorkerValues eval_iterator = c.create_per_worker_iterator(eval_dataset);
+    const std::int64_t steps =
+        t.options_.eval_steps > 0 ? t.options_.eval_steps : ceil_div(source.records, t.model_->batch_size());
+    for (std::int64_t i = 0; i < steps; ++i) {
+      std::vector<Arg> args{model, eval_iterator};
+      auto rv = co_await c.schedule(kEvalStep, std::move(args));
+      if (!rv.ok()) co_return rv.status();
+    }
+    TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
+    ParameterClient reader = c.parameter_client();
+    co_return co_await t.model_->read_metrics(reader, c.variables(), model::Phase::kEval);
+  }
+
+  Task<StatusOr<model::MetricValues>> evaluate_directly() {
+    auto data = LocalData::open(t.registry_, *t.eval_, DatasetRequest{1, t.model_->batch_size(), 1, false},
+                                RandomStream(0));
+    if (!data.ok()) co_return data.status();
+    ParameterClient ps = c.parameter_client();
+    std::vector<Matrix> totals;
+    for (;;) {
+      auto batch = data->next();
+      if (!batch.ok()) {
+        if (batch.status().code() == StatusCode::kOutOfRange) break;
+        co_return batch.status();
+      }
+      auto deltas = co_await t.model_->evaluate_batch(ps, c.variables(), data->schema(), *batch);
+      if (!deltas.ok()) co_return deltas.status();
+      if (totals.empty()) {
+        totals = std::move(*deltas);
+      } else {
+        for (std::size_t i = 0; i < totals.size(); ++i) totals[i] += (*deltas)[i];
+      }
+    }
+    if (totals.empty()) co_return absl::InvalidArgumentError("the evaluation data holds no record");
+    co_return t.model_->metrics_from(totals);
+  }
+
+  Task<StatusOr<model::MetricValues>> evaluate() {
+    if (t.options_.eval_mode == EvalMode::kDirect) co_return co_await evaluate_directly();
+    co_return co_await evaluate_distributed();
+  }
+
+  Task<void> report_progress() {
+    const Duration every = t.options_.progress_every;
+    progress_at = c.now();
+    for (;;) {
+      co_await sleep_for(c.executor(), every);
+      if (finished) co_return;
+      fold_finished();  // a failed closure's error is raised by the program's next join
+      Progress p;
+      p.epoch = epoch;
+      p.epochs = t.options_.epochs;
+      p.steps_done = steps_done_in_epoch;
+      p.steps_per_epoch = spe;
+      const std::int64_t done = result.steps_trained + steps_done_in_epoch;
+      const double seconds = to_seconds(c.now() - progress_at);
+      p.examples_per_second =
+          seconds > 0 ? static_cast<double>((done - progress_steps) * t.model_->batch_size()) / seconds : 0;
+      p.loss = newest_loss;
+      p.now = c.now();
+      progress_steps = done;
+      progress_at = c.now();
+      t.callbacks_.on_progress(p);
+    }
+  }
+
+  Task<StatusOr<TrainResult>> train() {
+    const auto& o = t.options_;
+    auto vars = t.model_->build_variables(c.shape().ps);
+    if (!vars.ok()) co_return vars.status();
+    auto start = restore_or_initialize(o.checkpoints, vars->layouts, vars->optimizer, std::move(vars->initial));
+    if (!start.ok()) co_return start.status();
+    result.start.steps_per_epoch = spe;
+    result.start.start_epoch = resume_epoch(start->step, static_cast<int>(std::min<std::int64_t>(spe, 1 << 30)));
+    result.start.restored_from = start->restored_from;
+    result.start.restored_iterations = start->step;
+    result.start.refused = start->refused;
+    if (t.callbacks_.on_start) t.callbacks_.on_start(result.start);
+    TWINPS_CO_RETURN_IF_ERROR(co_await c.start(vars->layouts, vars->optimizer, std::move(start->shards)));
+
+    // The model and the training data on every worker (built again on a
+    // worker that restarts, in this order).
+    model = c.create_per_worker_resource(kModelFunction, model_args(t.model_->spec()));
+    DatasetRequest r{c.shape().workers, t.model_->batch_size(), -1, true};
+    PerWorkerDataset dataset = c.create_per_worker_dataset(t.train_.function, t.train_.args(r));
+    iterator = c.create_per_worker_iterator(dataset);
+
+    last_save_at = c.now();
+    result.training_started = result.training_finished = c.now();
+    for (epoch = result.start.start_epoch; epoch < o.epochs; ++epoch) {
+      ParameterClient ps = c.parameter_client();
+      TWINPS_CO_RETURN_IF_ERROR(co_await t.model_->reset_metrics(ps, c.variables(), model::Phase::kTrain));
+      const Time epoch_started = c.now();
+      steps_done_in_epoch = 0;
+      for (std::int64_t step = 0; step < spe; step += o.steps_per_execution) {
+        const std::int64_t n = std::min(o.steps_per_execution, spe - step);
+        std::vector<Arg> args{model, iterator, Value(n)};
+        auto rv = co_await c.schedule(kTrainStep, std::move(args));
+        if (!rv.ok()) co_return rv.status();
+        pending.push_back({*rv, n});
+        steps_scheduled += n;
+        bool failed = fold_finished();
+        if (o.checkpoints && o.checkpoint_every > 0) {
+          // Saving every S seconds needs the program to look at the clock as
+          // training goes: keep two closures per worker queued rather than
+          // the whole epoch, waiting for the oldest.
+          const std::size_t most = 2 * static_cast<std::size_t>(c.shape().workers);
+          while (!failed && pending.size() > most) {
+            (void)co_await pending.front().value.fetch();
+            failed = fold_finished();
+          }
+        }
+        if (failed) co_return co_await join_or_internal();
+        TWINPS_CO_RETURN_IF_ERROR(co_await maybe_save_within_epoch());
+      }
+      TWINPS_CO_RETURN_IF_ERROR(co_await join_and_fold());
+      if (newest_loss) result.final_loss = *newest_loss;
+
+      EpochResult e;
+      e.epoch = epoch;
+      ParameterClient reader = c.parameter_client();
+      auto metrics = co_await t.model_->read_metrics(reader, c.variables(), model::Phase::kTrain);
+      if (!metrics.ok()) co_return metrics.status();
+      e.train = *metrics;
+      auto iterations = co_await read_iterations();
+      if (!iterations.ok()) co_return iterations.status();
+      e.iterations = *iterations;
+      e.finished_at = c.now();
+      const double seconds = to_seconds(e.finished_at - epoch_started);
+      e.examples_per_second = seconds > 0 ? static_cast<double>(spe * t.model_->batch_size()) / seconds : 0;
+      result.steps_trained += spe;
+      result.training_finished = e.finished_at;
+      const bool last = epoch + 1 == o.epochs;
+      if (t.eval_ && (last || (o.eval_every_epochs > 0 && (epoch + 1) % o.eval_every_epochs == 0))) {
+        auto eval = co_await evaluate();
+        if (!eval.ok()) co_return eval.status();
+        e.eval = *eval;
+        if (last) result.eval = *eval;
+      }
+      result.epochs.push_back(e);
+      if (t.callbacks_.on_epoch) t.callbacks_.on_epoch(e);
+      if (o.checkpoints && ((epoch + 1) % o.checkpoint_every_epochs == 0 || last)) {
+        auto meta = metadata();
+        meta[kEpochKey] = std::to_string(epoch);
+        TWINPS_CO_RETURN_IF_ERROR(co_await save(std::move(meta)));
+      }
+    }
+    auto iterations = co_await read_iterations();
+    if (!iterations.ok()) co_return iterations.status();
+    result.iterations = *iterations;
+    if (t.eval_ && !result.eval) {  // nothing left to train: evaluate what was restored
+      auto eval = co_await evaluate();
+      if (!eval.ok()) co_return eval.status();
+      result.eval = *eval;
+    }
+    co_return std::move(result);
+  }
+};
+
+Task<StatusOr<TrainResult>> Trainer::run(ClusterCoordinator& coordinator) {
+  TWINPS_CO_RETURN_IF_ERROR(check());
+  Run run(*this, coordinator);
+  // Declared after `run`: the progress reporter is destroyed first.
+  TaskScope progress(coordinator.executor());
+  if (options_.progress_every > 0 && callbacks_.on_progress) progress.spawn(run.report_progress());
+  auto result = co_await run.train();
+  run.finished = true;
+  co_return result;
+}
+
+model::LocalEvaluator::VariableValues full_values(const std::vector<VariableLayout>& layouts,
+                                                  const std::vector<ShardState>& shards) {
+  std::map<ShardId, const ShardState*> by_id;
+  for (const auto& s : shards) by_id[s.spec.id] = &s;
+  model::LocalEvaluator::VariableValues out;
+  for (const auto& layout : layouts) {
+    if (layout.kind != VariableKind::kTrainable) continue;
+    Matrix full(layout.rows(), layout.cols());
+    Eigen::Index row = 0;
+    bool complete = true;
+    for (const auto& shard : layout.shards) {
+      auto it = by_id.find(shard.id);
+      if (it == by_id.end() || it->second->value.rows() != shard.rows) {
+        complete = false;
+        break;
+      }
+      full.middleRows(row, shard.rows) = it->second->value;
+      row += shard.rows;
+    }
+    if (complete) out.emplace(layout.name, std::move(full));
+  }
+  return out;
+}
+
+}  // namespace twinps::training
