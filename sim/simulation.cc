@@ -5,6 +5,7 @@
 
 #include "core/checkpoint/checkpoint_manager.h"
 #include "core/checkpoint/storage.h"
+#include "core/data/dataset.h"
 #include "core/local/local_cluster.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial_spec.h"

@@ -183,6 +183,7 @@ struct Trainer::Run {
       std::vector<Arg> args{model, eval_iterator};
       auto rv = co_await c.schedule(kEvalStep, std::move(args));
       if (!rv.ok()) co_return rv.status();
+      if (t.callbacks_.on_scheduled) t.callbacks_.on_scheduled(kEvalStep, *rv);
     }
     TWINPS_CO_RETURN_IF_ERROR(co_await c.join());
     ParameterClient reader = c.parameter_client();
@@ -275,6 +276,7 @@ struct Trainer::Run {
         std::vector<Arg> args{model, iterator, Value(n)};
         auto rv = co_await c.schedule(kTrainStep, std::move(args));
         if (!rv.ok()) co_return rv.status();
+        if (t.callbacks_.on_scheduled) t.callbacks_.on_scheduled(kTrainStep, *rv);
         pending.push_back({*rv, n});
         steps_scheduled += n;
         bool failed = fold_finished();
@@ -304,6 +306,10 @@ struct Trainer::Run {
       if (!iterations.ok()) co_return iterations.status();
       e.iterations = *iterations;
       e.finished_at = c.now();
+      // The epoch on the chief's track of the trace (its training metrics as arguments).
+      c.trace().span(c.self(), "program", "epoch", epoch_started, e.finished_at - epoch_started,
+                     {TraceArg{"epoch", static_cast<double>(epoch)},
+                      TraceArg{"accuracy", e.train.accuracy.value_or(-1)}, TraceArg{"loss", e.train.loss}});
       const double seconds = to_seconds(e.finished_at - epoch_started);
       e.examples_per_second = seconds > 0 ? static_cast<double>(spe * t.model_->batch_size()) / seconds : 0;
       result.steps_trained += spe;

@@ -104,6 +104,9 @@ struct TrainerCallbacks {
   std::function<void(const EpochResult&)> on_epoch;
   std::function<void(const std::string& checkpoint)> on_checkpoint;
   std::function<void(const Progress&)> on_progress;
+  // Every closure the trainer schedules (train and eval steps) with its
+  // RemoteValue: the simulator records them for its expectations.
+  std::function<void(const std::string& fn, const RemoteValue&)> on_scheduled;
 };
 
 struct TrainResult {

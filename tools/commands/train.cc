@@ -179,7 +179,8 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
   if (s.metrics)
     s.metrics->on_finished(result.ok() ? *result : training::TrainResult{}, run.model->batch_size(), result.status());
   if (!result.ok()) {
-    print_error("train", result.status());
+    // With the status code: a lost task (UNAVAILABLE) reads differently from bad data (INVALID_ARGUMENT).
+    print_error("train", Status(result.status().code(), describe(result.status())));
     report.json["error"] = describe(result.status());
     report.json["error_code"] = absl::StatusCodeToString(result.status().code());
     co_return exit_code_for(result.status());
