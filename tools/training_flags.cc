@@ -170,7 +170,13 @@ StatusOr<model::spec::ModelSpec> load_spec(const ModelFlags& f, const po::variab
     if (*shards < 1) return bad_flag("--shards must be at least 1");
     spec.mutable_partitioner()->set_fixed_shards(*shards);
   }
-  if (auto seed = flag<std::uint64_t>(vm, "init-seed")) spec.set_init_seed(*seed);
+  if (auto seed = flag<std::uint64_t>(vm, "init-seed")) {
+    spec.set_init_seed(*seed);
+  } else if (f.model_path.empty() && vm.count("seed") && !vm["seed"].defaulted()) {
+    // The built-in tutorial draws its initial values from the run's seed + 1,
+    // as `twinps train --seed S` always has (the spec's init_seed 2 is seed 1's).
+    spec.set_init_seed(f.seed + 1);
+  }
   // Checked again with the overrides in.
   auto errors = model::validate_model_spec(spec, source ? *source : f.model_path);
   if (!errors.empty()) {

@@ -84,6 +84,7 @@ struct Trainer::Run {
   };
   std::deque<Scheduled> pending;
   std::int64_t steps_done_in_epoch = 0;   // by closures folded
+  std::int64_t steps_folded = 0;          // by closures folded, over every epoch of this run
   std::int64_t steps_scheduled = 0;       // by this run, over every epoch
   std::int64_t steps_at_last_save = 0;
   Time last_save_at = 0;
@@ -106,6 +107,7 @@ struct Trainer::Run {
         newest_loss = report->loss;
       }
       steps_done_in_epoch += pending.front().steps;
+      steps_folded += pending.front().steps;
       pending.pop_front();
     }
     return false;
@@ -231,7 +233,7 @@ struct Trainer::Run {
       p.epochs = t.options_.epochs;
       p.steps_done = steps_done_in_epoch;
       p.steps_per_epoch = spe;
-      const std::int64_t done = result.steps_trained + steps_done_in_epoch;
+      const std::int64_t done = steps_folded;
       const double seconds = to_seconds(c.now() - progress_at);
       p.examples_per_second =
           seconds > 0 ? static_cast<double>((done - progress_steps) * t.model_->batch_size()) / seconds : 0;
@@ -257,12 +259,15 @@ struct Trainer::Run {
     if (t.callbacks_.on_start) t.callbacks_.on_start(result.start);
     TWINPS_CO_RETURN_IF_ERROR(co_await c.start(vars->layouts, vars->optimizer, std::move(start->shards)));
 
-    // The model and the training data on every worker (built again on a
-    // worker that restarts, in this order).
-    model = c.create_per_worker_resource(kModelFunction, model_args(t.model_->spec()));
+    // The training data and the model on every worker (built again on a
+    // worker that restarts, in this order). The data comes first: a worker
+    // shuffles with a stream forked by the resource's id, so the tutorial's
+    // data is shuffled as TensorFlow's tutorial program (dataset, then
+    // iterator) has it shuffled.
     DatasetRequest r{c.shape().workers, t.model_->batch_size(), -1, true};
     PerWorkerDataset dataset = c.create_per_worker_dataset(t.train_.function, t.train_.args(r));
     iterator = c.create_per_worker_iterator(dataset);
+    model = c.create_per_worker_resource(kModelFunction, model_args(t.model_->spec()));
 
     last_save_at = c.now();
     result.training_started = result.training_finished = c.now();

@@ -4,7 +4,7 @@ namespace twinps::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> all = {
-      {"train", "run the coordinator: the tutorial model on a cluster", run_train},
+      {"train", "run the coordinator: train a model spec (default: the tutorial) on a cluster", run_train},
       {"serve", "run a parameter-server or worker task", run_serve},
       {"eval", "side-car evaluator: evaluate each new checkpoint", run_eval},
       {"sim", "run a scenario on the deterministic simulator and check its expectations", run_sim},

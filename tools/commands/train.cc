@@ -156,8 +156,10 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
     j["time"] = to_seconds(e.finished_at);
     j["examples_per_second"] = e.examples_per_second;
     if (e.eval) {
-      std::printf("Evaluation after epoch %d: %s (%.0f examples).\n", e.epoch,
-                  metrics_text(run.spec, *e.eval, " ").c_str(), e.eval->examples);
+      // (The evaluation after the last epoch is printed once, after training.)
+      if (e.epoch + 1 < options.epochs)
+        std::printf("Evaluation after epoch %d: %s (%.0f examples).\n", e.epoch,
+                    metrics_text(run.spec, *e.eval, " ").c_str(), e.eval->examples);
       j["eval"] = metrics_json(*e.eval);
     }
     report.json["epochs"].push_back(j);
