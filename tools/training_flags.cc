@@ -1,5 +1,6 @@
 #include "tools/training_flags.h"
 
+#include <absl/strings/numbers.h>
 #include <google/protobuf/text_format.h>
 
 #include "core/data/file_dataset.h"
@@ -264,7 +265,12 @@ StatusOr<training::DataSource> data_from_metadata(const std::string& text) {
     const std::string rest = text.substr(tutorial_prefix.size());
     const auto colon = rest.find(':');
     if (colon == std::string::npos) return absl::InvalidArgumentError("bad tutorial data description '" + text + "'");
-    return training::tutorial_data(std::stoull(rest.substr(0, colon)), std::stoll(rest.substr(colon + 1)), 0);
+    std::uint64_t seed = 0;
+    std::int64_t records = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, colon), &seed) || !absl::SimpleAtoi(rest.substr(colon + 1), &records) ||
+        records < 1)
+      return absl::InvalidArgumentError("bad tutorial data description '" + text + "'");
+    return training::tutorial_data(seed, records, 0);
   }
   if (text.rfind(kFilesPrefix, 0) == 0) {
     data::FileDatasetSpec spec;
