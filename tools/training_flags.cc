@@ -116,20 +116,25 @@ void ModelFlags::add_model_options(po::options_description& opts) {
       ("model", po::value(&model_path),
        "the model spec (Protobuf text, core/model/model_spec.proto; default: the built-in tutorial, "
        "examples/tutorial/model.textproto)")
-      ("batch-size", po::value<std::int64_t>(), "examples per step (overrides the spec's batch_size)")
-      ("learning-rate", po::value<double>(), "a constant learning rate for every optimizer group (overrides the spec's)")
-      ("shards", po::value<std::int64_t>(), "shard every variable into N (the spec's partitioner becomes fixed_shards: N)")
+      ("batch-size", po::value<std::int64_t>()->notifier(at_least(std::int64_t{1})),
+       "examples per step (overrides the spec's batch_size)")
+      ("learning-rate", po::value<double>()->notifier(positive()),
+       "a constant learning rate for every optimizer group (overrides the spec's)")
+      ("shards", po::value<std::int64_t>()->notifier(at_least(std::int64_t{1})),
+       "shard every variable into N (the spec's partitioner becomes fixed_shards: N)")
       ("init-seed", po::value<std::uint64_t>(), "seed of the initial values (overrides the spec's init_seed)");
 }
 
 void ModelFlags::add_training_options(po::options_description& opts) {
   opts.add_options()
-      ("epochs", po::value<int>(), "epochs (overrides the spec's training.epochs)")
-      ("steps-per-epoch", po::value<std::int64_t>(), "steps per epoch; 0: one pass over the training data")
-      ("steps-per-execution", po::value<std::int64_t>(), "steps each closure runs")
-      ("eval-every", po::value<int>(), "evaluate after every N epochs (0: only after training)")
-      ("eval-steps", po::value<std::int64_t>(), "batches of a distributed evaluation; 0: one pass")
-      ("eval-mode", po::value(&eval_mode)->default_value("distributed"),
+      ("epochs", po::value<int>()->notifier(at_least(1)), "epochs (overrides the spec's training.epochs)")
+      ("steps-per-epoch", po::value<std::int64_t>()->notifier(at_least(std::int64_t{0})),
+       "steps per epoch; 0: one pass over the training data")
+      ("steps-per-execution", po::value<std::int64_t>()->notifier(at_least(std::int64_t{1})), "steps each closure runs")
+      ("eval-every", po::value<int>()->notifier(at_least(0)), "evaluate after every N epochs (0: only after training)")
+      ("eval-steps", po::value<std::int64_t>()->notifier(at_least(std::int64_t{0})),
+       "batches of a distributed evaluation; 0: one pass")
+      ("eval-mode", value_or(&eval_mode, std::string("distributed"))->notifier(one_of({"distributed", "direct"})),
        "distributed (eval closures on the workers, metrics on a ps) or direct (on the coordinator, every record once)");
 }
 
@@ -141,11 +146,13 @@ void ModelFlags::add_data_options(po::options_description& opts, bool with_train
   opts.add_options()
       ("eval-data", po::value(&eval_data)->multitoken(), "evaluation data files (globs), or builtin:tutorial")
       ("eval-labels", po::value(&eval_labels)->multitoken(), "IDX: the labels files of --eval-data (globs)")
-      ("format", po::value(&format)->default_value("auto"), "auto (from the file names), csv, libsvm, idx or tfrecord")
-      ("sharding", po::value(&sharding)->default_value("auto"),
+      ("format", value_or(&format, std::string("auto"))->notifier(one_of({"auto", "csv", "libsvm", "idx", "tfrecord"})),
+       "auto (from the file names), csv, libsvm, idx or tfrecord")
+      ("sharding", value_or(&sharding, std::string("auto"))->notifier(one_of({"auto", "file", "record", "none"})),
        "how files are divided among workers: auto, file, record or none")
-      ("shuffle-buffer", po::value(&shuffle_buffer)->default_value(10000), "training records shuffled together (0: in order)")
-      ("csv-delimiter", po::value(&csv_delimiter)->default_value(","), "CSV: the field delimiter")
+      ("shuffle-buffer", value_or(&shuffle_buffer, std::int64_t{10000})->notifier(at_least(std::int64_t{0})),
+       "training records shuffled together (0: in order)")
+      ("csv-delimiter", value_or(&csv_delimiter, std::string(",")), "CSV: the field delimiter (one character)")
       ("skip-bad-records", po::bool_switch(&skip_bad_records),
        "pass over corrupt or mistyped records (counted in the summary) instead of stopping");
 }

@@ -64,9 +64,11 @@ TEST(EvalTest, TakesEpochsSeedsAndModelFromTheCheckpoints) {
   CheckpointManager manager(**storage, 0);
   auto header = manager.restore("ckpt-40", {}, OptimizerConfig{});
   ASSERT_TRUE(header.ok()) << describe(header.status());
-  EXPECT_EQ(header->metadata.at("tutorial.data_seed"), "7");
-  EXPECT_EQ(header->metadata.at("tutorial.epochs"), "10");
-  EXPECT_EQ(header->metadata.at("tutorial.steps_per_epoch"), "4");
+  EXPECT_EQ(header->metadata.at("epochs"), "10");
+  EXPECT_EQ(header->metadata.at("steps_per_epoch"), "4");
+  EXPECT_EQ(header->metadata.at("eval_data"), "builtin:tutorial:8:16") << "the evaluation records of seed 7 + 1";
+  EXPECT_NE(header->metadata.at("model_spec").find("init_seed: 8"), std::string::npos)
+      << "the spec trained, with --seed 7's initial values";
 }
 
 TEST(EvalTest, AnEvaluatorTfConfigIsUsedAndAnotherTasksIsRefused) {

@@ -289,6 +289,17 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
   }
   TrainSettings s = settings;
   s.shape = ClusterShape{tfc->cluster.num_workers(), tfc->cluster.num_ps()};
+  // Say which tasks have not answered (and where they were looked for) while the cluster forms.
+  s.coordinator.on_waiting_for_tasks = [cluster = tfc->cluster, limit = s.coordinator.connect_timeout](
+                                           const std::vector<TaskId>& missing, Duration waited) {
+    std::string names;
+    for (const auto& t : missing) {
+      auto address = cluster.address(t);
+      names += (names.empty() ? "" : ", ") + t.short_name() + " (" + (address.ok() ? *address : "?") + ")";
+    }
+    std::fprintf(stderr, "twinps train: waiting for the cluster: no answer yet from %s; %.0f s of %s s (--connect-timeout)\n",
+                 names.c_str(), to_seconds(waited), shown(to_seconds(limit)).c_str());
+  };
   FunctionRegistry registry;
   training::register_training_functions(registry);
   net::RealNodeOptions o;
@@ -322,28 +333,34 @@ int run_train(int argc, char** argv) {
       ("in-memory", "run every task in this process on the deterministic in-memory transport")
       ("in-process", "run every task in this process over real gRPC on loopback ports")
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
-      ("workers", po::value(&s.shape.workers)->default_value(3), "worker tasks (--in-memory, --in-process)")
-      ("ps", po::value(&s.shape.ps)->default_value(2), "parameter-server tasks (--in-memory, --in-process)")
-      ("seed", po::value(&s.seed)->default_value(1), "seed of the generated data and the shuffles");
+      ("workers", value_or(&s.shape.workers, 3)->notifier(at_least(1)), "worker tasks (--in-memory, --in-process)")
+      ("ps", value_or(&s.shape.ps, 2)->notifier(at_least(1)), "parameter-server tasks (--in-memory, --in-process)")
+      ("seed", value_or(&s.seed, std::uint64_t{1}),
+       "seed of the generated data and the shuffles (the built-in tutorial's initial values: seed + 1)");
   model_flags.add_model_options(opts);
   model_flags.add_training_options(opts);
   model_flags.add_data_options(opts);
   opts.add_options()
       ("checkpoint-dir", po::value(&s.checkpoint_dir), "save checkpoints here and restore the newest at start")
-      ("checkpoint-every", po::value(&s.checkpoint_every_epochs)->default_value(1), "save every N epochs (and after the last)")
-      ("checkpoint-every-steps", po::value(&s.checkpoint_every_steps)->default_value(0),
+      ("checkpoint-every", value_or(&s.checkpoint_every_epochs, 1)->notifier(at_least(1)),
+       "save every N epochs (and after the last)")
+      ("checkpoint-every-steps", value_or(&s.checkpoint_every_steps, std::int64_t{0})->notifier(at_least(std::int64_t{0})),
        "also save within epochs, every N steps scheduled (0: off)")
-      ("checkpoint-every-seconds", po::value(&s.checkpoint_every_seconds)->default_value(0),
+      ("checkpoint-every-seconds", value_or(&s.checkpoint_every_seconds, 0.0)->notifier(at_least(0.0)),
        "also save within epochs, every S seconds (0: off)")
-      ("keep", po::value(&s.keep_checkpoints)->default_value(3), "checkpoints to keep")
-      ("progress-every", po::value(&s.progress_every_seconds)->default_value(5),
-       "seconds between progress lines on stderr (examples/s, loss); 0: none")
-      ("connect-timeout", po::value(&connect_timeout)->default_value(60), "seconds for every task to answer at start")
-      ("rpc-timeout", po::value(&rpc_timeout)->default_value(30), "seconds before a control call fails")
-      ("heartbeat", po::value(&heartbeat)->default_value(1), "seconds between worker health checks while closures run")
+      ("keep", value_or(&s.keep_checkpoints, 3)->notifier(at_least(0)), "checkpoints to keep (0: all)")
+      ("progress-every", value_or(&s.progress_every_seconds, 5.0)->notifier(positive()),
+       "seconds between lines on stderr: while training, examples/s and loss; with TF_CONFIG, while the cluster "
+       "forms, the tasks that have not answered")
+      ("connect-timeout", value_or(&connect_timeout, 60.0)->notifier(positive()),
+       "seconds for every task to answer at start")
+      ("rpc-timeout", value_or(&rpc_timeout, 30.0)->notifier(positive()), "seconds before a control call fails")
+      ("heartbeat", value_or(&heartbeat, 1.0)->notifier(positive()),
+       "seconds between worker health checks while closures run")
       ("trace", po::value(&s.trace_path), "write a Chrome Trace Event file (open in Perfetto)")
       ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log")
-      ("data-plane", po::value(&data_plane)->default_value("tcp"), kDataPlaneHelp);
+      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})),
+       kDataPlaneHelp);
   SecurityFlags security_flags;
   security_flags.add_to(opts);
   MetricsFlags metrics_flags;
@@ -367,14 +384,6 @@ int run_train(int argc, char** argv) {
     std::fprintf(stderr, "twinps train: --in-memory and --in-process exclude each other\n");
     return kExitBadInput;
   }
-  if (s.shape.workers < 1 || s.shape.ps < 1 || s.checkpoint_every_epochs < 1 || s.checkpoint_every_steps < 0 ||
-      s.checkpoint_every_seconds < 0 || s.progress_every_seconds < 0 || connect_timeout <= 0 || rpc_timeout <= 0 ||
-      heartbeat <= 0) {
-    std::fprintf(stderr,
-                 "twinps train: --workers, --ps, --checkpoint-every and the timeouts must be positive; "
-                 "--checkpoint-every-steps, --checkpoint-every-seconds and --progress-every not negative\n");
-    return kExitBadInput;
-  }
   model_flags.seed = s.seed;
   auto run = load_model_run(model_flags, vm, /*need_train_data=*/true);
   if (!run.ok()) {
@@ -386,6 +395,7 @@ int run_train(int argc, char** argv) {
   s.coordinator.rpc_timeout = from_seconds(rpc_timeout);
   s.coordinator.heartbeat_interval = from_seconds(heartbeat);
   s.coordinator.heartbeat_timeout = 2 * from_seconds(heartbeat);
+  s.coordinator.waiting_report_interval = from_seconds(s.progress_every_seconds);
   s.coordinator.record_dispatch_log = !s.report_path.empty();
 
   auto checkpoints = open_checkpoints(s);
