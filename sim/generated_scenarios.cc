@@ -84,6 +84,15 @@ scenario::Scenario swarm_scenario(std::uint64_t seed) {
     f->set_duration_s(r.uniform(0.5, 3));
     f->mutable_hotspot()->set_variable("learning_rate");
   }
+  // Drawn last, so the schedules above stay what they were for every seed.
+  // Pushes duplicated and reordered on the way (never lost: a lost pull or
+  // push is a ps failure, which the fault schedules above already cover).
+  if (r.bernoulli(0.3)) {
+    auto* m = s.mutable_message_faults();
+    m->set_duplicate(r.uniform(0.05, 0.4));
+    m->set_delay(r.uniform(0, 0.5));
+    m->set_max_delay_s(r.uniform(0.001, 0.1));
+  }
   s.set_time_limit_s(3600);
   s.add_expect()->set_invariants(true);
   return s;

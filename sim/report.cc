@@ -115,6 +115,13 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
             fmt(", max %.1f%%", 100 * hi));
   }
   if (r.messages_lost > 0) row("messages lost", std::to_string(r.messages_lost));
+  if (r.message_faults.calls > 0) {
+    const auto& m = r.message_faults;
+    row("message faults", std::to_string(m.duplicated) + " duplicated, " + std::to_string(m.delayed) + " held back, " +
+                              std::to_string(m.requests_dropped) + " requests and " + std::to_string(m.replies_dropped) +
+                              " replies lost, of " + std::to_string(m.calls) + " pulls and pushes");
+    row("duplicate pushes", std::to_string(r.duplicate_pushes_dropped) + " dropped by the ps");
+  }
   row("events processed", std::to_string(r.events) + " (" + std::to_string(r.events_skipped) + " of dead incarnations skipped)");
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(r.trace_hash));

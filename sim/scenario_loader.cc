@@ -521,6 +521,20 @@ void Validator::faults() {
       if (r.kind(k) == scenario::RandomFaults::COORDINATOR_CRASH && !(r.min_duration_s() > 0))
         error(p(r, "min_duration_s"), "a coordinator crash needs a restart delay above 0");
   }
+  if (s_.has_message_faults()) {
+    const auto& m = s_.message_faults();
+    const Path p = root_(s_, "message_faults");
+    auto probability = [&](const char* field, double v) {
+      if (!(v >= 0 && v <= 1)) error(p(m, field), std::string(field) + " must be a probability, from 0 to 1 (got " + num(v) + ")");
+    };
+    probability("duplicate", m.duplicate());
+    probability("delay", m.delay());
+    probability("drop_request", m.drop_request());
+    probability("drop_reply", m.drop_reply());
+    if (time_ok(p(m, "max_delay_s"), m.max_delay_s(), "max_delay_s") && !std::isfinite(m.max_delay_s()))
+      error(p(m, "max_delay_s"), "must be finite");
+    positive(p(m, "loss_detection_s"), m.loss_detection_s(), "loss_detection_s");
+  }
 }
 
 void Validator::expectations() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "core/checkpoint/checkpoint_manager.h"
 #include "core/checkpoint/storage.h"
@@ -164,6 +165,9 @@ struct Simulation::Impl {
 
   // ---- faults
   void schedule_fault(const scenario::Fault& f);
+  // A worker's transport with scenario.message_faults applied (unchanged
+  // without them). Each incarnation draws from a stream of its own.
+  std::unique_ptr<Transport> with_message_faults(const TaskId& worker, Executor& ex, std::unique_ptr<Transport> inner);
   void fault_log(Time at, const std::string& what) { result.faults.push_back("t=" + seconds_string(at) + "  " + what); }
   Executor& control() { return *control_executor; }
 
@@ -200,6 +204,8 @@ struct Simulation::Impl {
   InMemoryStorage checkpoints;
   std::vector<const ParameterServerNode*> ps_nodes;  // the live node of each ps, for the service-time probe
   std::vector<int> worker_starts;
+  std::map<int, std::uint64_t> worker_transports;  // transports made so far per worker index
+  std::shared_ptr<CallFaultCounts> message_fault_counts = std::make_shared<CallFaultCounts>();
   std::unique_ptr<LocalCluster> cluster;
   // Declared after the cluster: destroyed before it.
   std::unique_ptr<NodeExecutor> control_executor;
@@ -354,6 +360,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   lo.trace = &tee;
   lo.cost = cost.get();
   lo.wrap_transport = [this](const TaskId& t, Executor& ex, std::unique_ptr<Transport> inner) -> std::unique_ptr<Transport> {
+    if (t.job == Job::kWorker) return with_message_faults(t, ex, std::move(inner));
     if (t.job != Job::kPs) return inner;
     const int i = t.index;
     return std::make_unique<PsServiceTransport>(
@@ -420,6 +427,25 @@ Simulation::Impl::~Impl() {
 }
 
 // ---------------------------------------------------------------- faults
+
+std::unique_ptr<Transport> Simulation::Impl::with_message_faults(const TaskId& worker, Executor& ex,
+                                                                 std::unique_ptr<Transport> inner) {
+  if (!sc.has_message_faults()) return inner;
+  const auto& m = sc.message_faults();
+  CallFaultPlan plan;
+  plan.duplicate = m.duplicate();
+  plan.delay = m.delay();
+  plan.max_delay = from_seconds(m.max_delay_s());
+  plan.drop_request = m.drop_request();
+  plan.drop_reply = m.drop_reply();
+  plan.loss_detection = from_seconds(m.loss_detection_s());
+  plan.applies = is_pull_or_push;
+  const std::uint64_t made = worker_transports[worker.index]++;
+  auto faulty = std::make_unique<FaultyTransport>(std::move(inner), ex, std::move(plan),
+                                                  root.fork("message_faults", static_cast<std::uint64_t>(worker.index)).fork(made));
+  faulty->also_count_in(message_fault_counts);
+  return faulty;
+}
 
 void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
   const Time at = from_seconds(f.at_s());
@@ -811,6 +837,9 @@ SimResult Simulation::Impl::run() {
   h ^= event_hash + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   result.trace_hash = h;
   result.messages_lost = network->messages_lost();
+  result.message_faults = *message_fault_counts;
+  for (int i = 0; i < sc.cluster().ps(); ++i)
+    if (const auto* node = cluster->ps(i)) result.duplicate_pushes_dropped += node->store().stats().duplicates_dropped;
 
   for (int i = 0; i < sc.cluster().ps(); ++i) {
     PsReport r;

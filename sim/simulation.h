@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/coordinator/cluster_coordinator.h"
+#include "core/faults/faulty_transport.h"
 #include "core/training/trainer.h"
 #include "core/ps/parameter_store.h"
 #include "core/runtime/trace.h"
@@ -125,6 +126,10 @@ struct SimResult {
   std::uint64_t trace_records = 0;
   std::uint64_t trace_hash = 0;
   std::uint64_t messages_lost = 0;
+  // With scenario.message_faults: what the plan did to the workers' pulls and
+  // pushes, and the duplicate pushes the ps (live at the end) dropped.
+  CallFaultCounts message_faults;
+  std::uint64_t duplicate_pushes_dropped = 0;
   CoordinatorStats stats;  // summed over program starts
   std::vector<ProgramStart> starts;
   std::vector<ActionRecord> actions;

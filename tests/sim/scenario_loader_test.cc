@@ -45,6 +45,13 @@ TEST(ScenarioLoaderTest, NegativeTime) {
   EXPECT_EQ(e, "f.textproto:6:9: fault[0].at_s: at_s must not be negative (got -2)");
 }
 
+TEST(ScenarioLoaderTest, MessageFaultProbabilitiesAndTimesAreChecked) {
+  EXPECT_EQ(first_error(std::string(kValid) + "message_faults { duplicate: 1.5 }\n"),
+            "f.textproto:6:18: message_faults.duplicate: duplicate must be a probability, from 0 to 1 (got 1.5)");
+  EXPECT_EQ(first_error(std::string(kValid) + "message_faults { loss_detection_s: 0 }\n"),
+            "f.textproto:6:18: message_faults.loss_detection_s: loss_detection_s must be positive (got 0)");
+}
+
 TEST(ScenarioLoaderTest, UnknownVariable) {
   const std::string e = first_error(std::string(kValid) + "fault { at_s: 1 hotspot { variable: \"lr\" } }\n");
   EXPECT_EQ(e, "f.textproto:6:27: fault[0].hotspot.variable: unknown variable \"lr\" (the model declares emb)");
