@@ -61,7 +61,7 @@ int run_serve(int argc, char** argv) {
        "that many times slower (the simulator's compute.straggler factor)")
       ("model", po::value(&model_path),
        "workers: also run the steps of this synthetic model (scenario.SyntheticModel in text format, as "
-       "`twinps tune` takes)");
+       "`twinps tune` takes). Not for model specs: `twinps train --model SPEC` ships its spec to every worker");
   ServingFlags serving;
   serving.add_to(opts);
   SecurityFlags security_flags;
