@@ -80,7 +80,9 @@ Child Child::start(const std::vector<std::string>& args, const std::vector<std::
   bp::environment environment = boost::this_process::environment();
   for (const auto& e : env) {
     const auto eq = e.find('=');
-    environment[e.substr(0, eq)] = eq == std::string::npos ? std::string() : e.substr(eq + 1);
+    // set(), not operator[]: Boost 1.74's find() behind operator[] compares a
+    // name against shorter entries past their end (ASan reports it).
+    environment.set(e.substr(0, eq), eq == std::string::npos ? std::string() : e.substr(eq + 1));
   }
   std::error_code ec;
   if (!args.empty()) {
