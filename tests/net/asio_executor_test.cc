@@ -1,6 +1,7 @@
 #include "net/asio_executor.h"
 
 #include <atomic>
+#include <future>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -119,8 +120,12 @@ TEST(AsioExecutorTest, WorkKeepsTheLoopWaitingForAnotherThread) {
   AsioExecutor ex;
   AsioExecutor::Work work(ex);
   bool done = false;
-  std::thread other([&ex, w = std::move(work), &done]() mutable {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The other thread posts only once the loop has run a callback, so the loop
+  // is already going when it has nothing but the Work to wait for.
+  std::promise<void> loop_running;
+  ex.post([&] { loop_running.set_value(); });
+  std::thread other([&ex, w = std::move(work), &done, running = loop_running.get_future()]() mutable {
+    running.wait();
     ex.post([&done, w = std::move(w)]() mutable {
       done = true;
       w.reset();
@@ -155,8 +160,12 @@ TEST(AsioExecutorTest, SocketsWaitingOnTheLoopDoNotKeepItAliveButWorkDoes) {
     got = !ec && n == 1;
     work.reset();
   });
-  std::thread sender([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The byte is sent once the loop runs with the read pending (a callback
+  // posted after it has run), so the loop must wait for it.
+  std::promise<void> loop_running;
+  ex.post([&] { loop_running.set_value(); });
+  std::thread sender([&, running = loop_running.get_future()] {
+    running.wait();
     const char x = 'x';
     boost::asio::write(*server_side, boost::asio::buffer(&x, 1));
   });
@@ -185,11 +194,15 @@ TEST(AsioExecutorTest, TimersPostedFromAnotherThreadFire) {
   AsioExecutor ex;
   ex.start();
   std::atomic<int> fired{0};
+  std::promise<void> all_fired;
   std::thread other([&] {
-    for (int i = 0; i < 10; ++i) ex.post_after(i * kMillisecond, [&] { fired.fetch_add(1); });
+    for (int i = 0; i < 10; ++i)
+      ex.post_after(i * kMillisecond, [&] {
+        if (fired.fetch_add(1) + 1 == 10) all_fired.set_value();
+      });
   });
   other.join();
-  for (int i = 0; i < 10000 && fired.load() < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  all_fired.get_future().wait_for(std::chrono::seconds(120));  // a hang guard only
   ex.stop();
   EXPECT_EQ(fired.load(), 10);
 }
