@@ -29,6 +29,19 @@ TEST(Crc32cTest, MatchesTheStandardCheckValueAndExtends) {
   EXPECT_EQ(crc32c(""), 0u);
   EXPECT_EQ(crc32c_extend(crc32c("12345"), "6789", 4), 0xE3069283u);
   EXPECT_NE(crc32c("123456780"), 0xE3069283u);
+  EXPECT_EQ(detail::crc32c_extend_bytewise(0, "123456789", 9), 0xE3069283u);
+}
+
+TEST(Crc32cTest, FastPathAgreesWithTheTableAtEveryLengthAndAlignment) {
+  std::string bytes(300, '\0');
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (char& c : bytes) c = static_cast<char>((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+  for (std::size_t offset = 0; offset < 8; ++offset)
+    for (std::size_t size = 0; size + offset <= bytes.size(); size += (size < 24 ? 1 : 37)) {
+      const char* p = bytes.data() + offset;
+      ASSERT_EQ(crc32c(p, size), detail::crc32c_extend_bytewise(0, p, size)) << offset << " " << size;
+      ASSERT_EQ(crc32c_extend(0x12345678u, p, size), detail::crc32c_extend_bytewise(0x12345678u, p, size));
+    }
 }
 
 // ---------------------------------------------------------------- framing
