@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -31,14 +32,18 @@ std::uint64_t gcd(std::uint64_t a, std::uint64_t b) {
   return a;
 }
 
-// One categorical feature: Zipf ranks, mapped to ids by a fixed permutation
-// (rank r -> (r * stride + offset) mod V) so frequent ids are spread over
-// the id space rather than being 0, 1, 2...
+// One categorical feature: Zipf ranks (uniform ones for exponent 0), mapped
+// to ids by a fixed permutation (rank r -> (r * stride + offset) mod V) so
+// frequent ids are spread over the id space rather than being 0, 1, 2...
 struct Categorical {
-  ZipfSampler ranks;
+  std::optional<ZipfSampler> ranks;  // absent: uniform over the vocabulary
   std::uint64_t vocabulary, stride, offset;
   double scale;
   std::uint64_t weight_key;
+
+  std::uint64_t draw_rank(RandomStream& random) const {  // 1-based
+    return ranks ? static_cast<std::uint64_t>(ranks->sample(random)) : random.below(vocabulary) + 1;
+  }
 };
 
 class HiddenModel {
@@ -50,8 +55,9 @@ class HiddenModel {
       const auto v = static_cast<std::uint64_t>(sizes[static_cast<std::size_t>(k)]);
       std::uint64_t stride = 2654435761u % v;
       while (stride == 0 || gcd(stride, v) != 1) stride = (stride + 1) % v;
-      features_.push_back(Categorical{ZipfSampler(static_cast<std::int64_t>(v), o.zipf_exponent), v, stride,
-                                      model.below(v), o.categorical_scale, model.next_u64()});
+      std::optional<ZipfSampler> ranks;
+      if (o.zipf_exponent > 0) ranks.emplace(static_cast<std::int64_t>(v), o.zipf_exponent);
+      features_.push_back(Categorical{ranks, v, stride, model.below(v), o.categorical_scale, model.next_u64()});
     }
     for (int j = 0; j < kCtrDenseFeatures; ++j) {
       dense_weight_[j] = model.normal(0, o.dense_scale);
@@ -77,7 +83,7 @@ class HiddenModel {
     }
     for (int k = 0; k < kCtrCategoricalFeatures; ++k) {
       const Categorical& f = features_[static_cast<std::size_t>(k)];
-      const auto rank = static_cast<std::uint64_t>(f.ranks.sample(random));  // 1-based
+      const std::uint64_t rank = f.draw_rank(random);
       const std::uint64_t id = ((rank - 1) % f.vocabulary * f.stride + f.offset) % f.vocabulary;
       const double shrink = 1.0 / std::sqrt(1.0 + static_cast<double>(rank) / options_.rank_scale);
       logit += f.scale * shrink * hashed_normal(f.weight_key ^ (id * 0x9e3779b97f4a7c15ull));
@@ -107,7 +113,7 @@ Status check_options(const CtrOptions& o) {
   if (!(o.test_fraction > 0 && o.test_fraction < 1)) return absl::InvalidArgumentError("--test-fraction must be in (0, 1)");
   if (o.train_files < 1) return absl::InvalidArgumentError("--train-files must be at least 1");
   if (o.max_vocabulary < 10) return absl::InvalidArgumentError("--max-vocabulary must be at least 10");
-  if (!(o.zipf_exponent > 0)) return absl::InvalidArgumentError("--zipf-exponent must be positive");
+  if (!(o.zipf_exponent >= 0)) return absl::InvalidArgumentError("--zipf-exponent must be 0 (uniform ids) or more");
   if (!(o.rank_scale > 0)) return absl::InvalidArgumentError("--rank-scale must be positive");
   return absl::OkStatus();
 }

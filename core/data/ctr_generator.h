@@ -28,7 +28,7 @@ struct CtrOptions {
   double test_fraction = 0.1;
   int train_files = 8;
   std::uint64_t seed = 1;
-  double zipf_exponent = 1.1;
+  double zipf_exponent = 1.1;  // 0: uniform ids (a sparse-embedding benchmark's workload)
   std::int64_t max_vocabulary = 1'000'000;
   // Calibrated so that one pass of a per-id logistic regression (Adagrad,
   // rate 0.03) over the 900k training examples of the default size comes

@@ -137,6 +137,43 @@ TEST(CtrGeneratorTest, RecordsFollowTheSchemaWithZipfIds) {
   EXPECT_NEAR(top / 18000.0, 1.0 / h, 0.01);
 }
 
+TEST(CtrGeneratorTest, ExponentZeroDrawsUniformIds) {
+  ScratchDir dir;
+  CtrOptions o = small_options();
+  o.zipf_exponent = 0;
+  auto summary = generate_ctr(dir.path().string(), o);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  FileDatasetSpec spec;
+  spec.add_patterns(dir.file("train-*.tfrecord"));
+  set_columns(ctr_schema(), spec);
+  spec.set_batch_size(1000);
+  auto ds = FileDataset::create(spec, 0, 1);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto it = (*ds)->make_iterator(RandomStream(1));
+  std::map<std::int64_t, int> c1, c26;
+  std::int64_t n = 0;
+  for (int guard = 0; guard < 100; ++guard) {
+    auto b = it->next();
+    if (!b.ok()) break;
+    n += b->size;
+    for (auto id : b->columns[14].ints) ++c1[id];
+    for (auto id : b->columns[39].ints) ++c26[id];
+  }
+  ASSERT_EQ(n, 18000);
+  // C1 has 10 ids: each about a tenth (binomial sd 0.0022 at 18,000 draws).
+  ASSERT_EQ(c1.size(), 10u);
+  for (const auto& [id, count] : c1) EXPECT_NEAR(count / 18000.0, 0.1, 0.012) << "id " << id;
+  // C26 has 10^4 ids: 18,000 uniform draws hit about 83 % of them, and no id
+  // is common (a Zipf law at 1.1 gives its top id 12 %).
+  EXPECT_NEAR(c26.size() / 10000.0, 1 - std::exp(-1.8), 0.02);
+  int top = 0;
+  for (const auto& [id, count] : c26) top = std::max(top, count);
+  EXPECT_LT(top, 20);
+
+  o.zipf_exponent = -1;
+  EXPECT_EQ(generate_ctr(dir.path().string(), o).status().code(), StatusCode::kInvalidArgument);
+}
+
 // A logistic regression with one weight per (feature, id) and per dense
 // feature, trained by Adagrad for one pass over the train split: what a
 // wide model learns. It must come close to the hidden model's AUC.

@@ -60,6 +60,7 @@ TEST(DatagenTest, BadInputExitsTwo) {
       {"datagen", "ctr", "--out", dir, "--examples", "1"},
       {"datagen", "ctr", "--out", dir, "--test-fraction", "1.5"},
       {"datagen", "ctr", "--out", dir, "--examples", "ten"},
+      {"datagen", "ctr", "--out", dir, "--zipf-exponent", "-1"},
   };
   for (const auto& args : bad) {
     Process p = twinps(args);

@@ -1,6 +1,7 @@
 // twinps bench train: training throughput of the tutorial model (TensorFlow's
-// parameter-server tutorial: 2 ps, 3 workers, batch 8 by default) in real
-// mode, as users run it: each repeat is a fresh `twinps train`, either
+// parameter-server tutorial: 2 ps, 3 workers, batch 8 by default), or of a
+// model spec on data files (--model, --train-data), in real mode, as users
+// run it: each repeat is a fresh `twinps train`, either
 // --in-process (every task in one process, one thread each) or as separate
 // processes (`twinps serve` per ps and worker, `twinps train` as chief with
 // TF_CONFIG). The number is the coordinator's own: examples trained per
@@ -31,6 +32,10 @@ struct TrainBench {
   int repeats = 3;
   std::string where = "both";
   std::string data_plane = "tcp";
+  // A model spec and its data instead of the tutorial; then the spec's own
+  // epochs, steps and batch size hold unless the flags were given.
+  std::string model, train_data, format = "auto";
+  bool epochs_given = false, steps_given = false, batch_given = false;
 };
 
 std::string loadavg() {
@@ -41,9 +46,15 @@ std::string loadavg() {
 }
 
 std::vector<std::string> train_args(const TrainBench& b, int spe, const std::string& report) {
-  return {"--epochs", std::to_string(b.epochs), "--steps-per-epoch", std::to_string(b.steps_per_epoch),
-          "--steps-per-execution", std::to_string(spe), "--batch-size", std::to_string(b.batch_size),
-          "--data-plane", b.data_plane, "--report", report};
+  const bool tutorial = b.model.empty();
+  std::vector<std::string> args{"--steps-per-execution", std::to_string(spe), "--data-plane", b.data_plane,
+                                "--report", report};
+  if (tutorial || b.epochs_given) args.insert(args.end(), {"--epochs", std::to_string(b.epochs)});
+  if (tutorial || b.steps_given) args.insert(args.end(), {"--steps-per-epoch", std::to_string(b.steps_per_epoch)});
+  if (tutorial || b.batch_given) args.insert(args.end(), {"--batch-size", std::to_string(b.batch_size)});
+  // Only training is timed: no evaluation pass over a test split.
+  if (!tutorial) args.insert(args.end(), {"--model", b.model, "--train-data", b.train_data, "--format", b.format});
+  return args;
 }
 
 // One run; examples/s, or a negative number after printing why it failed.
@@ -116,14 +127,27 @@ int run_bench_train(int argc, char** argv) {
       ("ps", value_or(&b.ps, 2)->notifier(at_least(1)), "parameter-server tasks")
       ("batch-size", value_or(&b.batch_size, 8)->notifier(at_least(1)), "examples per step")
       ("data-plane", value_or(&b.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})),
-       kDataPlaneHelp);
+       kDataPlaneHelp)
+      ("model", po::value(&b.model), "a model spec to train instead of the tutorial (needs --train-data)")
+      ("train-data", po::value(&b.train_data), "with --model: its training data files (globs)")
+      ("format", value_or(&b.format, std::string("auto"))->notifier(one_of({"auto", "csv", "libsvm", "idx", "tfrecord"})),
+       "with --model: the data files' format");
   po::variables_map vm;
   if (int rc = parse(argc, argv,
                      "usage: twinps bench train [--where in-process|processes|both] [--steps-per-execution N...]\n"
-                     "Tutorial training throughput (examples/s) in real mode, median of fresh runs.",
+                     "       twinps bench train --model SPEC --train-data GLOB [...]\n"
+                     "Training throughput (examples/s) in real mode, median of fresh runs: the tutorial, or a\n"
+                     "model spec on data files (its own epochs, steps and batch size unless given here).",
                      opts, vm);
       rc >= 0)
     return rc;
+  b.epochs_given = !vm["epochs"].defaulted();
+  b.steps_given = !vm["steps-per-epoch"].defaulted();
+  b.batch_given = !vm["batch-size"].defaulted();
+  if (b.model.empty() != b.train_data.empty()) {
+    std::fprintf(stderr, "twinps bench train: --model and --train-data go together\n");
+    return kExitBadInput;
+  }
   net::GrpcTransportOptions checked;
   if (!apply_data_plane("bench train", b.data_plane, &checked)) return kExitBadInput;
   if (b.steps_per_execution.empty() ||
@@ -133,9 +157,13 @@ int run_bench_train(int argc, char** argv) {
   }
   const std::string dir = make_temp_dir("bench-train");
   const std::string load_before = loadavg();
-  std::printf("twinps bench train: tutorial model, %d ps x %d workers, batch %d, %d epochs x %d steps, data plane %s, "
-              "%d run(s) each\n",
-              b.ps, b.workers, b.batch_size, b.epochs, b.steps_per_epoch, b.data_plane.c_str(), b.repeats);
+  if (b.model.empty())
+    std::printf("twinps bench train: tutorial model, %d ps x %d workers, batch %d, %d epochs x %d steps, data plane "
+                "%s, %d run(s) each\n",
+                b.ps, b.workers, b.batch_size, b.epochs, b.steps_per_epoch, b.data_plane.c_str(), b.repeats);
+  else
+    std::printf("twinps bench train: %s on %s, %d ps x %d workers, data plane %s, %d run(s) each\n", b.model.c_str(),
+                b.train_data.c_str(), b.ps, b.workers, b.data_plane.c_str(), b.repeats);
   Table t;
   for (bool in_process : {true, false}) {
     if (b.where == (in_process ? "processes" : "in-process")) continue;

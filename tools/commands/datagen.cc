@@ -26,7 +26,7 @@ int run_datagen_ctr(int argc, char** argv) {
       ("train-files", po::value(&o.train_files)->default_value(o.train_files), "train split files (shards)")
       ("max-vocabulary", po::value(&o.max_vocabulary)->default_value(o.max_vocabulary),
        "largest vocabulary of C1..C26 (sizes are log-spaced from 10)")
-      ("zipf-exponent", po::value(&o.zipf_exponent)->default_value(o.zipf_exponent), "exponent of the ids' Zipf law")
+      ("zipf-exponent", po::value(&o.zipf_exponent)->default_value(o.zipf_exponent), "exponent of the ids' Zipf law (0: uniform ids)")
       ("rank-scale", po::value(&o.rank_scale)->default_value(o.rank_scale),
        "ids rarer than this rank carry shrinking hidden weights")
       ("gzip", po::bool_switch(&o.gzip), "write .tfrecord.gz (TensorFlow's GZIP compression)");
