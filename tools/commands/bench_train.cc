@@ -34,7 +34,7 @@ struct TrainBench {
   std::string data_plane = "tcp";
   // A model spec and its data instead of the tutorial; then the spec's own
   // epochs, steps and batch size hold unless the flags were given.
-  std::string model, train_data, format = "auto";
+  std::string model, train_data, train_labels, format = "auto";
   bool epochs_given = false, steps_given = false, batch_given = false;
 };
 
@@ -54,6 +54,7 @@ std::vector<std::string> train_args(const TrainBench& b, int spe, const std::str
   if (tutorial || b.batch_given) args.insert(args.end(), {"--batch-size", std::to_string(b.batch_size)});
   // Only training is timed: no evaluation pass over a test split.
   if (!tutorial) args.insert(args.end(), {"--model", b.model, "--train-data", b.train_data, "--format", b.format});
+  if (!b.train_labels.empty()) args.insert(args.end(), {"--train-labels", b.train_labels});
   return args;
 }
 
@@ -130,6 +131,7 @@ int run_bench_train(int argc, char** argv) {
        kDataPlaneHelp)
       ("model", po::value(&b.model), "a model spec to train instead of the tutorial (needs --train-data)")
       ("train-data", po::value(&b.train_data), "with --model: its training data files (globs)")
+      ("train-labels", po::value(&b.train_labels), "with --model on IDX files: the labels files (globs)")
       ("format", value_or(&b.format, std::string("auto"))->notifier(one_of({"auto", "csv", "libsvm", "idx", "tfrecord"})),
        "with --model: the data files' format");
   po::variables_map vm;
