@@ -160,10 +160,10 @@ TEST(CtrGeneratorTest, ExponentZeroDrawsUniformIds) {
     for (auto id : b->columns[39].ints) ++c26[id];
   }
   ASSERT_EQ(n, 18000);
-  // C1 has 10 ids: each about a tenth (binomial sd 0.0022 at 18,000 draws).
+  // The 10 ids of column C1: each about a tenth (binomial sd 0.0022 at 18,000 draws).
   ASSERT_EQ(c1.size(), 10u);
   for (const auto& [id, count] : c1) EXPECT_NEAR(count / 18000.0, 0.1, 0.012) << "id " << id;
-  // C26 has 10^4 ids: 18,000 uniform draws hit about 83 % of them, and no id
+  // The 10^4 ids of column C26: 18,000 uniform draws hit about 83 % of them, and no id
   // is common (a Zipf law at 1.1 gives its top id 12 %).
   EXPECT_NEAR(c26.size() / 10000.0, 1 - std::exp(-1.8), 0.02);
   int top = 0;
