@@ -351,7 +351,8 @@ ExampleDecoder::ExampleDecoder(const Schema& schema) : schema_(schema) {
 
 Status ExampleDecoder::decode(std::string_view bytes, Record& record) const {
   record.clear(schema_.columns.size());
-  std::vector<int> kinds(schema_.columns.size(), -1);  // -1: not seen
+  std::vector<int>& kinds = kinds_;
+  kinds.assign(schema_.columns.size(), -1);  // -1: not seen
   Wire example(bytes);
   while (!example.done()) {
     int field, wt;
@@ -382,7 +383,7 @@ Status ExampleDecoder::decode(std::string_view bytes, Record& record) const {
           return not_an_example("bad feature entry");
         }
       }
-      auto it = column_of_.find(std::string(key));
+      auto it = column_of_.find(key);
       if (it == column_of_.end()) continue;  // a feature the schema does not read
       const std::size_t c = it->second;
       const ColumnSpec& column = schema_.columns[c];
