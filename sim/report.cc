@@ -80,7 +80,18 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
   row("errors raised", std::to_string(r.stats.errors_raised));
   if (r.starts.size() > 1) row("coordinator starts", std::to_string(r.starts.size()));
   if (!r.epochs.empty()) row("last epoch accuracy", fmt("%.6f", r.epochs.back().train.accuracy.value_or(0)));
+  if (r.eval) {
+    std::string text = fmt("loss %.6f", r.eval->loss);
+    if (r.eval->accuracy) text += fmt(", accuracy %.6f", *r.eval->accuracy);
+    if (r.eval->auc) text += fmt(", auc %.6f", *r.eval->auc);
+    row("evaluation", text + fmt(" (%.0f examples)", r.eval->examples));
+  }
   if (r.final_iterations) row("iterations", std::to_string(*r.final_iterations));
+  if (r.parameter_hash) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(*r.parameter_hash));
+    row("parameter hash", hex);
+  }
   // With many ps only the busiest few are listed, then a line for the rest.
   std::vector<std::size_t> order(r.ps.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

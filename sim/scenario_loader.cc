@@ -10,7 +10,10 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "core/model/compiled_model.h"
+#include "core/model/spec_loader.h"
 #include "core/variables/partitioner.h"
+#include "sim/spec_workload.h"
 #include "sim/task_names.h"
 
 namespace twinps::sim {
@@ -247,13 +250,49 @@ void Validator::workload() {
     if (t.max_to_keep() < 1) error(p(t, "max_to_keep"), "must be at least 1");
     return;
   }
+  if (s_.has_model_spec()) {
+    // The spec itself is read and checked by load_scenario_file(), which
+    // makes a TIMING_ONLY one into a synthetic `model`.
+    if (s_.model_spec().empty()) error(root_(s_, "model_spec"), "name a model spec file");
+    if (s_.fidelity() == scenario::TIMING_ONLY)
+      error(root_(s_, "model_spec"), "a TIMING_ONLY model spec is timed as the synthetic model it describes: "
+                                     "load the scenario with load_scenario_file()");
+    return;
+  }
   if (!s_.has_model()) {
-    error(root_(s_, "model"), "missing: give a workload, `tutorial {}` or `model { variable { ... } }`");
+    error(root_(s_, "model"),
+          "missing: give a workload, `tutorial {}`, `model { variable { ... } }` or `model_spec: \"FILE\"`");
     return;
   }
   const auto& m = s_.model();
   const Path p = root_(s_, "model");
   if (m.variable_size() == 0) error(p, "declare at least one variable");
+  auto partitioner_ok = [&](const Path& pp, const scenario::Partitioner& pt) {
+    Status st = absl::OkStatus();
+    switch (pt.kind_case()) {
+      case scenario::Partitioner::kFixedShards:
+        st = FixedShardsPartitioner::create(pt.fixed_shards()).status();
+        if (!st.ok()) error(pp(pt, "fixed_shards"), std::string(st.message()));
+        break;
+      case scenario::Partitioner::kMinSize:
+        st = MinSizePartitioner::create(pt.min_size().min_shard_bytes(), pt.min_size().max_shards()).status();
+        if (!st.ok()) error(pp(pt, "min_size"), std::string(st.message()));
+        break;
+      case scenario::Partitioner::kMaxSize:
+        if (!pt.max_size().has_max_shard_bytes()) {
+          error(pp(pt, "max_size"), "max_shard_bytes is required");
+          break;
+        }
+        st = MaxSizePartitioner::create(pt.max_size().max_shard_bytes(),
+                                        pt.max_size().has_max_shards() ? std::optional<std::int64_t>(pt.max_size().max_shards())
+                                                                       : std::nullopt)
+                 .status();
+        if (!st.ok()) error(pp(pt, "max_size"), std::string(st.message()));
+        break;
+      case scenario::Partitioner::KIND_NOT_SET:
+        error(pp, "choose fixed_shards, min_size or max_size");
+    }
+  };
   for (int i = 0; i < m.variable_size(); ++i) {
     const auto& v = m.variable(i);
     const Path vp = p(m, "variable", i);
@@ -284,41 +323,13 @@ void Validator::workload() {
                                 " elements is too big to hold in memory for NUMERIC fidelity; use TIMING_ONLY");
     if (v.rows_per_step() < 0) error(vp(v, "rows_per_step"), "must not be negative");
     if (v.rows_per_step() > 0 && v.shape_size() == 0) error(vp(v, "rows_per_step"), "a scalar has no rows to look up");
-    if (v.rows_per_step() > 0 && v.shape_size() > 0 && v.rows_per_step() > v.shape(0))
-      error(vp(v, "rows_per_step"), std::to_string(v.rows_per_step()) + " rows per step, but the variable has " +
-                                        std::to_string(v.shape(0)));
+    if (v.has_partitioner()) partitioner_ok(vp(v, "partitioner"), v.partitioner());
     if (!(v.zipf_exponent() >= 0) || v.zipf_exponent() > 10) error(vp(v, "zipf_exponent"), "must be in [0, 10]");
   }
-  if (m.has_partitioner()) {
-    const auto& pt = m.partitioner();
-    const Path pp = p(m, "partitioner");
-    Status st = absl::OkStatus();
-    switch (pt.kind_case()) {
-      case scenario::Partitioner::kFixedShards:
-        st = FixedShardsPartitioner::create(pt.fixed_shards()).status();
-        if (!st.ok()) error(pp(pt, "fixed_shards"), std::string(st.message()));
-        break;
-      case scenario::Partitioner::kMinSize:
-        st = MinSizePartitioner::create(pt.min_size().min_shard_bytes(), pt.min_size().max_shards()).status();
-        if (!st.ok()) error(pp(pt, "min_size"), std::string(st.message()));
-        break;
-      case scenario::Partitioner::kMaxSize:
-        if (!pt.max_size().has_max_shard_bytes()) {
-          error(pp(pt, "max_size"), "max_shard_bytes is required");
-          break;
-        }
-        st = MaxSizePartitioner::create(pt.max_size().max_shard_bytes(),
-                                        pt.max_size().has_max_shards() ? std::optional<std::int64_t>(pt.max_size().max_shards())
-                                                                       : std::nullopt)
-                 .status();
-        if (!st.ok()) error(pp(pt, "max_size"), std::string(st.message()));
-        break;
-      case scenario::Partitioner::KIND_NOT_SET:
-        error(pp, "choose fixed_shards, min_size or max_size");
-    }
-  }
+  if (m.has_partitioner()) partitioner_ok(p(m, "partitioner"), m.partitioner());
   if (m.has_optimizer()) positive(p(m, "optimizer")(m.optimizer(), "learning_rate"), m.optimizer().learning_rate(), "learning_rate");
   if (m.batch_size() < 1) error(p(m, "batch_size"), "must be at least 1");
+  if (!(m.step_gflops() >= 0)) error(p(m, "step_gflops"), "must not be negative");
 }
 
 void Validator::compute() {
@@ -438,7 +449,8 @@ void Validator::program() {
         if (!s_.has_model()) error(p(a, "set_infinite_step"), "needs a synthetic `model`");
         break;
       case scenario::Action::kTrain:
-        if (!s_.has_tutorial()) error(p(a, "train"), "train {} runs the tutorial; this scenario has a synthetic `model`");
+        if (!s_.has_tutorial() && !s_.has_model_spec())
+          error(p(a, "train"), "train {} runs the tutorial or a model spec; this scenario has a synthetic `model`");
         break;
       case scenario::Action::kJoin:
       case scenario::Action::kDone: break;
@@ -578,11 +590,13 @@ void Validator::expectations() {
         break;
       }
       case scenario::Expectation::kAccuracy:
-        if (!s_.has_tutorial()) error(p(e, "accuracy"), "accuracy is measured by the tutorial workload");
+        if (!s_.has_tutorial() && !s_.has_model_spec())
+          error(p(e, "accuracy"), "accuracy is measured by the trainer (the tutorial or a model spec)");
         bounds_ok(p(e, "accuracy"), e.accuracy());
         break;
       case scenario::Expectation::kResumedAtEpoch:
-        if (!s_.has_tutorial()) error(p(e, "resumed_at_epoch"), "epochs belong to the tutorial workload");
+        if (!s_.has_tutorial() && !s_.has_model_spec())
+          error(p(e, "resumed_at_epoch"), "epochs belong to the trainer (the tutorial or a model spec)");
         bounds_ok(p(e, "resumed_at_epoch"), e.resumed_at_epoch());
         break;
       case scenario::Expectation::kIterations: {
@@ -666,22 +680,67 @@ void include_profile(Scenario& s, const std::string& file, const pb::TextFormat:
   if (loaded.ok()) apply_profile(loaded.profile, s);
 }
 
+// Reads the scenario's `model_spec` (relative to the scenario's directory,
+// or `model_spec_override` relative to the working directory) and leaves
+// its path resolved in the scenario. A TIMING_ONLY spec becomes the
+// synthetic `model` that times it (sim/spec_workload.h). A spec's own
+// errors name the spec file at their line:column; a file that cannot be
+// read, the scenario's `model_spec` field.
+void include_model_spec(Scenario& s, const std::string& file, const pb::TextFormat::ParseInfoTree& tree,
+                        const std::string& model_spec_override, std::vector<ScenarioError>& errors) {
+  const bool overridden = !model_spec_override.empty();
+  const auto loc = tree.GetLocation(Scenario::descriptor()->FindFieldByName("model_spec"), -1);
+  auto at_field = [&](const std::string& message) {
+    if (overridden) {
+      errors.push_back(ScenarioError{model_spec_override, 0, 0, "", message});
+    } else {
+      errors.push_back(ScenarioError{file, loc.line + 1, loc.column + 1, "model_spec", message});
+    }
+  };
+  std::filesystem::path path(overridden ? model_spec_override : s.model_spec());
+  if (path.empty()) {
+    at_field("must name a model spec file");
+    return;
+  }
+  if (!overridden && path.is_relative()) path = std::filesystem::path(file).parent_path() / path;
+  s.set_model_spec(path.string());
+  model::LoadedSpec loaded = model::load_model_spec_file(path.string());
+  if (!loaded.ok()) {
+    for (auto& e : loaded.errors) errors.push_back(std::move(e));
+    return;
+  }
+  if (s.fidelity() != scenario::TIMING_ONLY) return;
+  auto compiled = model::CompiledModel::compile(loaded.spec);
+  StatusOr<scenario::SyntheticModel> timed =
+      compiled.ok() ? synthetic_model_of(**compiled) : StatusOr<scenario::SyntheticModel>(compiled.status());
+  if (!timed.ok()) {
+    const std::string message(timed.status().message());
+    at_field(overridden ? message : path.string() + ": " + message);
+    return;
+  }
+  *s.mutable_model() = std::move(*timed);
+}
+
 }  // namespace
 
-LoadedScenario parse_scenario(std::string_view text, const std::string& file) {
+LoadedScenario parse_scenario(std::string_view text, const std::string& file, const std::string& model_spec) {
   LoadedScenario out;
   pb::TextFormat::ParseInfoTree tree;
   if (!config::parse_text_proto(text, file, "scenario", out.scenario, tree, out.errors)) return out;
   if (out.scenario.has_cost_profile()) include_profile(out.scenario, file, tree, out.errors);
+  if (out.scenario.has_model_spec() || !model_spec.empty()) {
+    include_model_spec(out.scenario, file, tree, model_spec, out.errors);
+    if (!out.errors.empty()) return out;
+  }
   Validator(out.scenario, file, &tree, out.errors).run();
   return out;
 }
 
-LoadedScenario load_scenario_file(const std::string& path) {
+LoadedScenario load_scenario_file(const std::string& path, const std::string& model_spec) {
   LoadedScenario out;
   auto text = config::read_text_file(path, "scenario", out.errors);
   if (!text) return out;
-  return parse_scenario(*text, path);
+  return parse_scenario(*text, path, model_spec);
 }
 
 LoadedModel parse_model(std::string_view text, const std::string& file) {

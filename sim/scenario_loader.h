@@ -27,9 +27,14 @@ struct LoadedScenario {
   bool ok() const { return errors.empty(); }
 };
 
-LoadedScenario load_scenario_file(const std::string& path);
+// A scenario's `model_spec` is read (relative to the scenario file's
+// directory) and checked, its path left resolved in the scenario; with
+// TIMING_ONLY fidelity the spec becomes the synthetic `model` that times it
+// (sim/spec_workload.h). `model_spec` (`twinps sim --model`, relative to the
+// working directory) replaces the scenario's workload with that spec.
+LoadedScenario load_scenario_file(const std::string& path, const std::string& model_spec = "");
 // `file` names the text in errors.
-LoadedScenario parse_scenario(std::string_view text, const std::string& file);
+LoadedScenario parse_scenario(std::string_view text, const std::string& file, const std::string& model_spec = "");
 // A synthetic model alone (scenario.SyntheticModel in text format: its
 // `variable`s, `batch_size` ...), for `twinps serve --model` and `twinps
 // tune`. Checked as a scenario's `model` is; errors name fields from the

@@ -11,6 +11,7 @@
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial_spec.h"
 #include "core/training/model_functions.h"
+#include "core/training/parameter_hash.h"
 #include "core/worker/parameter_client.h"
 #include "sim/cost_model.h"
 #include "sim/fluid.h"
@@ -156,6 +157,8 @@ struct Simulation::Impl {
   Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c);
   Task<Status> run_trainer(ClusterCoordinator& c, int start, const std::string& label);
   Status set_up_tutorial(const ClusterShape& shape);
+  Status set_up_spec(const ClusterShape& shape);
+  Status find_iterations_shard(const ClusterShape& shape);
   Task<void> watch(std::size_t value, RemoteValue rv);
   // Keeps a closure the program got, for expectations and invariants.
   void record_value(ClusterCoordinator& c, int start, const std::string& label, int index, const std::string& fn,
@@ -231,6 +234,12 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   // Workload.
   if (sc.has_tutorial()) {
     if (Status st = set_up_tutorial(shape); !st.ok()) {
+      result.setup_error = Status(st.code(), "building the model: " + describe(st));
+      return;
+    }
+    training::register_training_functions(registry);
+  } else if (sc.has_model_spec()) {
+    if (Status st = set_up_spec(shape); !st.ok()) {
       result.setup_error = Status(st.code(), "building the model: " + describe(st));
       return;
     }
@@ -680,12 +689,31 @@ Status Simulation::Impl::set_up_tutorial(const ClusterShape& shape) {
   trainer_options.steps_per_epoch = t.steps_per_epoch();
   trainer_options.eval_every_epochs = 0;
   trainer_options.eval_steps = 2;
-  // Where the iterations counter lives (placement is deterministic).
-  auto vars = spec_model->build_variables(shape.ps);
+  return find_iterations_shard(shape);
+}
+
+// Where the iterations counter lives (placement is deterministic).
+Status Simulation::Impl::find_iterations_shard(const ClusterShape& shape) {
+  auto vars = spec_model->build_variables(shape.ps, /*shape_only=*/true);
   if (!vars.ok()) return vars.status();
   for (const auto& v : vars->layouts)
     if (v.name == model::CompiledModel::kIterations) iterations_shard = {v.shards.front().ps, v.shards.front().id};
   return absl::OkStatus();
+}
+
+// A model spec (`model_spec`, NUMERIC): trained by the trainer on the data
+// and with the options the caller gives (SimOptions::spec), exactly as
+// `twinps train` trains it; the spec's init_seed gives the initial values.
+Status Simulation::Impl::set_up_spec(const ClusterShape& shape) {
+  if (!opts.spec || !opts.spec->model)
+    return absl::InvalidArgumentError("the scenario trains the model spec " + sc.model_spec() +
+                                      ": a numeric simulation needs its training data (twinps sim --train-data ...)");
+  spec_model = opts.spec->model;
+  train_data = opts.spec->train;
+  eval_data = opts.spec->eval;
+  trainer_options = opts.spec->options;
+  trainer_options.checkpoints = nullptr;
+  return find_iterations_shard(shape);
 }
 
 // A `train` action: the trainer on this coordinator. A restarted coordinator
@@ -711,6 +739,7 @@ Task<Status> Simulation::Impl::run_trainer(ClusterCoordinator& c, int start, con
   };
   training::Trainer trainer(spec_model, registry, *train_data, eval_data, o, callbacks);
   auto trained = co_await trainer.run(c);
+  if (trained.ok() && trained->eval) result.eval = trained->eval;
   co_return trained.status();
 }
 
@@ -859,6 +888,17 @@ SimResult Simulation::Impl::run() {
       auto e = node->store().export_shards(ExportShardsRequest{{id}});
       if (e.ok()) result.final_iterations = e->shards.front().counter;
     }
+  }
+  if (sc.fidelity() == scenario::NUMERIC) {
+    std::vector<ShardState> shards;
+    for (int i = 0; i < sc.cluster().ps(); ++i) {
+      const auto* node = cluster->ps(i);
+      if (!node) continue;
+      auto e = node->store().export_shards(ExportShardsRequest{});
+      if (!e.ok()) continue;
+      for (auto& s : e->shards) shards.push_back(std::move(s));
+    }
+    result.parameter_hash = training::parameter_hash(shards);
   }
   for (std::size_t i = 0; i < result.values.size(); ++i) {
     const RemoteValue& rv = remote_values[i];

@@ -27,6 +27,7 @@
 #include "core/runtime/trace.h"
 #include "sim/network.h"
 #include "sim/ps_service.h"
+#include "sim/spec_workload.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 
 namespace twinps::sim {
@@ -49,6 +50,10 @@ struct SimOptions {
   // Called every `progress_every` events, and once at the end.
   std::function<void(const SimProgress&)> progress;
   std::uint64_t progress_every = 1 << 16;
+  // What a NUMERIC scenario's `model_spec` trains: the compiled spec, its
+  // data and the trainer's options (`twinps sim` builds it from the spec and
+  // its flags). Required by such a scenario.
+  std::shared_ptr<const SpecWorkload> spec;
 };
 
 // A closure's run on a worker, from the worker's trace span.
@@ -138,7 +143,11 @@ struct SimResult {
   std::vector<PsReport> ps;
   std::vector<PushRecord> pushes;  // with record_invariants
   std::vector<training::EpochResult> epochs;  // trained by `train` actions
+  std::optional<model::MetricValues> eval;    // the last `train` action's evaluation after training
   std::optional<std::int64_t> final_iterations;  // read from the stores at the end
+  // NUMERIC: training::parameter_hash() of the trainable shards the live
+  // parameter servers hold at the end.
+  std::optional<std::uint64_t> parameter_hash;
   std::vector<std::string> faults;  // what was injected, when
   bool invariants_recorded = false;
 };

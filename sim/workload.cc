@@ -2,9 +2,29 @@
 
 namespace twinps::sim {
 
+namespace {
+
+// The partitioner a scenario names; null when it names none.
+StatusOr<PartitionerPtr> make_partitioner(const scenario::Partitioner& p) {
+  switch (p.kind_case()) {
+    case scenario::Partitioner::kFixedShards: return FixedShardsPartitioner::create(p.fixed_shards());
+    case scenario::Partitioner::kMinSize:
+      return MinSizePartitioner::create(p.min_size().min_shard_bytes(), p.min_size().max_shards());
+    case scenario::Partitioner::kMaxSize:
+      return MaxSizePartitioner::create(
+          p.max_size().max_shard_bytes(),
+          p.max_size().has_max_shards() ? std::optional<std::int64_t>(p.max_size().max_shards()) : std::nullopt);
+    case scenario::Partitioner::KIND_NOT_SET: break;
+  }
+  return PartitionerPtr();
+}
+
+}  // namespace
+
 StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model) {
   synthetic::ModelSpec spec;
   spec.batch_size = model.batch_size();
+  spec.flops_per_step = model.step_gflops() * 1e9;
   for (const auto& v : model.variable()) {
     synthetic::Variable var;
     var.name = v.name();
@@ -13,23 +33,15 @@ StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model)
     var.per_step = v.per_step();
     var.rows_per_step = v.rows_per_step();
     var.zipf_exponent = v.zipf_exponent();
+    if (v.has_partitioner()) {
+      auto own = make_partitioner(v.partitioner());
+      if (!own.ok()) return own.status();
+      var.partitioner = *own;
+    }
     spec.variables.push_back(std::move(var));
   }
   if (model.has_partitioner()) {
-    const auto& p = model.partitioner();
-    StatusOr<PartitionerPtr> made = PartitionerPtr();
-    switch (p.kind_case()) {
-      case scenario::Partitioner::kFixedShards: made = FixedShardsPartitioner::create(p.fixed_shards()); break;
-      case scenario::Partitioner::kMinSize:
-        made = MinSizePartitioner::create(p.min_size().min_shard_bytes(), p.min_size().max_shards());
-        break;
-      case scenario::Partitioner::kMaxSize:
-        made = MaxSizePartitioner::create(
-            p.max_size().max_shard_bytes(),
-            p.max_size().has_max_shards() ? std::optional<std::int64_t>(p.max_size().max_shards()) : std::nullopt);
-        break;
-      case scenario::Partitioner::KIND_NOT_SET: break;
-    }
+    auto made = make_partitioner(model.partitioner());
     if (!made.ok()) return made.status();
     spec.partitioner = *made;
   }

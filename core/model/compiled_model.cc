@@ -532,6 +532,7 @@ StepCost CompiledModel::price() const {
       for (int i = 0; i < spec().input_size(); ++i)
         if (spec().input(i).name() == input_name) input = i;
       const double draws = static_cast<double>(batch) * graph_->ids_per_record(input);
+      t.lookups_per_step = draws;
       t.rows_per_step = expected_distinct_rows(v.shape[0], draws, v.zipf_exponent);
       t.bytes_pulled = t.rows_per_step * (4 * cols + 8);
       t.bytes_pushed = t.rows_per_step * (4 * cols + 8);

@@ -60,6 +60,9 @@ struct StepCost {
     // variable; for an embedding the expected distinct rows among
     // batch x ids-per-record draws from its access distribution.
     double rows_per_step = 0;
+    // Embeddings: the lookups behind rows_per_step (batch x ids per record),
+    // drawn with replacement; 0 for a dense variable.
+    double lookups_per_step = 0;
     double bytes_pulled = 0;  // values (4 bytes each) and, for embeddings, 8-byte row ids
     double bytes_pushed = 0;
   };

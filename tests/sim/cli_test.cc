@@ -254,3 +254,83 @@ TEST_F(SimCliTest, RunningOutOfMemoryIsReportedNotAborted) {
 
 }  // namespace
 }  // namespace twinps::sim
+
+// ---- issue 10: a model spec in the simulator
+
+namespace twinps::sim {
+namespace {
+
+constexpr char kFashionDir[] = "/usr/share/datasets/fashion-mnist";
+
+// The flags `twinps train` and `twinps sim` share for examples/fashion_mnist, shortened.
+std::string fashion_flags() {
+  const std::string d = kFashionDir;
+  return " --train-data " + d + "/train-images-idx3-ubyte.gz --train-labels " + d +
+         "/train-labels-idx1-ubyte.gz --eval-data " + d + "/t10k-images-idx3-ubyte.gz --eval-labels " + d +
+         "/t10k-labels-idx1-ubyte.gz --epochs 1 --steps-per-epoch 20 --steps-per-execution 10 --eval-mode direct";
+}
+
+std::string line_of(const std::string& out, const std::string& key) {
+  auto at = out.find(key);
+  return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+}
+
+// The line's last word: "parameter hash   00ab..." (sim), "parameter hash: 00ab..." (train).
+std::string hex_after(const std::string& line) {
+  const auto at = line.find_last_of(" :");
+  return at == std::string::npos ? std::string() : line.substr(at + 1);
+}
+
+// The Must-show of issue 10 as a user runs it: `twinps sim` of a scenario
+// naming the spec (relative to the scenario file), one worker, ends with the
+// parameters `twinps train --in-memory --workers 1` ends with, same seed.
+TEST_F(SimCliTest, ASpecScenarioWithOneWorkerEndsWithTheInMemoryTrainsParameters) {
+  if (!std::filesystem::exists(std::string(kFashionDir) + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (" << kFashionDir << ")";
+  const auto spec = testing::source_dir() / "examples" / "fashion_mnist" / "model.textproto";
+  const std::string scenario =
+      write("fashion.textproto", "name: \"fashion\"\ncluster { workers: 1 ps: 2 }\nmodel_spec: \"" +
+                                     std::filesystem::relative(spec, test_dir()).string() + "\"\n");
+  CliRun sim = run_twinps("sim '" + scenario + "' --seed 3" + fashion_flags());
+  ASSERT_EQ(sim.exit_code, 0) << sim.err << sim.out;
+  CliRun train =
+      run_twinps("train --in-memory --workers 1 --ps 2 --seed 3 --model '" + spec.string() + "'" + fashion_flags());
+  ASSERT_EQ(train.exit_code, 0) << train.err << train.out;
+  const std::string sim_hash = hex_after(line_of(sim.out, "parameter hash"));
+  EXPECT_EQ(sim_hash.size(), 16u) << sim.out;
+  EXPECT_EQ(sim_hash, hex_after(line_of(train.out, "parameter hash:"))) << sim.out << train.out;
+  EXPECT_NE(line_of(sim.out, "evaluation").find("accuracy"), std::string::npos) << sim.out;
+  EXPECT_NE(line_of(sim.out, "iterations").find("20"), std::string::npos) << sim.out;
+
+  // --model replaces a scenario's workload (the tutorial's here) with the spec.
+  CliRun over = run_twinps("sim '" + (testing::scenarios_dir() / "tutorial.textproto").string() + "' --model '" +
+                           spec.string() + "'" + fashion_flags());
+  EXPECT_NE(over.exit_code, 2) << over.err;
+  EXPECT_NE(over.out.find("parameter hash"), std::string::npos) << over.out << over.err;
+}
+
+TEST_F(SimCliTest, SpecInputProblemsExitTwoNamingThem) {
+  const auto spec = (testing::source_dir() / "examples" / "fashion_mnist" / "model.textproto").string();
+  const std::string bad_spec = write("bad_spec.textproto", "batch_size: 4\nlayer { nme: \"x\" }\n");
+  const std::string scenario = write("s.textproto", "cluster { workers: 1 ps: 1 }\nmodel_spec: \"missing.textproto\"\n");
+  const std::string ok = write("ok.textproto", kValid);
+  const std::string no_data = write("no_data.textproto", "cluster { workers: 1 ps: 1 }\nmodel_spec: \"" + spec + "\"\n");
+  struct Case {
+    std::string args, expect_in_stderr;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"sim '" + ok + "' --model '" + bad_spec + "'", "bad_spec.textproto:2:12"},
+           {"sim '" + scenario + "'", "missing.textproto"},
+           {"sim '" + no_data + "'", "--train-data is required"},
+           {"sim '" + ok + "' --model '" + spec + "' --train-data x", "schedule needs a synthetic `model`"},
+           {"sim '" + ok + "' --epochs 3", "--epochs applies to a scenario with a model spec"},
+       }) {
+    SCOPED_TRACE(c.args);
+    CliRun r = run_twinps(c.args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.expect_in_stderr), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace twinps::sim

@@ -140,5 +140,56 @@ TEST(TuneCliTest, BadInputExitsTwoNamingTheProblem) {
   }
 }
 
+// `twinps tune --model` takes the model spec a user trains: the sweep times
+// the spec's own variables, shard layout and lookups (sim/spec_workload.h).
+TEST(TuneCliTest, SweepsTheCtrExamplesModelSpec) {
+  const std::string dir = testing::temp_dir("tune-spec");
+  const auto spec = sim::testing::source_dir() / "examples" / "ctr" / "model.textproto";
+  Process p = tune({"--model", spec.string(), "--workers", "4", "--ps", "1,2", "--shards", "1,4", "--partitioners",
+                    "fixed,max_size", "--csv", dir + "/sweep.csv"});
+  ASSERT_TRUE(p.wait(300s));
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  EXPECT_NE(p.out().find("(model spec, "), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("60 variables, batch 256"), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("recommended:"), std::string::npos) << p.out();
+  const auto csv = lines(dir + "/sweep.csv");
+  ASSERT_EQ(csv.size(), 1u + 8u);  // header, 2 ps x 2 kinds x 2 shard counts
+  double previous = 1e300, one_ps_one_shard = 0, best_two_ps = 0;
+  for (std::size_t i = 1; i < csv.size(); ++i) {
+    const auto f = split(csv[i]);
+    ASSERT_EQ(f.size(), 11u) << csv[i];
+    const double steps = std::stod(f[4]);
+    EXPECT_GT(steps, 0);
+    EXPECT_LE(steps, previous);  // ranked
+    previous = steps;
+    if (f[1] == "1" && f[3] == "1") one_ps_one_shard = steps;
+    if (f[1] == "2") best_two_ps = std::max(best_two_ps, steps);
+  }
+  // Two ps share the 26 tables' traffic: faster than one.
+  EXPECT_GT(best_two_ps, one_ps_one_shard);
+}
+
+TEST(TuneCliTest, ABadModelSpecExitsTwoNamingFileLineAndColumn) {
+  const std::string dir = testing::temp_dir("tune-bad-spec");
+  // Parses as a spec (not as a synthetic model) but a layer reads an input
+  // that does not exist.
+  const std::string bad_spec = write(dir + "/bad_spec.textproto",
+                                     "input { name: \"x\" dense { width: 4 } }\n"
+                                     "label { column: \"y\" type: FLOAT }\n"
+                                     "layer { name: \"out\" input: \"nope\" dense { units: 1 } }\n"
+                                     "head { input: \"out\" loss: MEAN_SQUARED_ERROR }\n");
+  // Neither schema: a spec's field misspelt.
+  const std::string neither = write(dir + "/neither.textproto",
+                                    "input { name: \"x\" dense { width: 4 } }\nlayre { name: \"out\" }\n");
+  for (const auto& [file, expect] : std::vector<std::pair<std::string, std::string>>{
+           {bad_spec, "bad_spec.textproto:3:"}, {neither, "neither.textproto:2:7: not a model spec"}}) {
+    SCOPED_TRACE(file);
+    Process p = tune({"--model", file, "--workers", "2"});
+    ASSERT_TRUE(p.wait(60s));
+    EXPECT_EQ(p.exit_code(), 2) << p.err();
+    EXPECT_NE(p.err().find(expect), std::string::npos) << p.err();
+  }
+}
+
 }  // namespace
 }  // namespace twinps

@@ -25,6 +25,7 @@
 #include "tools/data_dir.h"
 #include "tools/commands/commands.h"
 #include "tools/resource_limits.h"
+#include "tools/training_flags.h"
 
 namespace twinps::cli {
 
@@ -125,12 +126,45 @@ int run_swarm(std::uint64_t first, std::uint64_t count) {
   return failed == 0 ? kExitOk : kExitFailed;
 }
 
+// The flags that only a model spec trained by the simulator uses.
+const char* const kSpecTrainingFlags[] = {
+    "batch-size", "learning-rate", "shards", "init-seed", "epochs", "steps-per-epoch", "steps-per-execution",
+    "eval-every", "eval-steps", "train-data", "train-labels", "eval-data", "eval-labels"};
+
+// What a NUMERIC scenario's model spec trains: the spec with the flags'
+// overrides, its data and the trainer's options, as `twinps train` builds
+// them (null for any other scenario). Errors name the flag, file or record.
+StatusOr<std::shared_ptr<const sim::SpecWorkload>> load_spec_workload(const scenario::Scenario& s,
+                                                                      ModelFlags flags, const po::variables_map& vm) {
+  const bool numeric_spec = s.has_model_spec() && s.fidelity() == scenario::NUMERIC;
+  if (!numeric_spec) {
+    for (const char* name : kSpecTrainingFlags)
+      if (vm.count(name) && !vm[name].defaulted())
+        return absl::InvalidArgumentError(
+            std::string("--") + name +
+            (s.fidelity() == scenario::TIMING_ONLY
+                 ? " applies to a numeric simulation of a model spec; a TIMING_ONLY one times the spec file as it is"
+                 : " applies to a scenario with a model spec (--model or model_spec)"));
+    return std::shared_ptr<const sim::SpecWorkload>();
+  }
+  flags.model_path = s.model_spec();  // resolved by the loader
+  auto run = load_model_run(flags, vm, /*need_train_data=*/true);
+  if (!run.ok()) return run.status();
+  auto w = std::make_shared<sim::SpecWorkload>();
+  w->model = run->model;
+  w->train = std::move(*run->train);
+  w->eval = std::move(run->eval);
+  w->options = run->options;
+  return std::shared_ptr<const sim::SpecWorkload>(std::move(w));
+}
+
 }  // namespace
 
 int run_sim(int argc, char** argv) {
   std::string path, trace_path, csv_path;
   std::uint64_t seed = 0, swarm = 0, swarm_first = 1;
   double max_memory_gb = 0, max_cpu_s = 300;
+  ModelFlags model_flags;
   po::options_description opts("twinps sim options");
   opts.add_options()("help,h", "show this help")
       ("scenario", po::value(&path), "the scenario file (Protobuf text format, schema sim/scenario.proto)")
@@ -148,11 +182,19 @@ int run_sim(int argc, char** argv) {
       ("swarm-first-seed", po::value(&swarm_first)->default_value(1), "first seed of --swarm")
       ("print-swarm-scenario", po::value<std::uint64_t>(),
        "print the scenario --swarm runs for this seed (save it, then run it with --trace to see what happened)");
+  // A model spec instead of the scenario's workload (or the scenario's
+  // `model_spec`), with the flags `twinps train` takes for it.
+  po::options_description model_opts("model spec options (--model, or a scenario's model_spec)");
+  model_flags.add_model_options(model_opts);
+  model_flags.add_training_options(model_opts);
+  model_flags.add_data_options(model_opts);
+  opts.add(model_opts);
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map vm;
   const std::string usage =
       "usage: twinps sim SCENARIO [--seed N] [--trace out.json] [--csv out.csv]\n"
+      "       twinps sim SCENARIO --model M.textproto --train-data GLOB [--eval-data GLOB] [training flags]\n"
       "       twinps sim --swarm N [--swarm-first-seed S]";
   if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
 
@@ -175,10 +217,15 @@ int run_sim(int argc, char** argv) {
   }
 
   path = find_data(path);  // scenarios/x.textproto also works outside the checkout (tools/data_dir.h)
-  sim::LoadedScenario loaded = sim::load_scenario_file(path);
+  sim::LoadedScenario loaded = sim::load_scenario_file(path, model_flags.model_path);
   if (!loaded.ok()) {
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps sim: %s\n", e.to_string().c_str());
     if (!std::filesystem::exists(path)) std::fprintf(stderr, "twinps sim: %s\n", data_search_note().c_str());
+    return kExitBadInput;
+  }
+  auto spec_workload = load_spec_workload(loaded.scenario, model_flags, vm);
+  if (!spec_workload.ok()) {
+    print_error("sim", spec_workload.status());
     return kExitBadInput;
   }
 
@@ -206,6 +253,7 @@ int run_sim(int argc, char** argv) {
   }
 
   sim::SimOptions options;
+  options.spec = *spec_workload;
   if (vm.count("seed")) options.seed = seed;
   std::unique_ptr<ChromeTraceWriter> trace;
   if (!trace_path.empty()) {

@@ -15,6 +15,7 @@
 #include "core/checkpoint/training_checkpoints.h"
 #include "core/local/local_cluster.h"
 #include "core/training/model_functions.h"
+#include "core/training/parameter_hash.h"
 #include "core/training/trainer.h"
 #include "net/in_process_cluster.h"
 #include "net/locked_trace.h"
@@ -230,6 +231,15 @@ int run_in_memory(const TrainSettings& s, CheckpointManager* manager, TraceSink*
   o.trace = trace;
   LocalCluster cluster(registry, o);
   auto rc = cluster.run(coordinator_program(cluster.coordinator(), registry, s, manager, report));
+  if (rc == kExitOk) {
+    // What `twinps sim --model` of the same spec, seed and one worker ends with, bit for bit.
+    auto shards = cluster.run(cluster.coordinator().export_variables());
+    if (shards && shards->ok()) {
+      const std::uint64_t hash = training::parameter_hash(**shards);
+      std::printf("parameter hash: %016llx\n", static_cast<unsigned long long>(hash));
+      report.json["parameter_hash"] = format("%016llx", static_cast<unsigned long long>(hash));
+    }
+  }
   report.write(s.report_path, &cluster.coordinator());
   return rc.value_or(kExitFailed);
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sim/scenario_loader.h"
+#include "sim/spec_workload.h"
 #include "sim/tuner.h"
 #include "tools/cli.h"
 #include "tools/data_dir.h"
@@ -40,6 +41,11 @@ constexpr char kUsage[] =
     "every combination of ps count, partitioner kind and shard count, ranks them, and\n"
     "recommends one: of the configurations within --tolerance of the fastest, the fastest\n"
     "with the fewest ps, with what limits it (a hotspot ps, idle ps, a saturated ps).\n"
+    "\n"
+    "--model is a model spec (as `twinps train --model` takes) or a synthetic model. A spec is\n"
+    "timed from its own variables, shard layout (a layer's own partitioner is kept), FLOPs per\n"
+    "step and, for each embedding, batch x ids-per-record lookups per step drawn from its\n"
+    "declared access distribution (access { zipf_exponent }).\n"
     "\n"
     "Shard counts are of the model's largest variable (in bytes). So that the three\n"
     "partitioner kinds are compared at the same shard counts, the size-based ones get the\n"
@@ -168,7 +174,9 @@ int run_tune(int argc, char** argv) {
   int top = 10;
   po::options_description opts("twinps tune options");
   opts.add_options()("help,h", "show this help")
-      ("model", po::value(&model_path), "the model: a scenario.SyntheticModel text file (required)")
+      ("model", po::value(&model_path),
+       "the model (required): a model spec (core/model/model_spec.proto, as `twinps train --model` takes) or a "
+       "scenario.SyntheticModel text file, told apart by content")
       ("workers", po::value(&req.workers)->notifier(in_range(1, 100000)), "worker tasks (required)")
       ("ps", po::value(&ps_list)->default_value(ps_list), "ps counts to try, comma-separated")
       ("shards", po::value(&shard_list)->default_value(shard_list),
@@ -197,7 +205,7 @@ int run_tune(int argc, char** argv) {
     return kExitBadInput;
 
   model_path = find_data(model_path);  // scenarios/models/... also outside the checkout
-  auto model = sim::load_model_file(model_path);
+  auto model = sim::load_timed_model_file(model_path);
   if (!model.ok()) {
     for (const auto& e : model.errors) std::fprintf(stderr, "twinps tune: %s\n", e.to_string().c_str());
     if (!std::filesystem::exists(model_path)) std::fprintf(stderr, "twinps tune: %s\n", data_search_note().c_str());
@@ -229,7 +237,8 @@ int run_tune(int argc, char** argv) {
     }
   }
 
-  std::printf("model: %s (%d variables, batch %d); %d workers\ncosts: %s\n\n", model_path.c_str(),
+  std::printf("model: %s (%s%d variables, batch %d); %d workers\ncosts: %s\n\n", model_path.c_str(),
+              model.from_spec ? format("model spec, %.3g GFLOP per step, ", req.model.step_gflops()).c_str() : "",
               req.model.variable_size(), req.model.batch_size(), req.workers, costs.c_str());
   std::fflush(stdout);
   const bool tty = ::isatty(STDERR_FILENO);

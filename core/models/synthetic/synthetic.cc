@@ -72,6 +72,7 @@ Matrix compute_gradient(const Matrix& w, int batch) {
 }
 
 double step_flops(const ModelSpec& spec) {
+  if (spec.flops_per_step > 0) return spec.flops_per_step;
   double elements = 0;
   for (const auto& v : spec.variables)
     if (v.per_step) elements += pulled_elements(v);
@@ -83,6 +84,7 @@ StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timi
   VariablePlacer placer(num_ps, spec.partitioner);
   RandomStream init(init_seed);
   for (const auto& v : spec.variables) {
+    placer.set_partitioner(v.partitioner ? v.partitioner : spec.partitioner);
     auto layout = placer.create(v.name, v.shape, VariableKind::kTrainable);
     if (!layout.ok()) return layout.status();
     if (timing_only) {
@@ -98,6 +100,7 @@ StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timi
         out.initial.push_back(std::move(s));
     }
   }
+  placer.set_partitioner(spec.partitioner);
   auto iterations = placer.create(kIterationsVar, {}, VariableKind::kCounter);
   if (!iterations.ok()) return iterations.status();
   for (auto& s : counter_shard_states(*iterations)) out.initial.push_back(std::move(s));
@@ -240,7 +243,12 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
       push.gradient(*u.layout, std::move(grad));
     }
   }
-  co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, flops, kernels});
+  if (spec_.flops_per_step > 0) {
+    // A model spec's step: its own FLOPs, not the synthetic gradients'.
+    co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, spec_.flops_per_step});
+  } else {
+    co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, flops, kernels});
+  }
 
   auto iterations = ctx.variable(kIterationsVar);
   if (!iterations.ok()) co_return iterations.status();

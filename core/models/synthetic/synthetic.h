@@ -54,6 +54,9 @@ struct Variable {
   std::int64_t rows_per_step = 0;  // > 0: an embedding, this many rows looked up per step; 0: read whole
   double zipf_exponent = 0;        // skew of the rows looked up: 0 uniform, s > 0 row r with weight ~ 1/(r+1)^s
   bool per_step = true;            // false: steps use it only while made hot (a hotspot fault)
+  // This variable's own partitioner (a model spec's embedding with one);
+  // null: the model's.
+  PartitionerPtr partitioner;
 };
 
 struct ModelSpec {
@@ -61,6 +64,10 @@ struct ModelSpec {
   PartitionerPtr partitioner;       // one for every variable; null: nothing is sharded
   OptimizerConfig optimizer;
   int batch_size = 32;
+  // > 0: a step computes this many floating-point operations (a model
+  // spec's CompiledModel::step_cost().train_flops), charged at the cost
+  // model's per-GFLOP price, instead of the gradient kernels described above.
+  double flops_per_step = 0;
 };
 
 // Floating-point operations of one numeric train step's compute (see above);
