@@ -75,7 +75,8 @@ TEST(ScenarioLoaderTest, MissingPartsAreNamed) {
   EXPECT_EQ(r.errors.front().to_string(),
             "f.textproto: cluster: missing: say how many tasks, e.g. cluster { workers: 3 ps: 2 }");
   EXPECT_EQ(first_error("cluster { workers: 2 ps: 1 }"),
-            "f.textproto: model: missing: give a workload, `tutorial {}` or `model { variable { ... } }`");
+            "f.textproto: model: missing: give a workload, `tutorial {}`, `model { variable { ... } }` or "
+            "`model_spec: \"FILE\"`");
 }
 
 TEST(ScenarioLoaderTest, ChecksBoundsOfExpectations) {
