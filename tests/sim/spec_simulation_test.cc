@@ -87,12 +87,13 @@ Outcome train_in_memory(const SpecWorkload& w, int workers, std::uint64_t seed) 
 
 // The simulator's numeric run of the same spec: a scenario as a user writes
 // it, the spec named relative to the scenario file.
-SimResult simulate(const std::shared_ptr<SpecWorkload>& w, int workers, std::uint64_t seed) {
+SimResult simulate(const std::shared_ptr<SpecWorkload>& w, int workers, std::uint64_t seed,
+                   const std::string& more = "") {
   const auto dir = std::filesystem::temp_directory_path() / ("twinps_spec_sim_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string text = "name: \"fashion_mnist\" cluster { workers: " + std::to_string(workers) +
                            " ps: 2 } model_spec: \"" +
-                           std::filesystem::relative(spec_path(), dir).string() + "\" seed: " + std::to_string(seed);
+                           std::filesystem::relative(spec_path(), dir).string() + "\" seed: " + std::to_string(seed) + " " + more;
   LoadedScenario loaded = parse_scenario(text, (dir / "scenario.textproto").string());
   std::filesystem::remove_all(dir);
   EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors.front().to_string());
@@ -128,23 +129,30 @@ TEST(SpecSimulationTest, OneWorkerEndsWithTheInMemoryRunsParametersBitwise) {
 
 TEST(SpecSimulationTest, ThreeWorkersReachTheInMemoryRunsAccuracyBand) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (" << kDir << ")";
-  // 100 steps of 64 images (a ninth of an epoch); full length, in-memory,
-  // reaches 0.88 (examples/fashion_mnist/README.md).
-  auto w = workload(/*steps_per_epoch=*/100);
+  // 300 steps of 64 images (a third of an epoch). Early in training the
+  // held-out accuracy still moves by a few points from one ordering of the
+  // updates to another (0.73 and 0.79 here), so the shortened band is wide;
+  // at full length both runs reach 0.88 (examples/fashion_mnist/README.md,
+  // docs/models.md).
+  auto w = workload(/*steps_per_epoch=*/300);
   const Outcome in_memory = train_in_memory(*w, 3, 1);
-  const SimResult sim = simulate(w, 3, 1);
+  // Step times drawn with a long tail, so the workers' pulls and pushes
+  // interleave otherwise than on the in-memory cluster.
+  const SimResult sim = simulate(w, 3, 1, "compute { step_time { lognormal { median_s: 0.01 sigma: 0.8 } } }");
   ASSERT_TRUE(sim.setup_error.ok()) << describe(sim.setup_error);
   ASSERT_TRUE(sim.finished);
   EXPECT_TRUE(sim.actions[0].status.ok()) << describe(sim.actions[0].status);
-  EXPECT_EQ(sim.final_iterations, 100);
+  EXPECT_EQ(sim.final_iterations, 300);
   ASSERT_TRUE(sim.eval.has_value());
   const double accuracy = sim.eval->accuracy.value_or(0);
-  std::printf("held-out accuracy after 100 steps, 3 workers: in-memory %.4f, simulated %.4f\n", in_memory.accuracy,
-              accuracy);
+  std::printf("held-out accuracy after 300 steps, 3 workers: in-memory %.4f, simulated %.4f (parameters %s)\n",
+              in_memory.accuracy, accuracy,
+              sim.parameter_hash == in_memory.parameter_hash ? "bitwise equal" : "differ");
   EXPECT_EQ(sim.eval->examples, 10000);
   EXPECT_GE(in_memory.accuracy, 0.70);
   EXPECT_GE(accuracy, 0.70);
-  EXPECT_NEAR(accuracy, in_memory.accuracy, 0.03);
+  EXPECT_NEAR(accuracy, in_memory.accuracy, 0.08);
+  EXPECT_NE(sim.parameter_hash, in_memory.parameter_hash);  // the interleaving did differ
 }
 
 TEST(SpecSimulationTest, NumericSpecWithoutDataIsASetupErrorNamingTheSpec) {
