@@ -250,6 +250,12 @@ void Validator::workload() {
     if (t.max_to_keep() < 1) error(p(t, "max_to_keep"), "must be at least 1");
     return;
   }
+  if (s_.has_checkpoints()) {
+    if (!s_.has_model_spec())
+      error(root_(s_, "checkpoints"), "checkpoints are a model spec's (`model_spec`); the tutorial has its own");
+    if (s_.checkpoints().max_to_keep() < 1)
+      error(root_(s_, "checkpoints")(s_.checkpoints(), "max_to_keep"), "must be at least 1");
+  }
   if (s_.has_model_spec()) {
     // The spec itself is read and checked by load_scenario_file(), which
     // makes a TIMING_ONLY one into a synthetic `model`.

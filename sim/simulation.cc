@@ -722,8 +722,11 @@ Status Simulation::Impl::set_up_spec(const ClusterShape& shape) {
 Task<Status> Simulation::Impl::run_trainer(ClusterCoordinator& c, int start, const std::string& label) {
   training::TrainerOptions o = trainer_options;
   std::unique_ptr<CheckpointManager> manager;
-  if (sc.tutorial().checkpoint_every_epoch()) {
-    manager = std::make_unique<CheckpointManager>(checkpoints, sc.tutorial().max_to_keep());
+  const bool save = sc.has_tutorial() ? sc.tutorial().checkpoint_every_epoch()
+                                      : sc.has_checkpoints() && sc.checkpoints().every_epoch();
+  if (save) {
+    manager = std::make_unique<CheckpointManager>(
+        checkpoints, sc.has_tutorial() ? sc.tutorial().max_to_keep() : sc.checkpoints().max_to_keep());
     o.checkpoints = manager.get();
   }
   training::TrainerCallbacks callbacks;

@@ -155,6 +155,31 @@ TEST(SpecSimulationTest, ThreeWorkersReachTheInMemoryRunsAccuracyBand) {
   EXPECT_NE(sim.parameter_hash, in_memory.parameter_hash);  // the interleaving did differ
 }
 
+// The trainer's checkpoints in the simulator: the coordinator killed during
+// training comes back, restores the newest checkpoint and resumes at
+// iterations // steps_per_epoch, ending with every step trained once.
+TEST(SpecSimulationTest, ARestartedCoordinatorResumesTheSpecFromItsCheckpoint) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (" << kDir << ")";
+  auto w = workload(/*steps_per_epoch=*/20);
+  w->options.epochs = 4;
+  w->eval.reset();
+  const SimResult r = simulate(w, 2, 1,
+                               "checkpoints { max_to_keep: 2 } "
+                               "fault { at_s: 0.3 duration_s: 0.5 kill_coordinator: true }");
+  ASSERT_TRUE(r.setup_error.ok()) << describe(r.setup_error);
+  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.starts.size(), 2u);
+  EXPECT_GE(r.starts[1].start_epoch, 1);
+  EXPECT_LT(r.starts[1].start_epoch, 4);
+  EXPECT_TRUE(r.starts[1].finished);
+  // Every epoch after the restart's first resumed one trained once more; the
+  // counter ends at exactly epochs x steps_per_epoch.
+  EXPECT_EQ(r.final_iterations, 80);
+  ASSERT_FALSE(r.epochs.empty());
+  EXPECT_EQ(r.epochs.back().epoch, 3);
+  EXPECT_EQ(r.epochs.back().iterations, 80);
+}
+
 TEST(SpecSimulationTest, NumericSpecWithoutDataIsASetupErrorNamingTheSpec) {
   const std::string text = "cluster { workers: 1 ps: 1 } model_spec: \"" + spec_path() + "\"";
   LoadedScenario loaded = parse_scenario(text, "inline.textproto");
