@@ -549,6 +549,7 @@ void to_proto(const ShardSpec& in, wire::ShardSpec* out) {
   out->set_kind(to_wire(in.kind));
   out->set_rows(in.rows);
   out->set_cols(in.cols);
+  if (in.optimizer) to_proto(*in.optimizer, out->mutable_optimizer());
 }
 Status from_proto(const wire::ShardSpec& in, ShardSpec* out) {
   out->id = in.id();
@@ -558,6 +559,8 @@ Status from_proto(const wire::ShardSpec& in, ShardSpec* out) {
   TWINPS_RETURN_IF_ERROR(check_dimension("cols", in.cols()));
   out->rows = in.rows();
   out->cols = in.cols();
+  out->optimizer.reset();
+  if (in.has_optimizer()) TWINPS_WITHIN("optimizer", from_proto(in.optimizer(), &out->optimizer.emplace()));
   return absl::OkStatus();
 }
 
@@ -604,6 +607,7 @@ void to_proto(const VariableLayout& in, wire::VariableLayout* out) {
   out->set_kind(to_wire(in.kind));
   out->mutable_shards()->Reserve(static_cast<int>(in.shards.size()));
   for (const auto& s : in.shards) to_proto(s, out->add_shards());
+  if (in.optimizer) to_proto(*in.optimizer, out->mutable_optimizer());
 }
 Status from_proto(const wire::VariableLayout& in, VariableLayout* out) {
   out->name = in.name();
@@ -621,6 +625,8 @@ Status from_proto(const wire::VariableLayout& in, VariableLayout* out) {
   out->shards.resize(static_cast<std::size_t>(in.shards_size()));
   for (int i = 0; i < in.shards_size(); ++i)
     TWINPS_WITHIN(indexed("shards", i), from_proto(in.shards(i), &out->shards[i]));
+  out->optimizer.reset();
+  if (in.has_optimizer()) TWINPS_WITHIN("optimizer", from_proto(in.optimizer(), &out->optimizer.emplace()));
   return absl::OkStatus();
 }
 
@@ -655,6 +661,7 @@ void to_proto(const OptimizerConfig& in, wire::OptimizerConfig* out) {
   out->set_beta_1(in.beta_1);
   out->set_beta_2(in.beta_2);
   out->set_initial_accumulator_value(in.initial_accumulator_value);
+  out->set_lazy_adam(in.lazy_adam);
 }
 Status from_proto(const wire::OptimizerConfig& in, OptimizerConfig* out) {
   TWINPS_RETURN_IF_ERROR(from_wire("kind", in.kind(), &out->kind));
@@ -667,6 +674,7 @@ Status from_proto(const wire::OptimizerConfig& in, OptimizerConfig* out) {
   out->beta_1 = in.beta_1();
   out->beta_2 = in.beta_2();
   out->initial_accumulator_value = in.initial_accumulator_value();
+  out->lazy_adam = in.lazy_adam();
   return absl::OkStatus();
 }
 

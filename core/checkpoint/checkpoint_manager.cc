@@ -5,6 +5,7 @@
 #include <charconv>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -101,8 +102,11 @@ Status verify(const pb::Checkpoint& ckpt, const std::string& file) {
       if (var.slices_size() != 0) return bad("is a counter with slices");
       continue;
     }
+    if (var.has_optimizer() && kind != VariableKind::kTrainable) return bad("is not trainable but has an optimizer");
     const std::int64_t rows = storage_rows(shape), cols = storage_cols(shape);
-    const int want_slots = kind == VariableKind::kTrainable ? ckpt.slot_count() : 0;
+    const int want_slots = kind != VariableKind::kTrainable ? 0
+                           : var.has_optimizer()            ? var.optimizer().slot_names_size()
+                                                            : ckpt.slot_count();
     std::int64_t next = 0;
     for (int i = 0; i < var.slices_size(); ++i) {
       const auto& s = var.slices(i);
@@ -138,6 +142,7 @@ std::vector<ShardState> reshard(const pb::Variable& var, const VariableLayout& t
     const ShardPlacement& p = target.shards[i];
     ShardState st;
     st.spec = ShardSpec{p.id, target.shard_name(i), target.kind, p.rows, cols};
+    st.spec.optimizer = target.optimizer;
     if (target.kind == VariableKind::kCounter) {
       st.counter = var.counter();
       out.push_back(std::move(st));
@@ -250,7 +255,19 @@ StatusOr<std::string> CheckpointManager::save(std::int64_t step, const std::vect
     var->set_name(layout.name);
     for (auto d : layout.shape) var->add_shape(d);
     var->set_kind(static_cast<int>(layout.kind));
-    const std::size_t want_slots = layout.kind == VariableKind::kTrainable ? optimizer->slot_count() : 0;
+    // The variable's own optimizer (its model's optimizer group), or the checkpoint's.
+    std::optional<Optimizer> own;
+    if (layout.kind == VariableKind::kTrainable && layout.optimizer) {
+      auto created = Optimizer::create(*layout.optimizer);
+      if (!created.ok())
+        return Status(created.status().code(), "checkpoint save: variable '" + layout.name + "': " +
+                                                   std::string(created.status().message()));
+      own = std::move(*created);
+      var->mutable_optimizer()->set_name(own->name());
+      for (const auto& n : own->slot_names()) var->mutable_optimizer()->add_slot_names(n);
+    }
+    const Optimizer& var_optimizer = own ? *own : *optimizer;
+    const std::size_t want_slots = layout.kind == VariableKind::kTrainable ? var_optimizer.slot_count() : 0;
     for (std::size_t i = 0; i < layout.shards.size(); ++i) {
       const ShardPlacement& p = layout.shards[i];
       auto it = by_id.find(p.id);
@@ -270,7 +287,7 @@ StatusOr<std::string> CheckpointManager::save(std::int64_t step, const std::vect
                                           std::to_string(p.rows) + "x" + std::to_string(layout.cols()));
       if (st.slots.size() != want_slots)
         return absl::InvalidArgumentError(where + ": has " + std::to_string(st.slots.size()) + " optimizer slots, " +
-                                          optimizer->name() + " uses " + std::to_string(want_slots));
+                                          var_optimizer.name() + " uses " + std::to_string(want_slots));
       pb::Slice* slice = var->add_slices();
       slice->set_row_offset(p.row_offset);
       slice->set_rows(p.rows);
@@ -365,7 +382,6 @@ StatusOr<RestoredCheckpoint> CheckpointManager::restore(const std::string& name,
 
   std::map<std::string, const pb::Variable*> saved;
   for (const auto& v : ckpt.variables()) saved.emplace(v.name(), &v);
-  const std::vector<std::string> saved_slots(ckpt.slot_names().begin(), ckpt.slot_names().end());
 
   RestoredCheckpoint out;
   out.name = name;
@@ -383,11 +399,26 @@ StatusOr<RestoredCheckpoint> CheckpointManager::restore(const std::string& name,
     if (shape != target.shape)
       return mismatch("saved with shape " + shape_string(shape) + ", the target has " + shape_string(target.shape));
     if (static_cast<VariableKind>(var.kind()) != target.kind) return mismatch("saved as another variable kind");
-    if (target.kind == VariableKind::kTrainable && saved_slots != optimizer->slot_names())
-      return mismatch("saved with " + std::to_string(saved_slots.size()) + " optimizer slots (" +
-                      slot_list(saved_slots) + ") by " + ckpt.optimizer() + ", the target optimizer " +
-                      optimizer->name() + " uses " + std::to_string(optimizer->slot_count()) + " (" +
-                      slot_list(optimizer->slot_names()) + ")");
+    if (target.kind == VariableKind::kTrainable) {
+      // Each side's optimizer for this variable: its own, or the checkpoint's / the run's.
+      const bool saved_own = var.has_optimizer();
+      const auto& names = saved_own ? var.optimizer().slot_names() : ckpt.slot_names();
+      const std::vector<std::string> saved_slots(names.begin(), names.end());
+      const std::string saved_by = saved_own ? var.optimizer().name() : ckpt.optimizer();
+      std::optional<Optimizer> own;
+      if (target.optimizer) {
+        auto created = Optimizer::create(*target.optimizer);
+        if (!created.ok())
+          return Status(created.status().code(), "restore target variable '" + target.name + "': " +
+                                                     std::string(created.status().message()));
+        own = std::move(*created);
+      }
+      const Optimizer& want = own ? *own : *optimizer;
+      if (saved_slots != want.slot_names())
+        return mismatch("saved with " + std::to_string(saved_slots.size()) + " optimizer slots (" +
+                        slot_list(saved_slots) + ") by " + saved_by + ", the target optimizer " + want.name() +
+                        " uses " + std::to_string(want.slot_count()) + " (" + slot_list(want.slot_names()) + ")");
+    }
     for (auto& st : reshard(var, target)) out.shards.push_back(std::move(st));
   }
   for (const auto& [n, v] : saved)

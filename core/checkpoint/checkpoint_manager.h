@@ -62,8 +62,10 @@ class CheckpointManager {
   // each verified file; files that do not verify are left alone — and returns
   // the name written. Each save reads the kept checkpoints to verify them.
   // `shards` must hold the state of every shard of every layout (from
-  // ExportShards), trainable ones with the optimizer's slots: INVALID_ARGUMENT
-  // naming the variable otherwise, with nothing written.
+  // ExportShards), trainable ones with their optimizer's slots (the layout's
+  // own optimizer, else `optimizer`): INVALID_ARGUMENT naming the variable
+  // otherwise, with nothing written. A variable with its own optimizer is
+  // saved with that optimizer's name and slot names.
   StatusOr<std::string> save(std::int64_t step, const std::vector<VariableLayout>& layouts,
                              const std::vector<ShardState>& shards, const OptimizerConfig& optimizer,
                              const std::map<std::string, std::string>& metadata = {});
@@ -77,7 +79,9 @@ class CheckpointManager {
   //    among those that verify.
   //    If every checkpoint is refused: DATA_LOSS listing each reason.
   //  * A checkpoint that verifies but does not fit the targets (a variable
-  //    missing, another full shape or kind, another optimizer's slots) is
+  //    missing, another full shape or kind, another optimizer's slots: each
+  //    target's own optimizer, else `optimizer`, against the optimizer it was
+  //    saved with) is
   //    FAILED_PRECONDITION naming the variable. Older checkpoints are not tried:
   //    the program changed, and silently resuming from further back would hide it.
   StatusOr<RestoredCheckpoint> restore_latest(const std::vector<VariableLayout>& targets,

@@ -167,7 +167,9 @@ Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>&
       if (shard.ps < 0 || shard.ps >= shape_.ps)
         co_return absl::InvalidArgumentError("\"" + v.name + "\" is placed on ps:" + std::to_string(shard.ps) +
                                              " but the cluster has " + std::to_string(shape_.ps) + " ps");
-      per_ps[static_cast<std::size_t>(shard.ps)].shards.push_back(*it->second);
+      ShardState& state = per_ps[static_cast<std::size_t>(shard.ps)].shards.emplace_back(*it->second);
+      // The layout says how a variable is updated, whatever the state came from.
+      state.spec.optimizer = v.optimizer;
     }
   }
   // Each ps is asked until it answers or the formation deadline passes: one

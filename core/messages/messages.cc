@@ -7,7 +7,7 @@ constexpr std::size_t kHeader = 32;  // framing, ids, status
 
 std::size_t size_of(const RowIds& r) { return r.size() * sizeof(std::int64_t); }
 std::size_t size_of(const ShardState& s) {
-  std::size_t n = s.spec.name.size() + 48 + byte_size(s.value);
+  std::size_t n = s.spec.name.size() + 48 + byte_size(s.value) + (s.spec.optimizer ? 96 : 0);
   for (const auto& m : s.slots) n += byte_size(m);
   return n;
 }

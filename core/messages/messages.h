@@ -9,6 +9,7 @@
 //   coordinator -> worker  SetupWorker, CreateResource, RunClosure, Health
 //   worker      -> ps      Pull, Push
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -54,6 +55,11 @@ struct ShardSpec {
   // holds no values, and requests describe payloads by size (the
   // shape_only_* fields below) instead of carrying them. Real runs never set it.
   bool shape_only = false;
+  // Trainable shards: the optimizer this shard is updated with, when it is
+  // not the request's (CreateShardsRequest::optimizer): a model whose
+  // optimizer groups differ gives each shard its variable's. Its slots are
+  // this optimizer's.
+  std::optional<OptimizerConfig> optimizer = std::nullopt;
 };
 
 // A shard with everything needed to resume it: created fresh (no slots, step 0)
@@ -61,14 +67,14 @@ struct ShardSpec {
 struct ShardState {
   ShardSpec spec;
   Matrix value;               // rows x cols (empty for counters)
-  std::vector<Matrix> slots;  // optimizer slots, each rows x cols, in the optimizer's slot order
+  std::vector<Matrix> slots;  // optimizer slots, each rows x cols, in the shard's optimizer's slot order
   std::int64_t step = 0;      // updates applied to this shard (drives LR schedules, Adam's bias correction)
   std::int64_t counter = 0;   // the value of a kCounter shard
 };
 
 struct CreateShardsRequest {
   Fence fence;
-  OptimizerConfig optimizer;
+  OptimizerConfig optimizer;  // the store's: for every trainable shard without its own
   std::vector<ShardState> shards;
   bool replace_existing = false;  // restore over shards that already exist
 };

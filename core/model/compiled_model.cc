@@ -85,20 +85,24 @@ StatusOr<std::shared_ptr<const CompiledModel>> CompiledModel::compile(const spec
   for (auto m : model->metrics_) has_loss |= m == spec::LOSS;
   if (!has_loss) model->metrics_.push_back(spec::LOSS);
 
-  // The optimizer of each variable: its layer's group, or the default group.
-  std::map<std::string, OptimizerConfig> by_layer;
+  // The optimizer of each variable: the group naming the variable, else its
+  // layer's group, else the default group.
+  std::map<std::string, OptimizerConfig> by_layer, by_variable;
   std::optional<OptimizerConfig> fallback;
   for (const auto& g : spec.optimizer()) {
     auto config = optimizer_config(g);
     if (!config.ok()) return config.status();
-    if (g.layer_size() == 0) fallback = *config;
+    if (g.layer_size() == 0 && g.variable_size() == 0) fallback = *config;
     for (const auto& layer : g.layer()) by_layer[layer] = *config;
+    for (const auto& variable : g.variable()) by_variable[variable] = *config;
   }
   if (spec.optimizer_size() == 0) fallback = default_optimizer_config();
   for (const auto& v : model->graph_->variables()) {
     const std::string& layer = spec.layer(v.layer).name();
     auto it = by_layer.find(layer);
-    if (it != by_layer.end()) {
+    if (auto own = by_variable.find(v.name); own != by_variable.end()) {
+      model->optimizer_of_variable_.push_back(own->second);
+    } else if (it != by_layer.end()) {
       model->optimizer_of_variable_.push_back(it->second);
     } else if (fallback) {
       model->optimizer_of_variable_.push_back(*fallback);
@@ -126,11 +130,16 @@ std::vector<std::string> CompiledModel::metric_variables(Phase phase) const {
 }
 
 StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bool shape_only) const {
-  for (std::size_t i = 1; i < optimizer_of_variable_.size(); ++i)
-    if (!(optimizer_of_variable_[i] == optimizer_of_variable_[0]))
-      return absl::UnimplementedError(
-          "optimizer groups with different optimizers (here " + describe(optimizer_of_variable_[0]) + " and " +
-          describe(optimizer_of_variable_[i]) + ") are not supported yet: a parameter server applies one optimizer");
+  // The cluster's optimizer is the first variable's; a variable whose group
+  // has another gets it as its own (on its layout, so on its shards and in
+  // checkpoints). A spec whose groups agree so creates exactly what a
+  // single-optimizer cluster would.
+  Variables out;
+  out.optimizer = optimizer_of_variable_.empty() ? default_optimizer_config() : optimizer_of_variable_.front();
+  std::map<std::string, OptimizerConfig> own_optimizer;
+  for (std::size_t i = 0; i < optimizer_of_variable_.size(); ++i)
+    if (!(optimizer_of_variable_[i] == out.optimizer))
+      own_optimizer[graph_->variables()[i].name] = optimizer_of_variable_[i];
   PartitionerPtr model_partitioner;
   if (spec().has_partitioner()) {
     auto p = make_partitioner(spec().partitioner());
@@ -139,12 +148,12 @@ StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bo
   }
   VariablePlacer placer(num_ps, model_partitioner);
   RandomStream init(spec().init_seed());
-  Variables out;
   auto add = [&](const std::string& name, const Shape& shape, VariableKind kind, const Initializer& initializer,
                  const PartitionerPtr& partitioner) -> Status {
     placer.set_partitioner(partitioner);
     auto layout = placer.create(name, shape, kind);
     if (!layout.ok()) return layout.status();
+    if (auto own = own_optimizer.find(name); own != own_optimizer.end()) layout->optimizer = own->second;
     if (kind == VariableKind::kCounter) {
       for (auto& s : counter_shard_states(*layout)) out.initial.push_back(std::move(s));
     } else if (shape_only) {
@@ -152,6 +161,7 @@ StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bo
         ShardState s;
         s.spec = ShardSpec{layout->shards[i].id, layout->shard_name(i), kind, layout->shards[i].rows, layout->cols(),
                            true};
+        s.spec.optimizer = layout->optimizer;
         out.initial.push_back(std::move(s));
       }
     } else {
@@ -179,7 +189,8 @@ StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bo
     }
   }
   out.layouts = placer.variables();
-  out.optimizer = optimizer_of_variable_.empty() ? default_optimizer_config() : optimizer_of_variable_.front();
+  for (auto& layout : out.layouts)
+    if (auto own = own_optimizer.find(layout.name); own != own_optimizer.end()) layout.optimizer = own->second;
   return out;
 }
 

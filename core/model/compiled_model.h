@@ -102,8 +102,9 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
     OptimizerConfig optimizer;
   };
   // On `num_ps` parameter servers. `shape_only`: shards that hold no values
-  // (timing-only simulation). UNIMPLEMENTED when optimizer groups differ
-  // (one optimizer per parameter server for now).
+  // (timing-only simulation). `optimizer` is the first variable's; every
+  // trainable variable whose optimizer group has another carries it in its
+  // layout (VariableLayout::optimizer) and shards.
   StatusOr<Variables> build_variables(int num_ps, bool shape_only = false) const;
 
   static constexpr char kIterations[] = "iterations";

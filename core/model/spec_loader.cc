@@ -423,6 +423,8 @@ class Validator {
   }
 
   void optimizers() {
+    for (const auto& l : s_.layer())
+      for (auto& v : variables_of(l)) variables_.insert(std::move(v));
     std::map<std::string, int> group_of;
     int default_group = -1;
     for (int i = 0; i < s_.optimizer_size(); ++i) {
@@ -435,7 +437,7 @@ class Validator {
         if (message.rfind("optimizer.", 0) == 0) message = message.substr(10);
         error(optimizer_field(p, g, message.substr(0, message.find(' '))), message);
       }
-      if (g.layer_size() == 0) {
+      if (g.layer_size() == 0 && g.variable_size() == 0) {
         if (default_group >= 0)
           error(p, "optimizer[" + std::to_string(default_group) +
                        "] already updates every layer no group names; name this group's layers");
@@ -457,10 +459,22 @@ class Validator {
           error(p(g, "layer", k), "layer " + in_quotes(name) + " is already updated by optimizer[" +
                                       std::to_string(prev->second) + "]");
       }
+      for (int k = 0; k < g.variable_size(); ++k) {
+        const std::string& name = g.variable(k);
+        if (!variables_.count(name)) {
+          error(p(g, "variable", k), in_quotes(name) + " names no variable (a layer's \"<layer>/embeddings\", " +
+                                         "\"<layer>/kernel\" or \"<layer>/bias\")");
+          continue;
+        }
+        auto [prev, inserted] = variable_group_.emplace(name, i);
+        if (!inserted)
+          error(p(g, "variable", k), "variable " + in_quotes(name) + " is already updated by optimizer[" +
+                                         std::to_string(prev->second) + "]");
+      }
     }
     if (s_.optimizer_size() > 0 && default_group < 0)
       for (int i = 0; i < s_.layer_size(); ++i)
-        if (has_variables(s_.layer(i)) && !group_of.count(s_.layer(i).name()))
+        if (has_variables(s_.layer(i)) && !group_of.count(s_.layer(i).name()) && !all_named(s_.layer(i)))
           error(root_(s_, "layer", i)(s_.layer(i), "name"), "no optimizer updates layer " + in_quotes(s_.layer(i).name()) +
                                             " (name it in a group, or add a group without `layer`)");
   }
@@ -478,6 +492,20 @@ class Validator {
 
   static bool has_variables(const Layer& l) { return l.has_embedding() || l.has_dense(); }
 
+  // The variables a layer creates (graph.cc names them so).
+  static std::vector<std::string> variables_of(const Layer& l) {
+    if (l.has_embedding()) return {l.name() + "/embeddings"};
+    if (!l.has_dense()) return {};
+    if (l.dense().use_bias()) return {l.name() + "/kernel", l.name() + "/bias"};
+    return {l.name() + "/kernel"};
+  }
+  // Whether groups' `variable` lists name every variable of the layer.
+  bool all_named(const Layer& l) const {
+    for (const auto& v : variables_of(l))
+      if (!variable_group_.count(v)) return false;
+    return true;
+  }
+
   const ModelSpec& s_;
   std::string file_;
   const pb::TextFormat::ParseInfoTree* tree_;
@@ -486,6 +514,8 @@ class Validator {
   std::map<std::string, Node> nodes_;
   std::set<std::string> reaches_head_;
   std::map<std::string, std::pair<ValueType, int>> columns_;
+  std::set<std::string> variables_;             // every layer's variables
+  std::map<std::string, int> variable_group_;   // optimizer[i] naming the variable
 };
 
 // The tokens of a vocabulary file, one per line; problems are reported at

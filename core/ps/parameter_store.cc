@@ -29,7 +29,7 @@ const char* op_name(Update::Op op) {
 
 bool same_spec(const ShardSpec& a, const ShardSpec& b) {
   return a.id == b.id && a.name == b.name && a.kind == b.kind && a.rows == b.rows && a.cols == b.cols &&
-         a.shape_only == b.shape_only;
+         a.shape_only == b.shape_only && a.optimizer == b.optimizer;
 }
 
 std::string fence_string(const Fence& f) {
@@ -105,8 +105,9 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
   if (has_trainable && (!optimizer_ || !(optimizer_->config() == request.optimizer))) {
     auto created = Optimizer::create(request.optimizer);
     if (!created.ok()) return invalid("CreateShards: " + std::string(created.status().message()));
+    // Shards with an optimizer of their own do not use the store's.
     const bool store_has_trainable = std::any_of(shards_.begin(), shards_.end(), [](const auto& kv) {
-      return kv.second.spec.kind == VariableKind::kTrainable;
+      return kv.second.spec.kind == VariableKind::kTrainable && !kv.second.own_optimizer;
     });
     if (optimizer_ && store_has_trainable) {
       if (!request.replace_existing)
@@ -116,7 +117,7 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
       std::set<ShardId> replaced;
       for (const auto& s : request.shards) replaced.insert(s.spec.id);
       for (const auto& [id, shard] : shards_)
-        if (shard.spec.kind == VariableKind::kTrainable && !replaced.count(id) &&
+        if (shard.spec.kind == VariableKind::kTrainable && !shard.own_optimizer && !replaced.count(id) &&
             shard.slots.size() != created->slot_count())
           return absl::FailedPreconditionError(
               options_.name + ": CreateShards switches the optimizer to " + describe(request.optimizer) + ", but " +
@@ -128,12 +129,25 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
 
   // Validate everything before changing anything.
   std::set<ShardId> ids;
+  // The shards' own optimizers (request order), each created once per distinct config.
+  std::vector<std::shared_ptr<const Optimizer>> own(request.shards.size());
   for (std::size_t i = 0; i < request.shards.size(); ++i) {
     const ShardState& s = request.shards[i];
     const ShardSpec& spec = s.spec;
     const std::string where = "CreateShards shard " + std::to_string(i) + " ('" + spec.name + "', id " +
                               std::to_string(spec.id) + "): ";
     if (!ids.insert(spec.id).second) return invalid(where + "the id appears twice in the request");
+    if (spec.optimizer) {
+      if (spec.kind != VariableKind::kTrainable) return invalid(where + "only a trainable shard has an optimizer");
+      for (std::size_t j = 0; j < i && !own[i]; ++j)
+        if (own[j] && own[j]->config() == *spec.optimizer) own[i] = own[j];
+      if (!own[i]) {
+        auto created = Optimizer::create(*spec.optimizer);
+        if (!created.ok()) return invalid(where + std::string(created.status().message()));
+        own[i] = std::make_shared<const Optimizer>(std::move(*created));
+      }
+    }
+    const Optimizer* shard_optimizer = own[i] ? own[i].get() : optimizer ? &*optimizer : nullptr;
     if (spec.name.empty()) return invalid(where + "the name is empty");
     if (s.step < 0) return invalid(where + "step " + std::to_string(s.step) + " is negative");
     if (spec.kind == VariableKind::kCounter) {
@@ -146,15 +160,15 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
       if (spec.rows < 1 || spec.cols < 1) return invalid(where + "shape " + dims(spec.rows, spec.cols) + " is empty");
       if (s.value.rows() != spec.rows || s.value.cols() != spec.cols)
         return invalid(where + "value is " + dims(s.value) + " but the spec says " + dims(spec.rows, spec.cols));
-      const std::size_t want = spec.kind == VariableKind::kTrainable ? optimizer->slot_count() : 0;
+      const std::size_t want = spec.kind == VariableKind::kTrainable ? shard_optimizer->slot_count() : 0;
       if (!s.slots.empty() && s.slots.size() != want)
         return invalid(where + "has " + std::to_string(s.slots.size()) + " optimizer slots; " +
-                       (spec.kind == VariableKind::kTrainable ? optimizer->name() + " needs "
+                       (spec.kind == VariableKind::kTrainable ? shard_optimizer->name() + " needs "
                                                               : std::string("a non-trainable shard has ")) +
                        std::to_string(want));
       for (std::size_t k = 0; k < s.slots.size(); ++k)
         if (s.slots[k].rows() != spec.rows || s.slots[k].cols() != spec.cols)
-          return invalid(where + "slot '" + optimizer->slot_names()[k] + "' is " + dims(s.slots[k]) +
+          return invalid(where + "slot '" + shard_optimizer->slot_names()[k] + "' is " + dims(s.slots[k]) +
                          " but the shard is " + dims(spec.rows, spec.cols));
     }
     auto existing = shards_.find(spec.id);
@@ -166,17 +180,19 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
     }
   }
 
-  for (const ShardState& s : request.shards) {
+  for (std::size_t i = 0; i < request.shards.size(); ++i) {
+    const ShardState& s = request.shards[i];
     auto existing = shards_.find(s.spec.id);
     if (existing != shards_.end() && !request.replace_existing) continue;  // the same spec, resent
     Shard shard;
     shard.spec = s.spec;
+    shard.own_optimizer = own[i];
     shard.step = s.step;
     shard.counter = s.counter;
     if (s.spec.kind != VariableKind::kCounter && !s.spec.shape_only) {
       shard.value = s.value;
       if (s.spec.kind == VariableKind::kTrainable)
-        shard.slots = s.slots.empty() ? optimizer->make_slots(s.spec.rows, s.spec.cols) : s.slots;
+        shard.slots = s.slots.empty() ? (own[i] ? *own[i] : *optimizer).make_slots(s.spec.rows, s.spec.cols) : s.slots;
     }
     shards_[s.spec.id] = std::move(shard);
   }
@@ -323,8 +339,9 @@ void ParameterStore::apply_update(const Update& u) {
   switch (u.op) {
     case Update::Op::kApplyGradient: {
       // Validated above, so the optimizer cannot refuse it.
-      Status s = u.sparse ? optimizer_->apply_sparse(shard.value, shard.slots, u.rows, u.values, shard.step)
-                          : optimizer_->apply_dense(shard.value, shard.slots, u.values, shard.step);
+      const Optimizer& optimizer = shard.own_optimizer ? *shard.own_optimizer : *optimizer_;
+      Status s = u.sparse ? optimizer.apply_sparse(shard.value, shard.slots, u.rows, u.values, shard.step)
+                          : optimizer.apply_dense(shard.value, shard.slots, u.values, shard.step);
       (void)s;
       ++shard.step;
       ++stats_.optimizer_steps;

@@ -1,6 +1,7 @@
 #pragma once
 // The state a parameter server holds: its shards (value, optimizer slots kept
-// beside their shard, update count), one optimizer, the fence and the ids of
+// beside their shard, update count), the store's optimizer and any shard's own
+// (ShardSpec::optimizer: a model's optimizer groups), the fence and the ids of
 // recently applied pushes. Its operations mirror the ps messages
 // (core/messages/messages.h). It does no I/O and never waits, so
 // ParameterServerNode, the simulator and tests call it directly.
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -80,10 +82,13 @@ class ParameterStore {
   //  * A conflicting spec (same id, different name/kind/shape; or a name held
   //    by another id) is ALREADY_EXISTS; a malformed shard INVALID_ARGUMENT.
   //  * A shard sent without slots gets fresh ones (make_slots); with slots,
-  //    they must be the optimizer's count and the shard's shape.
+  //    they must be its optimizer's count and the shard's shape. A shard's
+  //    optimizer is its spec's, if set (only trainable shards may set one;
+  //    an invalid one is INVALID_ARGUMENT naming the shard), else the store's.
   //  * Another optimizer than the store runs is ALREADY_EXISTS unless
   //    replace_existing, and then only if every trainable shard left out of
-  //    the request has the new optimizer's slot count (FAILED_PRECONDITION).
+  //    the request and has no optimizer of its own has the new optimizer's
+  //    slot count (FAILED_PRECONDITION).
   //  * A non-zero fence in the request is checked like a push's, then adopted
   //    as by set_fence.
   Status create_shards(const CreateShardsRequest& request);
@@ -116,7 +121,8 @@ class ParameterStore {
   const std::string& name() const { return options_.name; }
   std::size_t shard_count() const { return shards_.size(); }
   bool has_shard(ShardId id) const { return shards_.count(id) > 0; }
-  // The optimizer set by the last CreateShards, or null before any.
+  // The store's optimizer set by the last CreateShards, or null before any
+  // (shards with their own optimizer do not use it).
   const Optimizer* optimizer() const { return optimizer_ ? &*optimizer_ : nullptr; }
 
  private:
@@ -126,6 +132,7 @@ class ParameterStore {
     ShardSpec spec;
     Matrix value;
     std::vector<Matrix> slots;
+    std::shared_ptr<const Optimizer> own_optimizer;  // spec.optimizer's; null: the store's
     std::int64_t step = 0;
     std::int64_t counter = 0;
   };

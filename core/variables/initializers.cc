@@ -35,6 +35,7 @@ std::vector<ShardState> shard_states(const VariableLayout& layout, const Matrix&
     const auto& s = layout.shards[i];
     ShardState st;
     st.spec = ShardSpec{s.id, layout.shard_name(i), layout.kind, s.rows, layout.cols()};
+    st.spec.optimizer = layout.optimizer;
     st.value = full.middleRows(s.row_offset, s.rows);
     out.push_back(std::move(st));
   }

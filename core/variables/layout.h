@@ -3,9 +3,11 @@
 // (variables/placement.h) and sends this directory to workers, which route
 // pulls and pushes with it. Shards split axis 0 ("div" layout).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/ps/optimizer_config.h"
 #include "core/tensor/tensor.h"
 
 namespace twinps {
@@ -30,6 +32,11 @@ struct VariableLayout {
   Shape shape;
   VariableKind kind = VariableKind::kTrainable;
   std::vector<ShardPlacement> shards;  // in row order
+  // Trainable variables only: the variable's own update rule (a model spec's
+  // optimizer group); unset, the cluster's optimizer (coordinator.start's).
+  // Its shards carry it to their ps (ShardSpec::optimizer) and checkpoints
+  // save and check its slots per variable.
+  std::optional<OptimizerConfig> optimizer = std::nullopt;
 
   std::int64_t rows() const { return storage_rows(shape); }
   std::int64_t cols() const { return storage_cols(shape); }

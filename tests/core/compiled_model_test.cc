@@ -9,7 +9,10 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 
+#include "core/checkpoint/storage.h"
+#include "core/checkpoint/training_checkpoints.h"
 #include "core/data/in_memory_records.h"
 #include "core/local/local_cluster.h"
 #include "core/model/compiled_model.h"
@@ -541,19 +544,277 @@ TEST(CompiledModelTest, BadDataFailsTheStepNamingTheColumn) {
   EXPECT_THAT(outcome.status().message(), HasSubstr("column \"label\": the data has no such column"));
 }
 
-TEST(CompiledModelTest, DifferentOptimizersPerGroupAreRefusedForNow) {
-  auto m = compile_text(R"pb(
-    input { name: "ids" categorical { type: INT64 identity_buckets: 10 } }
-    label { column: "y" }
-    layer { name: "e" input: "ids" embedding { dim: 4 } }
-    layer { name: "d" input: "e" dense { units: 1 } }
-    head { input: "d" loss: BINARY_CROSS_ENTROPY }
-    optimizer { layer: "e" adagrad {} }
-    optimizer { adam {} }
-  )pb");
+// ---------------------------------------------------------------- optimizer groups
+
+// Two id features, each with its own embedding, concatenated into one logit.
+// Every variable has another update rule: Adagrad (the first variable's, so
+// the cluster's), RMSprop, Adam and, for the bias alone, SGD with momentum.
+constexpr char kFourOptimizers[] = R"pb(
+  input { name: "a" categorical { type: INT64 identity_buckets: 5 oov: OOV_IGNORE } }
+  input { name: "b" categorical { type: INT64 identity_buckets: 5 oov: OOV_IGNORE } }
+  label { column: "y" }
+  layer { name: "ea" input: "a" embedding { dim: 2 initializer { uniform { min: -0.5 max: 0.5 } } } }
+  layer { name: "eb" input: "b" embedding { dim: 2 initializer { uniform { min: -0.5 max: 0.5 } } } }
+  layer { name: "cat" input: ["ea", "eb"] concatenate {} }
+  layer { name: "d" input: "cat" dense { units: 1 bias_initializer { constant: 0.1 } } }
+  head { input: "d" loss: BINARY_CROSS_ENTROPY }
+  optimizer { layer: "ea" adagrad { initial_accumulator_value: 0.1 } learning_rate { constant: 0.5 } }
+  optimizer { layer: "eb" rmsprop { rho: 0.8 } learning_rate { constant: 0.05 } }
+  optimizer { adam { beta_1: 0.8 beta_2: 0.9 } learning_rate { constant: 0.02 } }
+  optimizer { variable: "d/bias" sgd { momentum: 0.9 } learning_rate { constant: 0.1 } }
+  batch_size: 4
+  init_seed: 7
+)pb";
+
+// Ids and labels of 8 records: two batches of 4, ids repeating within a batch.
+testing::Records four_optimizer_records() {
+  testing::Records r;
+  r.add("a", testing::int_column({{0}, {1}, {0}, {3}, {1}, {1}, {4}, {0}}), 1)
+      .add("b", testing::int_column({{2}, {2}, {4}, {0}, {3}, {2}, {0}, {1}}), 1)
+      .add("y", testing::float_column({{1}, {0}, {1}, {0}, {0}, {1}, {1}, {0}}), 1);
+  return r;
+}
+
+// The model's parameters in double precision, and its step by hand:
+// logit = [ea[a], eb[b]] . k + bias, the mean binary cross-entropy, and each
+// group's update rule written out from Keras's formulas.
+struct HandModel {
+  std::vector<std::vector<double>> ea, eb, ea_acc, eb_rms;  // rows x 2
+  std::vector<double> k, k_m, k_v;                          // 4
+  double bias = 0, bias_momentum = 0;
+  int kernel_steps = 0;
+
+  static std::vector<std::vector<double>> rows_of(const Matrix& m) {
+    std::vector<std::vector<double>> out(static_cast<std::size_t>(m.rows()));
+    for (Eigen::Index r = 0; r < m.rows(); ++r)
+      for (Eigen::Index c = 0; c < m.cols(); ++c) out[static_cast<std::size_t>(r)].push_back(m(r, c));
+    return out;
+  }
+
+  void step(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b, const std::vector<double>& y) {
+    const double n = static_cast<double>(a.size());
+    std::map<std::int64_t, std::vector<double>> dea, deb;  // summed per distinct row
+    std::vector<double> dk(4, 0.0);
+    double dbias = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const auto& xa = ea[static_cast<std::size_t>(a[i])];
+      const auto& xb = eb[static_cast<std::size_t>(b[i])];
+      const double x[4] = {xa[0], xa[1], xb[0], xb[1]};
+      double z = bias;
+      for (int j = 0; j < 4; ++j) z += x[j] * k[static_cast<std::size_t>(j)];
+      const double g = (1 / (1 + std::exp(-z)) - y[i]) / n;  // d(mean loss)/d(logit)
+      for (int j = 0; j < 4; ++j) dk[static_cast<std::size_t>(j)] += g * x[j];
+      dbias += g;
+      auto& ga = dea.try_emplace(a[i], 2, 0.0).first->second;
+      auto& gb = deb.try_emplace(b[i], 2, 0.0).first->second;
+      for (int j = 0; j < 2; ++j) {
+        ga[static_cast<std::size_t>(j)] += g * k[static_cast<std::size_t>(j)];
+        gb[static_cast<std::size_t>(j)] += g * k[static_cast<std::size_t>(j + 2)];
+      }
+    }
+    const double eps = 1e-7;
+    // Adagrad on the rows the batch touched: acc += g^2; w -= lr g / (sqrt(acc) + eps).
+    for (const auto& [r, g] : dea)
+      for (std::size_t j = 0; j < 2; ++j) {
+        auto& acc = ea_acc[static_cast<std::size_t>(r)][j];
+        acc += g[j] * g[j];
+        ea[static_cast<std::size_t>(r)][j] -= 0.5 * g[j] / (std::sqrt(acc) + eps);
+      }
+    // RMSprop on the touched rows: rms = rho rms + (1 - rho) g^2; w -= lr g / (sqrt(rms) + eps).
+    for (const auto& [r, g] : deb)
+      for (std::size_t j = 0; j < 2; ++j) {
+        auto& rms = eb_rms[static_cast<std::size_t>(r)][j];
+        rms = 0.8 * rms + 0.2 * g[j] * g[j];
+        eb[static_cast<std::size_t>(r)][j] -= 0.05 * g[j] / (std::sqrt(rms) + eps);
+      }
+    // Adam, dense: bias-corrected rate lr sqrt(1 - b2^t) / (1 - b1^t).
+    ++kernel_steps;
+    const double alpha = 0.02 * std::sqrt(1 - std::pow(0.9, kernel_steps)) / (1 - std::pow(0.8, kernel_steps));
+    for (std::size_t j = 0; j < 4; ++j) {
+      k_m[j] = 0.8 * k_m[j] + 0.2 * dk[j];
+      k_v[j] = 0.9 * k_v[j] + 0.1 * dk[j] * dk[j];
+      k[j] -= alpha * k_m[j] / (std::sqrt(k_v[j]) + eps);
+    }
+    // SGD with momentum: accum = momentum accum - lr g; w += accum.
+    bias_momentum = 0.9 * bias_momentum - 0.1 * dbias;
+    bias += bias_momentum;
+  }
+};
+
+// Every trainable variable's full value and slots, from the parameter servers.
+struct VariableState {
+  Matrix value;
+  std::vector<Matrix> slots;
+  std::optional<OptimizerConfig> optimizer;  // what its shards were created with
+};
+std::map<std::string, VariableState> export_states(LocalCluster& cluster) {
+  auto& c = cluster.coordinator();
+  auto shards = cluster.run(c.export_variables());
+  EXPECT_TRUE(shards && shards->ok());
+  std::map<ShardId, const ShardState*> by_id;
+  for (const auto& s : **shards) by_id[s.spec.id] = &s;
+  std::map<std::string, VariableState> out;
+  for (const VariableLayout& v : c.variables().all()) {
+    if (v.kind != VariableKind::kTrainable) continue;
+    VariableState& st = out[v.name];
+    const ShardState& first = *by_id.at(v.shards.front().id);
+    st.optimizer = first.spec.optimizer;
+    for (std::size_t k = 0; k <= first.slots.size(); ++k) {
+      std::vector<Matrix> pieces;
+      for (const auto& shard : v.shards) {
+        const ShardState& s = *by_id.at(shard.id);
+        EXPECT_EQ(s.spec.optimizer, st.optimizer) << v.name << ": every shard has its variable's optimizer";
+        pieces.push_back(k == 0 ? s.value : s.slots.at(k - 1));
+      }
+      auto full = concat_shards(v, pieces);
+      EXPECT_TRUE(full.ok());
+      (k == 0 ? st.value : st.slots.emplace_back()) = *full;
+    }
+  }
+  return out;
+}
+
+void expect_near(const Matrix& got, const std::vector<std::vector<double>>& want, const std::string& what) {
+  ASSERT_EQ(got.rows(), static_cast<Eigen::Index>(want.size())) << what;
+  for (Eigen::Index r = 0; r < got.rows(); ++r)
+    for (Eigen::Index c = 0; c < got.cols(); ++c) {
+      const double w = want[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)];
+      EXPECT_NEAR(got(r, c), w, 2e-5 + 2e-5 * std::abs(w)) << what << " [" << r << "," << c << "]";
+    }
+}
+std::vector<std::vector<double>> column(const std::vector<double>& v) {
+  std::vector<std::vector<double>> out;
+  for (double x : v) out.push_back({x});
+  return out;
+}
+
+TEST(CompiledModelTest, EachOptimizerGroupUpdatesItsVariablesAsItsRuleSays) {
+  auto m = compile_text(kFourOptimizers);
   ASSERT_TRUE(m);
+  testing::Records r = four_optimizer_records();
+  RecordSets sets;
+  Program p;
+  p.train_set = sets.add(r.schema, r.batch);
+  p.steps_per_epoch = 2;  // one worker, one step per closure: batch 1, then batch 2
+
   auto vars = m->build_variables(2);
-  EXPECT_EQ(vars.status().code(), absl::StatusCode::kUnimplemented);
+  ASSERT_TRUE(vars.ok()) << vars.status();
+  EXPECT_EQ(vars->optimizer.kind, OptimizerConfig::Kind::kAdagrad) << "the first variable's";
+  std::map<std::string, const VariableLayout*> layout;
+  for (const auto& v : vars->layouts) layout[v.name] = &v;
+  EXPECT_FALSE(layout.at("ea/embeddings")->optimizer) << "the cluster's optimizer: nothing of its own";
+  ASSERT_TRUE(layout.at("eb/embeddings")->optimizer);
+  EXPECT_EQ(layout.at("eb/embeddings")->optimizer->kind, OptimizerConfig::Kind::kRmsprop);
+  ASSERT_TRUE(layout.at("d/kernel")->optimizer);
+  EXPECT_EQ(layout.at("d/kernel")->optimizer->kind, OptimizerConfig::Kind::kAdam);
+  ASSERT_TRUE(layout.at("d/bias")->optimizer);
+  EXPECT_EQ(layout.at("d/bias")->optimizer->kind, OptimizerConfig::Kind::kSgd);
+  EXPECT_FALSE(layout.at("iterations")->optimizer);
+
+  // The initial values, from the variables' initial shards (one shard each).
+  HandModel hand;
+  for (const auto& s : vars->initial) {
+    if (s.spec.name == "ea/embeddings") hand.ea = HandModel::rows_of(s.value);
+    if (s.spec.name == "eb/embeddings") hand.eb = HandModel::rows_of(s.value);
+    if (s.spec.name == "d/kernel") hand.k = HandModel::rows_of(s.value.transpose()).front();
+    if (s.spec.name == "d/bias") hand.bias = s.value(0, 0);
+  }
+  ASSERT_EQ(hand.ea.size(), 5u);
+  ASSERT_EQ(hand.k.size(), 4u);
+  hand.ea_acc.assign(5, {0.1, 0.1});
+  hand.eb_rms.assign(5, {0.0, 0.0});
+  hand.k_m.assign(4, 0.0);
+  hand.k_v.assign(4, 0.0);
+  hand.step({0, 1, 0, 3}, {2, 2, 4, 0}, {1, 0, 1, 0});
+  hand.step({1, 1, 4, 0}, {3, 2, 0, 1}, {0, 1, 1, 0});
+
+  std::map<std::string, VariableState> got;
+  auto outcome = train_on_cluster(m, sets, p, /*workers=*/1, /*ps=*/2, 1,
+                                  [&](LocalCluster& cluster) { got = export_states(cluster); });
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->iterations, 2);
+
+  const VariableState& ea = got.at("ea/embeddings");
+  EXPECT_FALSE(ea.optimizer);
+  ASSERT_EQ(ea.slots.size(), 1u) << "adagrad: accumulator";
+  expect_near(ea.value, hand.ea, "ea (adagrad)");
+  expect_near(ea.slots[0], hand.ea_acc, "ea accumulator");
+  EXPECT_EQ(ea.slots[0](2, 0), 0.1f) << "row 2 was never touched: its accumulator is the initial value";
+
+  const VariableState& eb = got.at("eb/embeddings");
+  ASSERT_TRUE(eb.optimizer);
+  EXPECT_EQ(eb.optimizer->kind, OptimizerConfig::Kind::kRmsprop);
+  ASSERT_EQ(eb.slots.size(), 1u) << "rmsprop without momentum: rms";
+  expect_near(eb.value, hand.eb, "eb (rmsprop)");
+  expect_near(eb.slots[0], hand.eb_rms, "eb rms");
+
+  const VariableState& kernel = got.at("d/kernel");
+  ASSERT_EQ(kernel.slots.size(), 2u) << "adam: m, v";
+  expect_near(kernel.value, column(hand.k), "kernel (adam)");
+  expect_near(kernel.slots[0], column(hand.k_m), "kernel m");
+  expect_near(kernel.slots[1], column(hand.k_v), "kernel v");
+
+  const VariableState& bias = got.at("d/bias");
+  ASSERT_EQ(bias.slots.size(), 1u) << "sgd with momentum: momentum";
+  expect_near(bias.value, {{hand.bias}}, "bias (sgd with momentum)");
+  expect_near(bias.slots[0], {{hand.bias_momentum}}, "bias momentum");
+}
+
+TEST(CompiledModelTest, CheckpointsKeepEachGroupsSlotsAndRefuseAnotherGroupsOptimizer) {
+  auto m = compile_text(kFourOptimizers);
+  ASSERT_TRUE(m);
+  testing::Records r = four_optimizer_records();
+  RecordSets sets;
+  Program p;
+  p.train_set = sets.add(r.schema, r.batch);
+  p.steps_per_epoch = 3;
+  InMemoryStorage storage;
+  CheckpointManager manager(storage, 2);
+  std::map<std::string, VariableState> trained;
+  auto outcome = train_on_cluster(m, sets, p, 2, /*ps=*/2, 1, [&](LocalCluster& cluster) {
+    trained = export_states(cluster);
+    auto saved = cluster.run(save_checkpoint(cluster.coordinator(), manager));
+    ASSERT_TRUE(saved && saved->ok()) << (saved ? saved->status().ToString() : "did not finish");
+  });
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+
+  // Restored into one ps (every variable's shards cut anew), each variable
+  // has its own optimizer's slots back, and its shards that optimizer.
+  {
+    FunctionRegistry registry;
+    m->register_functions(registry);
+    LocalClusterOptions o;
+    o.shape = ClusterShape{1, 1};
+    LocalCluster cluster(registry, o);
+    auto vars = m->build_variables(1);
+    ASSERT_TRUE(vars.ok());
+    auto start = restore_or_initialize(&manager, vars->layouts, vars->optimizer, vars->initial);
+    ASSERT_TRUE(start.ok()) << start.status();
+    ASSERT_TRUE(start->restored_from);
+    ASSERT_TRUE(cluster.run(cluster.coordinator().start(vars->layouts, vars->optimizer, start->shards))->ok());
+    auto restored = export_states(cluster);
+    for (const auto& [name, want] : trained) {
+      const VariableState& have = restored.at(name);
+      EXPECT_EQ(have.optimizer, want.optimizer) << name;
+      EXPECT_EQ(have.value, want.value) << name;
+      ASSERT_EQ(have.slots.size(), want.slots.size()) << name;
+      for (std::size_t k = 0; k < want.slots.size(); ++k) EXPECT_EQ(have.slots[k], want.slots[k]) << name << " slot " << k;
+    }
+    EXPECT_EQ(restored.at("d/kernel").slots.size(), 2u);
+  }
+
+  // A program whose group for "eb" is Adam now cannot take RMSprop's slots.
+  std::string changed = kFourOptimizers;
+  changed.replace(changed.find("rmsprop { rho: 0.8 }"), std::string("rmsprop { rho: 0.8 }").size(), "adam {}");
+  auto other = compile_text(changed);
+  ASSERT_TRUE(other);
+  auto vars = other->build_variables(2);
+  ASSERT_TRUE(vars.ok());
+  auto start = restore_or_initialize(&manager, vars->layouts, vars->optimizer, vars->initial);
+  ASSERT_FALSE(start.ok());
+  EXPECT_EQ(start.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(start.status().message(), HasSubstr("variable 'eb/embeddings'"));
+  EXPECT_THAT(start.status().message(), HasSubstr("(rms) by rmsprop, the target optimizer adam uses 2 (m, v)"));
 }
 
 }  // namespace

@@ -132,6 +132,22 @@ TEST(ModelSpecTest, OptimizerGroupsCoverEveryLayerOnce) {
   EXPECT_THAT(errors, HasSubstr("m.textproto:7:9: layer[3].name: no optimizer updates layer \"logit\""));
   EXPECT_THAT(error_of(replaced(kValid, "optimizer { adam {} }", "optimizer { layer: \"cat\" adam {} }")),
               HasSubstr("optimizer[0].layer[0]: layer \"cat\" has no variables to optimize"));
+  // Single variables by their Keras names, taken out of their layer's group.
+  const std::string by_variable = replaced(kValid, "optimizer { adam {} }",
+                                           "optimizer { adam {} }\n"
+                                           "optimizer { variable: [\"hidden/bias\", \"emb/embeddings\"] adagrad {} }");
+  EXPECT_TRUE(parse_model_spec(by_variable, "m.textproto").ok()) << error_of(by_variable);
+  const std::string unknown = error_of(replaced(kValid, "optimizer { adam {} }",
+                                                "optimizer { adam {} }\n"
+                                                "optimizer { variable: [\"hidden/bias\", \"hidden/weights\"] sgd {} }\n"
+                                                "optimizer { variable: \"hidden/bias\" sgd {} }"));
+  EXPECT_THAT(unknown, HasSubstr("optimizer[1].variable[1]: \"hidden/weights\" names no variable"));
+  EXPECT_THAT(unknown, HasSubstr("optimizer[2].variable[0]: variable \"hidden/bias\" is already updated by optimizer[1]"));
+  // Groups naming only variables still leave the rest of the layer to a default group.
+  EXPECT_THAT(error_of(replaced(kValid, "optimizer { adam {} }",
+                                "optimizer { layer: [\"emb\", \"logit\"] adam {} }\n"
+                                "optimizer { variable: \"hidden/bias\" sgd {} }")),
+              HasSubstr("no optimizer updates layer \"hidden\""));
 }
 
 TEST(ModelSpecTest, VocabularyFilesAreReadBesideTheSpec) {

@@ -185,6 +185,78 @@ TEST(ParameterStoreTest, MalformedCreateShardsIsRefusedWhole) {
   expect_invalid(req, "learning_rate.initial");
 }
 
+// ---------------------------------------------------------------- per-shard optimizers
+
+TEST(ParameterStoreTest, AShardWithItsOwnOptimizerIsUpdatedAndCheckpointedByIt) {
+  // A model whose optimizer groups differ: the store runs SGD(0.5) for shards
+  // without an optimizer of their own, Adagrad(lr 1, accumulator 1) for "emb".
+  ParameterStore store;
+  CreateShardsRequest req;
+  req.optimizer = sgd(0.5);
+  OptimizerConfig adagrad;
+  adagrad.kind = OptimizerConfig::Kind::kAdagrad;
+  adagrad.learning_rate = LearningRateSchedule::constant(1.0);
+  adagrad.initial_accumulator_value = 1.0;
+  adagrad.epsilon = 0;
+  req.shards = {shard(1, "emb", VariableKind::kTrainable, mat({{1, 1}, {2, 2}})),
+                shard(2, "dense", VariableKind::kTrainable, mat({{10, 20}}))};
+  req.shards[0].spec.optimizer = adagrad;
+  ASSERT_TRUE(store.create_shards(req).ok());
+
+  ASSERT_TRUE(store.push(push_of({sparse_grad(1, {1}, mat({{3, 0}})), dense_grad(2, mat({{2, 4}}))})).ok());
+  // Adagrad on row 1: accumulator 1 + 9 = 10, value 2 - 3/sqrt(10); row 0 untouched.
+  EXPECT_EQ(pull_all(store, 1), mat({{1, 1}, {static_cast<float>(2 - 3 / std::sqrt(10.0f)), 2}}));
+  EXPECT_EQ(pull_all(store, 2), mat({{9, 18}})) << "SGD(0.5), the store's";
+
+  auto out = store.export_shards({});
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(out->shards[0].spec.optimizer, adagrad) << "exported with its optimizer";
+  EXPECT_EQ(out->shards[0].slots, std::vector<Matrix>{mat({{1, 1}, {10, 1}})});
+  EXPECT_FALSE(out->shards[1].spec.optimizer);
+  EXPECT_TRUE(out->shards[1].slots.empty()) << "plain SGD keeps no slots";
+
+  // Resending the shard with another optimizer is a conflict, not a silent switch.
+  CreateShardsRequest other = req;
+  other.shards = {req.shards[0]};
+  other.shards[0].spec.optimizer->learning_rate = LearningRateSchedule::constant(0.1);
+  EXPECT_EQ(store.create_shards(other).code(), StatusCode::kAlreadyExists);
+  // Switching the store's optimizer does not touch a shard that has its own.
+  other.optimizer.kind = OptimizerConfig::Kind::kAdam;
+  other.replace_existing = true;
+  other.shards = {shard(2, "dense", VariableKind::kTrainable, mat({{1, 1}}))};
+  ASSERT_TRUE(store.create_shards(other).ok());
+  EXPECT_EQ(store.optimizer()->name(), "adam");
+  auto again = store.export_shards({});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->shards[0].slots.size(), 1u) << "emb keeps Adagrad's slot";
+  EXPECT_EQ(again->shards[1].slots.size(), 2u) << "dense now has Adam's";
+}
+
+TEST(ParameterStoreTest, AShardsOwnOptimizerIsCheckedLikeTheStores) {
+  ParameterStore store;
+  auto refused = [&](ShardState s, const std::string& text) {
+    CreateShardsRequest req;
+    req.optimizer = sgd(0.1);
+    req.shards = {shard(1, "ok", VariableKind::kTrainable, mat({{1}})), std::move(s)};
+    Status st = store.create_shards(req);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_TRUE(contains(st, text)) << st;
+    EXPECT_EQ(store.shard_count(), 0u);
+  };
+  OptimizerConfig adam;
+  adam.kind = OptimizerConfig::Kind::kAdam;
+  ShardState metric = shard(2, "loss/total", VariableKind::kAccumulator, mat({{0}}));
+  metric.spec.optimizer = adam;
+  refused(metric, "shard 1 ('loss/total', id 2): only a trainable shard has an optimizer");
+  ShardState w = shard(2, "w", VariableKind::kTrainable, mat({{0}}));
+  w.spec.optimizer = adam;
+  w.spec.optimizer->beta_1 = 1;
+  refused(w, "('w', id 2): optimizer.beta_1");
+  w.spec.optimizer = adam;
+  w.slots = {mat({{0}})};
+  refused(w, "('w', id 2): has 1 optimizer slots; adam needs 2");
+}
+
 // ---------------------------------------------------------------- push
 
 TEST(ParameterStoreTest, AppliesDenseAndSparseGradientsAddsAndAssigns) {

@@ -3,6 +3,8 @@
 // field comparisons, for the convert and transport tests.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "core/messages/messages.h"
 
 namespace twinps::net::testing {
@@ -15,6 +17,8 @@ inline Matrix ramp(std::int64_t rows, std::int64_t cols, float start = 0.5f) {
 
 inline Fence sample_fence() { return Fence{7, 42}; }
 
+inline OptimizerConfig sample_optimizer();
+
 inline ShardState sample_shard(ShardId id, std::int64_t rows, std::int64_t cols) {
   ShardState s;
   s.spec = ShardSpec{id, "embedding/part_" + std::to_string(id), VariableKind::kAccumulator, rows, cols};
@@ -22,6 +26,10 @@ inline ShardState sample_shard(ShardId id, std::int64_t rows, std::int64_t cols)
   s.slots = {ramp(rows, cols, 2.0f), ramp(rows, cols, 3.0f)};
   s.step = 17;
   s.counter = -5;
+  if (id == 1) {  // a shard with its own optimizer (a model's optimizer group)
+    s.spec.optimizer = sample_optimizer();
+    s.spec.optimizer->kind = OptimizerConfig::Kind::kAdam;
+  }
   return s;
 }
 
@@ -43,6 +51,7 @@ inline OptimizerConfig sample_optimizer() {
   o.beta_1 = 0.7;
   o.beta_2 = 0.6;
   o.initial_accumulator_value = 0.3;
+  o.lazy_adam = true;
   return o;
 }
 
@@ -52,6 +61,7 @@ inline VariableLayout sample_layout() {
   v.shape = {10, 4, 2};
   v.kind = VariableKind::kCounter;
   v.shards = {ShardPlacement{3, 1, 0, 6}, ShardPlacement{4, 2, 6, 4}};
+  v.optimizer = sample_optimizer();
   return v;
 }
 
@@ -121,12 +131,18 @@ void expect_eq(const std::vector<T>& a, const std::vector<T>& b) {
   for (std::size_t i = 0; i < a.size(); ++i) expect_eq(a[i], b[i]);
 }
 inline void expect_eq(std::int64_t a, std::int64_t b) { EXPECT_EQ(a, b); }
+inline void expect_eq(const OptimizerConfig& a, const OptimizerConfig& b);
+inline void expect_eq(const std::optional<OptimizerConfig>& a, const std::optional<OptimizerConfig>& b) {
+  ASSERT_EQ(a.has_value(), b.has_value());
+  if (a) expect_eq(*a, *b);
+}
 inline void expect_eq(const ShardSpec& a, const ShardSpec& b) {
   EXPECT_EQ(a.id, b.id);
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.kind, b.kind);
   EXPECT_EQ(a.rows, b.rows);
   EXPECT_EQ(a.cols, b.cols);
+  expect_eq(a.optimizer, b.optimizer);
 }
 inline void expect_eq(const ShardState& a, const ShardState& b) {
   expect_eq(a.spec, b.spec);
@@ -155,6 +171,7 @@ inline void expect_eq(const OptimizerConfig& a, const OptimizerConfig& b) {
   EXPECT_EQ(a.beta_1, b.beta_1);
   EXPECT_EQ(a.beta_2, b.beta_2);
   EXPECT_EQ(a.initial_accumulator_value, b.initial_accumulator_value);
+  EXPECT_EQ(a.lazy_adam, b.lazy_adam);
 }
 inline void expect_eq(const ShardPlacement& a, const ShardPlacement& b) {
   EXPECT_EQ(a.id, b.id);
@@ -167,6 +184,7 @@ inline void expect_eq(const VariableLayout& a, const VariableLayout& b) {
   EXPECT_EQ(a.shape, b.shape);
   EXPECT_EQ(a.kind, b.kind);
   expect_eq(a.shards, b.shards);
+  expect_eq(a.optimizer, b.optimizer);
 }
 inline void expect_eq(const PullItem& a, const PullItem& b) {
   EXPECT_EQ(a.shard, b.shard);

@@ -48,5 +48,39 @@ TEST(ModelCliTest, AMalformedSpecExitsTwoNamingTheField) {
   std::filesystem::remove_all(dir);
 }
 
+// Optimizer groups: each variable shows the rule its group gives it, and a
+// group naming a layer or a variable the model does not have exits 2 at the
+// name, with the field.
+TEST(ModelCliTest, OptimizerGroupsShowPerVariableAndUnknownNamesExitTwo) {
+  const std::string dir = testing::temp_dir("model-cli-groups");
+  const std::string spec = "input { name: \"ids\" categorical { type: INT64 identity_buckets: 10 } }\n"
+                           "label { column: \"y\" }\n"
+                           "layer { name: \"e\" input: \"ids\" embedding { dim: 4 } }\n"
+                           "layer { name: \"d\" input: \"e\" dense { units: 1 } }\n"
+                           "head { input: \"d\" loss: BINARY_CROSS_ENTROPY }\n";
+  const std::string good = dir + "/good.textproto";
+  std::ofstream(good) << spec << "optimizer { layer: \"e\" adagrad {} }\n"
+                      << "optimizer { adam {} learning_rate { constant: 0.01 } }\n";
+  Process ok = model({good});
+  ASSERT_TRUE(ok.wait(60s));
+  ASSERT_EQ(ok.exit_code(), 0) << ok.err();
+  EXPECT_NE(ok.out().find("ps 0  adagrad(lr=0.001"), std::string::npos) << ok.out();
+  EXPECT_NE(ok.out().find("d/kernel"), std::string::npos) << ok.out();
+  EXPECT_NE(ok.out().find("ps 0  adam(lr=0.01"), std::string::npos) << ok.out();
+
+  const std::string bad = dir + "/bad.textproto";
+  std::ofstream(bad) << spec << "optimizer { layer: \"embedding\" adagrad {} }\n"
+                     << "optimizer { variable: \"d/weights\" sgd {} }\n"
+                     << "optimizer { adam {} }\n";
+  Process p = model({bad});
+  ASSERT_TRUE(p.wait(60s));
+  EXPECT_EQ(p.exit_code(), 2);
+  EXPECT_NE(p.err().find(bad + ":6:20: optimizer[0].layer[0]: \"embedding\" names no layer"), std::string::npos)
+      << p.err();
+  EXPECT_NE(p.err().find(bad + ":7:23: optimizer[1].variable[0]: \"d/weights\" names no variable"), std::string::npos)
+      << p.err();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace twinps

@@ -8,6 +8,7 @@
 
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
+#include "core/ps/optimizer.h"
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
 
@@ -95,8 +96,11 @@ int run_model(int argc, char** argv) {
   for (const auto& v : variables->layouts) {
     std::string where;
     for (const auto& s : v.shards) where += (where.empty() ? "ps " : ", ") + std::to_string(s.ps);
-    std::printf("  %-28s %-16s %3zu shard%s  %s\n", v.name.c_str(), shape_text(v.shape).c_str(), v.shards.size(),
-                v.shards.size() == 1 ? " " : "s", where.c_str());
+    // Which optimizer group updates it (a model's groups may differ).
+    const std::string rule =
+        v.kind == VariableKind::kTrainable ? "  " + describe(v.optimizer.value_or(variables->optimizer)) : "";
+    std::printf("  %-28s %-16s %3zu shard%s  %s%s\n", v.name.c_str(), shape_text(v.shape).c_str(), v.shards.size(),
+                v.shards.size() == 1 ? " " : "s", where.c_str(), rule.c_str());
   }
   const model::StepCost& cost = m.step_cost();
   std::printf("\none training step (batch %lld):\n", static_cast<long long>(m.batch_size()));
