@@ -120,6 +120,8 @@ StatusOr<FeatureMapper> FeatureMapper::create(const ModelSpec& spec, std::int64_
   m.label_type_ = column_type(l.type());
   m.label_width_ = l.width();
   for (int i = 0; i < l.vocabulary().token_size(); ++i) m.label_vocabulary_.emplace(l.vocabulary().token(i), i);
+  if (l.has_positive_label()) m.positive_label_ = l.positive_label();
+  if (l.has_negative_label()) m.negative_label_ = l.negative_label();
   m.loss_ = loss_kind(spec.head().loss());
   m.classes_ = head_width;
   TWINPS_RETURN_IF_ERROR(add_column(m.label_column_, m.label_type_, m.label_width_));
@@ -221,6 +223,16 @@ Status FeatureMapper::map_labels(const data::Column& c, const data::RecordBatch&
                                                std::to_string(y) + ": " + what);
       };
       if (!std::isfinite(y)) return bad("not a number");
+      if (positive_label_) {  // binary labels written as two other values (LibSVM's +1/-1)
+        if (y == *positive_label_) {
+          y = 1;
+        } else if (!negative_label_ || y == *negative_label_) {
+          y = 0;
+        } else {
+          return bad("neither positive_label " + std::to_string(*positive_label_) + " nor negative_label " +
+                     std::to_string(*negative_label_));
+        }
+      }
       if (loss_ == LossKind::kBinaryCrossEntropy && !(y >= 0 && y <= 1))
         return bad("binary cross-entropy takes labels in [0, 1]");
       if (loss_ == LossKind::kSoftmaxCrossEntropy && (y < 0 || y >= static_cast<double>(classes_) || y != std::floor(y)))

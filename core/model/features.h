@@ -8,6 +8,7 @@
 // A FeatureMapper is immutable after create(), so one serves every worker
 // thread of an in-process cluster.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -86,6 +87,7 @@ class FeatureMapper {
   data::ColumnType label_type_ = data::ColumnType::kFloat;
   int label_width_ = 1;
   std::unordered_map<std::string, std::int64_t> label_vocabulary_;
+  std::optional<double> positive_label_, negative_label_;  // Label.positive_label / negative_label
   LossKind loss_ = LossKind::kBinaryCrossEntropy;
   std::int64_t classes_ = 0;  // softmax: the head's width
 };

@@ -226,6 +226,19 @@ class Validator {
     } else if (l.has_vocabulary()) {
       error(p(l, "vocabulary"), "only STRING labels have a vocabulary");
     }
+    if (l.has_positive_label()) {
+      const FieldPath at = p(l, "positive_label");
+      if (l.type() == STRING) error(at, "STRING labels are mapped by their `vocabulary`, not positive_label");
+      else if (l.width() != 1) error(at, "a binary label has width 1, got " + std::to_string(l.width()));
+      else if (s_.head().loss() != BINARY_CROSS_ENTROPY) error(at, "positive_label is for binary cross-entropy");
+      if (!std::isfinite(l.positive_label())) error(at, "must be a finite number");
+    }
+    if (l.has_negative_label()) {
+      const FieldPath at = p(l, "negative_label");
+      if (!l.has_positive_label()) error(at, "needs positive_label");
+      else if (l.negative_label() == l.positive_label()) error(at, "equals positive_label (" + num(l.positive_label()) + ")");
+      if (!std::isfinite(l.negative_label())) error(at, "must be a finite number");
+    }
   }
 
   // The node `name` refers to, or null with an error at `p`.

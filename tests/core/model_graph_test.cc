@@ -255,5 +255,37 @@ TEST(FeaturesTest, BadDataNamesTheColumnAndRecord) {
               HasSubstr("column \"dense\": holds INT64 values; the model reads FLOAT"));
 }
 
+TEST(FeaturesTest, BinaryLabelsWrittenAsTwoOtherValuesAreMapped) {
+  // LibSVM's +1 / -1 as the 1 / 0 targets of binary cross-entropy.
+  const std::string base = R"pb(
+    input { name: "x" dense { width: 1 } }
+    label { column: "y" positive_label: 1 NEGATIVE }
+    layer { name: "d" input: "x" dense { units: 1 } }
+    head { input: "d" loss: BINARY_CROSS_ENTROPY }
+  )pb";
+  auto with = [&](const std::string& negative) {
+    std::string text = base;
+    text.replace(text.find("NEGATIVE"), 8, negative);
+    return graph_of(text);
+  };
+  Records r;
+  r.add("x", float_column({{0}, {0}, {0}}), 1).add("y", float_column({{1}, {-1}, {1}}), 1);
+  auto both = with("negative_label: -1");
+  auto f = both->features().map(r.schema, r.batch);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->labels, (Matrix(3, 1) << 1, 0, 1).finished());
+
+  // With both values named, a third is an error naming the record.
+  r.batch.columns[1] = float_column({{1}, {-1}, {2}});
+  EXPECT_THAT(both->features().map(r.schema, r.batch).status().message(),
+              HasSubstr("column \"y\": record 2 has the label 2.000000: neither positive_label 1.000000 nor "
+                        "negative_label -1.000000"));
+  // With only positive_label, every other value is the negative class.
+  auto one_vs_rest = with("");
+  f = one_vs_rest->features().map(r.schema, r.batch);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->labels, (Matrix(3, 1) << 1, 0, 0).finished());
+}
+
 }  // namespace
 }  // namespace twinps::model

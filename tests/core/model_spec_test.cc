@@ -150,6 +150,22 @@ TEST(ModelSpecTest, OptimizerGroupsCoverEveryLayerOnce) {
               HasSubstr("no optimizer updates layer \"hidden\""));
 }
 
+TEST(ModelSpecTest, LabelMappingsAreForBinaryNumericLabels) {
+  EXPECT_TRUE(parse_model_spec(replaced(kValid, "label { column: \"y\" }",
+                                        "label { column: \"y\" positive_label: 1 negative_label: -1 }"),
+                               "m.textproto")
+                  .ok());
+  EXPECT_THAT(error_of(replaced(kValid, "label { column: \"y\" }", "label { column: \"y\" negative_label: -1 }")),
+              HasSubstr("m.textproto:3:21: label.negative_label: needs positive_label"));
+  EXPECT_THAT(error_of(replaced(kValid, "label { column: \"y\" }",
+                                "label { column: \"y\" positive_label: 1 negative_label: 1 }")),
+              HasSubstr("label.negative_label: equals positive_label (1)"));
+  EXPECT_THAT(error_of(replaced(kValid, "label { column: \"y\" }",
+                                "label { column: \"y\" type: STRING vocabulary { token: [\"a\", \"b\"] } "
+                                "positive_label: 1 }")),
+              HasSubstr("label.positive_label: STRING labels are mapped by their `vocabulary`"));
+}
+
 TEST(ModelSpecTest, VocabularyFilesAreReadBesideTheSpec) {
   const auto dir = std::filesystem::temp_directory_path() / ("twinps_vocab_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
