@@ -75,9 +75,9 @@ TEST(ModelCliTest, OptimizerGroupsShowPerVariableAndUnknownNamesExitTwo) {
   Process p = model({bad});
   ASSERT_TRUE(p.wait(60s));
   EXPECT_EQ(p.exit_code(), 2);
-  EXPECT_NE(p.err().find(bad + ":6:20: optimizer[0].layer[0]: \"embedding\" names no layer"), std::string::npos)
+  EXPECT_NE(p.err().find(bad + ":6:13: optimizer[0].layer[0]: \"embedding\" names no layer"), std::string::npos)
       << p.err();
-  EXPECT_NE(p.err().find(bad + ":7:23: optimizer[1].variable[0]: \"d/weights\" names no variable"), std::string::npos)
+  EXPECT_NE(p.err().find(bad + ":7:13: optimizer[1].variable[0]: \"d/weights\" names no variable"), std::string::npos)
       << p.err();
   std::filesystem::remove_all(dir);
 }
