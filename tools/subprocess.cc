@@ -25,6 +25,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 namespace twinps::cli {
 
@@ -74,7 +75,10 @@ Child Child::start(const std::vector<std::string>& args, const std::vector<std::
                    const std::string& name) {
   namespace bp = boost::process;
   Child c;
-  const std::string where = dir.empty() ? make_temp_dir("proc") : dir;
+  // Output goes to files in `dir`, or in a temp dir of the child's own that
+  // goes away with the handle.
+  if (dir.empty()) c.owned_dir_ = make_temp_dir("proc");
+  const std::string where = dir.empty() ? c.owned_dir_ : dir;
   c.out_path_ = where + "/" + name + ".out";
   c.err_path_ = where + "/" + name + ".err";
   bp::environment environment = boost::this_process::environment();
@@ -111,11 +115,23 @@ Child& Child::operator=(Child&& o) noexcept {
     exit_code_ = o.exit_code_;
     out_path_ = std::move(o.out_path_);
     err_path_ = std::move(o.err_path_);
+    remove_owned_dir();
+    owned_dir_ = std::exchange(o.owned_dir_, std::string());
     o.pid_ = -1;
   }
   return *this;
 }
-Child::~Child() { stop(); }
+Child::~Child() {
+  stop();
+  remove_owned_dir();
+}
+
+void Child::remove_owned_dir() {
+  if (owned_dir_.empty()) return;
+  std::error_code ignored;  // a leftover temp dir is not worth failing over
+  std::filesystem::remove_all(owned_dir_, ignored);
+  owned_dir_.clear();
+}
 
 bool Child::running() {
   if (pid_ <= 0) return false;

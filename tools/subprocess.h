@@ -33,8 +33,8 @@ std::string make_temp_dir(const std::string& tag);
 class Child {
  public:
   // Starts `args` (args[0] is the program) with extra `env` entries ("K=V");
-  // stdout and stderr go to files under `dir` (default: a fresh temp dir)
-  // named after `name`. A program that cannot be started gives a handle that
+  // stdout and stderr go to files under `dir` named after `name` (default: a
+  // fresh temp dir, removed with the handle). A program that cannot be started gives a handle that
   // has exited with code 127 and whose err() says why.
   static Child start(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
                      const std::string& dir = "", const std::string& name = "child");
@@ -61,12 +61,15 @@ class Child {
   void kill(int signal);
   std::string out() const;
   std::string err() const;
+  const std::string& out_file() const { return out_path_; }  // where out() is read from
 
  private:
   std::unique_ptr<boost::process::child> process_;
   int pid_ = -1;
   int exit_code_ = -1;
   std::string out_path_, err_path_;
+  std::string owned_dir_;  // the temp dir start() made for the output, if it made one
+  void remove_owned_dir();
 };
 
 }  // namespace twinps::cli

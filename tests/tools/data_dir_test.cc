@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/tools/process.h"
 
@@ -57,9 +58,21 @@ TEST(DataDirTest, TwinpsDataDirIsSearchedAndAMissingFileSaysWhereItLooked) {
   EXPECT_NE(missing.err().find("looked in the current directory, " + data), std::string::npos) << missing.err();
 }
 
+// Directories removed when the scope ends (an ASSERT returns early).
+struct RemovedAtExit {
+  std::vector<std::string> paths;
+  ~RemovedAtExit() {
+    std::error_code ignored;
+    for (const auto& p : paths) fs::remove_all(p, ignored);
+  }
+};
+
 TEST(DataDirTest, CmakeInstallShipsTheDataAndTheInstalledBinaryFindsIt) {
   const fs::path build = fs::path(testing::twinps_binary()).parent_path().parent_path();
   const std::string prefix = testing::temp_dir("install");
+  const std::string elsewhere = testing::temp_dir("install-cwd");
+  // An installed tree is ~170 MB: it goes when the test ends, however it ends.
+  const RemovedAtExit cleanup{{prefix, elsewhere}};
   Process install = Process::start({"/usr/bin/env", "cmake", "--install", build.string(), "--prefix", prefix});
   ASSERT_TRUE(install.wait(300s));
   ASSERT_EQ(install.exit_code(), 0) << install.err() << install.out();
@@ -71,7 +84,6 @@ TEST(DataDirTest, CmakeInstallShipsTheDataAndTheInstalledBinaryFindsIt) {
     EXPECT_TRUE(fs::exists(fs::path(prefix) / f)) << f;
 
   const std::string installed = "'" + prefix + "/bin/twinps'";
-  const std::string elsewhere = testing::temp_dir("install-cwd");
   Process version = run_in(elsewhere, installed + " --version");
   ASSERT_TRUE(version.wait(30s));
   EXPECT_NE(version.out().find("data (scenarios, models, profiles): " + prefix + "/share/twinps"), std::string::npos)
