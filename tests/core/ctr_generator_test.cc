@@ -70,6 +70,28 @@ CtrOptions small_options() {
   return o;
 }
 
+// The train split generate_ctr wrote into `dir`, read back in batches of
+// 1,000 by the file dataset training uses (at most 100 batches).
+std::vector<RecordBatch> read_train_split(const ScratchDir& dir) {
+  FileDatasetSpec spec;
+  spec.add_patterns(dir.file("train-*.tfrecord"));
+  set_columns(ctr_schema(), spec);
+  spec.set_batch_size(1000);
+  auto ds = FileDataset::create(spec, 0, 1);
+  if (!ds.ok()) {
+    ADD_FAILURE() << ds.status();
+    return {};
+  }
+  auto it = (*ds)->make_iterator(RandomStream(1));
+  std::vector<RecordBatch> batches;
+  for (int guard = 0; guard < 100; ++guard) {
+    auto b = it->next();
+    if (!b.ok()) break;
+    batches.push_back(std::move(*b));
+  }
+  return batches;
+}
+
 TEST(CtrGeneratorTest, SameSeedSameBytesAndTheDeclaredFiles) {
   ScratchDir a("a"), b("b"), c("c");
   auto sa = generate_ctr(a.path().string(), small_options());
@@ -106,27 +128,19 @@ TEST(CtrGeneratorTest, RecordsFollowTheSchemaWithZipfIds) {
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(summary->vocabulary_sizes.front(), 10);
   EXPECT_EQ(summary->vocabulary_sizes.back(), 10000);
-  FileDatasetSpec spec;
-  spec.add_patterns(dir.file("train-*.tfrecord"));
-  set_columns(ctr_schema(), spec);
-  spec.set_batch_size(1000);
-  auto ds = FileDataset::create(spec, 0, 1);
-  ASSERT_TRUE(ds.ok()) << ds.status();
-  auto it = (*ds)->make_iterator(RandomStream(1));
+  const std::vector<RecordBatch> batches = read_train_split(dir);
   std::map<std::int64_t, int> c26;
   std::int64_t n = 0;
-  for (int guard = 0; guard < 100; ++guard) {
-    auto b = it->next();
-    if (!b.ok()) break;
-    n += b->size;
-    ASSERT_EQ(b->columns.size(), 40u);
+  for (const RecordBatch& b : batches) {
+    n += b.size;
+    ASSERT_EQ(b.columns.size(), 40u);
     for (std::size_t k = 0; k < 26; ++k)
-      for (auto id : b->columns[14 + k].ints) {
+      for (auto id : b.columns[14 + k].ints) {
         ASSERT_GE(id, 0);
         ASSERT_LT(id, summary->vocabulary_sizes[k]);
       }
-    for (auto id : b->columns[39].ints) ++c26[id];
-    for (auto label : b->columns[0].ints) ASSERT_TRUE(label == 0 || label == 1);
+    for (auto id : b.columns[39].ints) ++c26[id];
+    for (auto label : b.columns[0].ints) ASSERT_TRUE(label == 0 || label == 1);
   }
   EXPECT_EQ(n, 18000);
   // The commonest id of column C26 (vocabulary 10^4, exponent 1.1) has share 1/H(10^4, 1.1) ~ 0.12.
@@ -143,21 +157,12 @@ TEST(CtrGeneratorTest, ExponentZeroDrawsUniformIds) {
   o.zipf_exponent = 0;
   auto summary = generate_ctr(dir.path().string(), o);
   ASSERT_TRUE(summary.ok()) << summary.status();
-  FileDatasetSpec spec;
-  spec.add_patterns(dir.file("train-*.tfrecord"));
-  set_columns(ctr_schema(), spec);
-  spec.set_batch_size(1000);
-  auto ds = FileDataset::create(spec, 0, 1);
-  ASSERT_TRUE(ds.ok()) << ds.status();
-  auto it = (*ds)->make_iterator(RandomStream(1));
   std::map<std::int64_t, int> c1, c26;
   std::int64_t n = 0;
-  for (int guard = 0; guard < 100; ++guard) {
-    auto b = it->next();
-    if (!b.ok()) break;
-    n += b->size;
-    for (auto id : b->columns[14].ints) ++c1[id];
-    for (auto id : b->columns[39].ints) ++c26[id];
+  for (const RecordBatch& b : read_train_split(dir)) {
+    n += b.size;
+    for (auto id : b.columns[14].ints) ++c1[id];
+    for (auto id : b.columns[39].ints) ++c26[id];
   }
   ASSERT_EQ(n, 18000);
   // The 10 ids of column C1: each about a tenth (binomial sd 0.0022 at 18,000 draws).

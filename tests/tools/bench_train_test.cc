@@ -22,10 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Process;
 
-Process twinps(std::vector<std::string> args) {
-  args.insert(args.begin(), testing::twinps_binary());
-  return Process::start(std::move(args));
-}
+using testing::twinps;
 
 TEST(BenchTrainTest, TrainsAModelSpecOnDataFilesAndReportsItsRate) {
   const std::string dir = testing::temp_dir("bench_train");

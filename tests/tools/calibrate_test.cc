@@ -18,10 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Process;
 
-Process twinps(std::vector<std::string> args) {
-  args.insert(args.begin(), testing::twinps_binary());
-  return Process::start(std::move(args));
-}
+using testing::twinps;
 
 std::string write(const std::string& path, const std::string& content) {
   std::ofstream(path, std::ios::binary) << content;

@@ -17,10 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Process;
 
-Process twinps(std::vector<std::string> args) {
-  args.insert(args.begin(), testing::twinps_binary());
-  return Process::start(std::move(args));
-}
+using testing::twinps;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

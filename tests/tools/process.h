@@ -4,6 +4,8 @@
 // and the bench/tune commands share one implementation. A handle stops only
 // the process it started.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tools/subprocess.h"
 
@@ -14,6 +16,12 @@ using cli::free_port;
 
 // Path of the twinps binary under test (set by CMake).
 inline std::string twinps_binary() { return TWINPS_BINARY; }
+
+// Starts the twinps binary under test with `args` (the command and its flags).
+inline Process twinps(std::vector<std::string> args) {
+  args.insert(args.begin(), twinps_binary());
+  return Process::start(std::move(args));
+}
 
 // A fresh empty directory under the system's temp dir.
 inline std::string temp_dir(const std::string& tag) { return cli::make_temp_dir(tag); }
