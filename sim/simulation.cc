@@ -165,6 +165,7 @@ struct Simulation::Impl {
                     const RemoteValue& rv);
   void snapshot_coordinator();
   std::vector<PsReport> ps_counters() const;
+  std::vector<Duration> task_cpu() const;
 
   // ---- faults
   void schedule_fault(const scenario::Fault& f);
@@ -636,6 +637,14 @@ std::vector<PsReport> Simulation::Impl::ps_counters() const {
   return out;
 }
 
+std::vector<Duration> Simulation::Impl::task_cpu() const {
+  std::vector<Duration> out;
+  if (!hosts) return out;
+  const int tasks = 1 + result.shape.workers + result.shape.ps;
+  for (int slot = 0; slot < tasks; ++slot) out.push_back(hosts->task_cpu(slot));
+  return out;
+}
+
 Task<void> Simulation::Impl::watch(std::size_t value, RemoteValue rv) {
   (void)co_await rv.fetch();
   result.values[value].resolved_at = cluster->engine().now();
@@ -784,6 +793,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
   rec.kind = action_kind(a);
   rec.started = ex.now();
   rec.ps_at_start = ps_counters();
+  rec.cpu_at_start = task_cpu();
   switch (a.kind_case()) {
     case scenario::Action::kSchedule: {
       const auto& s = a.schedule();
@@ -822,6 +832,7 @@ Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int in
   }
   rec.ended = ex.now();
   rec.ps_at_end = ps_counters();
+  rec.cpu_at_end = task_cpu();
   rec.generation_after = c.generation();
   rec.values_end = result.values.size();
   if (!a.label().empty()) rec.iterations = co_await read_iterations(c);

@@ -100,6 +100,10 @@ struct ActionRecord {
   // (utilisation unset): a phase of the program is measured from their
   // differences (sim/tuner.h).
   std::vector<PsReport> ps_at_start, ps_at_end;
+  // CPU time charged to every task by the host model when the action started
+  // and ended, by slot (the chief, the workers, then the ps); empty without
+  // hosts. `twinps tune --validate` compares it with what each process used.
+  std::vector<Duration> cpu_at_start, cpu_at_end;
 };
 
 struct ValueRecord {

@@ -113,6 +113,16 @@ StatusOr<Prediction> predict(const PredictRequest& request) {
   p.step_p50_s = quantile_s(steps, 0.5);
   p.step_p99_s = quantile_s(std::move(steps), 0.99);
 
+  if (!scheduled.cpu_at_start.empty()) {
+    auto used = [&](int slot) {
+      const auto k = static_cast<std::size_t>(slot);
+      return to_seconds(joined.cpu_at_end[k] - scheduled.cpu_at_start[k]) / measured;
+    };
+    p.chief_cpu_per_step_s = used(0);
+    for (int w = 0; w < request.workers; ++w) p.worker_cpu_per_step_s += used(1 + w);
+    for (int i = 0; i < request.ps; ++i) p.ps_cpu_per_step_s += used(1 + request.workers + i);
+  }
+
   const int threads = s.ps_service().threads();
   for (std::size_t i = 0; i < static_cast<std::size_t>(request.ps); ++i) {
     const PsReport& a = scheduled.ps_at_start[i];

@@ -39,6 +39,11 @@ struct Prediction {
   std::vector<double> ps_bytes_per_step;   // per ps, request+reply bytes per step
   double simulated_seconds = 0;
   std::uint64_t events = 0;
+  // CPU seconds per measured step, summed over each role's tasks (the
+  // coordinator, every worker, every ps), as the host model charged them:
+  // what `twinps tune --validate` compares with each process's measured CPU.
+  // Zero without hosts in the profile.
+  double chief_cpu_per_step_s = 0, worker_cpu_per_step_s = 0, ps_cpu_per_step_s = 0;
 };
 
 // INVALID_ARGUMENT for a request the simulator cannot run (a model or profile

@@ -117,6 +117,7 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
   EXPECT_NE(out.find("measured st/s"), std::string::npos) << out;
   EXPECT_NE(out.find("median"), std::string::npos) << out;
   EXPECT_NE(out.find("simulation picks"), std::string::npos) << out;
+  EXPECT_NE(out.find("CPU per step, ms: measured / predicted"), std::string::npos) << out;
   // Two configurations, each with both numbers positive.
   std::ifstream csv(dir + "/validate.csv");
   std::string header, line;
@@ -127,9 +128,15 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
     std::stringstream fields(line);
     std::vector<std::string> f;
     for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 12u) << line;
+    ASSERT_EQ(f.size(), 18u) << line;
     EXPECT_GT(std::stod(f[8]), 0) << line;  // predicted
     EXPECT_GT(std::stod(f[9]), 0) << line;  // measured
+    // CPU per step by role: every process did work, and the simulated hosts
+    // charged the worker and the ps theirs.
+    EXPECT_GT(std::stod(f[13]), 0) << line;  // measured, workers
+    EXPECT_GT(std::stod(f[14]), 0) << line;  // measured, ps
+    EXPECT_GT(std::stod(f[16]), 0) << line;  // predicted, workers
+    EXPECT_GT(std::stod(f[17]), 0) << line;  // predicted, ps
     ++rows;
   }
   EXPECT_EQ(rows, 2);

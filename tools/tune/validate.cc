@@ -54,13 +54,34 @@ struct Config {
   int batch = 0;      // 0: the model's
 };
 
+// CPU seconds per step of each role, summed over its tasks.
+struct RoleCpu {
+  double chief = 0, workers = 0, ps = 0;
+  double total() const { return chief + workers + ps; }
+};
+
 struct Row {
   Config config;
   int warmup = 0, measured = 0;
   double predicted = 0, real = 0;  // steps/s (real: the median round)
   double noise = 0;                // half the range of the rounds, over the median (0 with one round)
+  // Where the CPU goes: what each process used over the median round's
+  // measured closures, and what the host model charged in the prediction.
+  RoleCpu real_cpu, predicted_cpu;
   double error_pct() const { return (predicted - real) / real * 100; }
 };
+
+RoleCpu measured_cpu(const RealRunResult& r) {
+  RoleCpu out;
+  if (r.measured <= 0) return out;
+  for (const auto& [task, seconds] : r.cpu_s) {
+    const double per_step = seconds / r.measured;
+    if (task.job == Job::kChief) out.chief += per_step;
+    else if (task.job == Job::kWorker) out.workers += per_step;
+    else if (task.job == Job::kPs) out.ps += per_step;
+  }
+  return out;
+}
 
 struct Model {
   std::string name;  // the file's stem
@@ -142,6 +163,28 @@ std::string load_average() {
   std::string a, b, c;
   in >> a >> b >> c;
   return a + " " + b + " " + c;
+}
+
+// The error term by term: CPU per step of each role, measured (every
+// process's CPU time over the measured closures) against what the simulated
+// hosts charged. On one shared host a CPU-bound configuration's steps/s is
+// about cores / total CPU per step, so a role whose CPU is under-counted
+// shows where an optimistic prediction comes from.
+void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>& models) {
+  std::printf("\nCPU per step, ms: measured / predicted (ratio), by role\n");
+  std::printf("%-17s %-8s %6s %-9s %22s %22s %22s %22s\n", "model", "cluster", "shards", "extra", "chief", "workers",
+              "ps", "total");
+  auto cell = [](double measured, double predicted) {
+    return format("%7.3f / %7.3f (%4.2f)", measured * 1e3, predicted * 1e3, measured > 0 ? predicted / measured : 0);
+  };
+  for (const Row& r : rows) {
+    const Model& m = models[static_cast<std::size_t>(r.config.model)];
+    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s\n", m.name.c_str(), cluster_name(r.config).c_str(),
+                r.config.shards, extras(r.config).c_str(), cell(r.real_cpu.chief, r.predicted_cpu.chief).c_str(),
+                cell(r.real_cpu.workers, r.predicted_cpu.workers).c_str(),
+                cell(r.real_cpu.ps, r.predicted_cpu.ps).c_str(),
+                cell(r.real_cpu.total(), r.predicted_cpu.total()).c_str());
+  }
 }
 
 }  // namespace
@@ -267,6 +310,7 @@ int run_tune_validate(int argc, char** argv) {
       ro.workers = c.workers;
       ro.ps = c.ps;
       ro.seconds = seconds;
+      ro.measure_cpu = true;
       if (c.straggler > 0) ro.stragglers.emplace_back(0, c.straggler);
       ro.work_dir = work_dir + format("/%s-%zu-%d", name.c_str(), i, round);
       std::filesystem::create_directories(ro.work_dir);
@@ -309,7 +353,10 @@ int run_tune_validate(int argc, char** argv) {
     }
     const double noise =
         r.size() > 1 ? (r.back().steps_per_second - r.front().steps_per_second) / 2 / real.steps_per_second : 0;
-    rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, real.steps_per_second, noise});
+    const RoleCpu charged{predicted->chief_cpu_per_step_s, predicted->worker_cpu_per_step_s,
+                          predicted->ps_cpu_per_step_s};
+    rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, real.steps_per_second, noise,
+                    measured_cpu(real), charged});
   }
   std::error_code ec;
   std::filesystem::remove_all(work_dir, ec);
@@ -318,7 +365,8 @@ int run_tune_validate(int argc, char** argv) {
               "closures", "predicted st/s", "measured st/s", "noise", "error");
   if (csv)
     csv << "model,workers,ps,partitioner,shards,extra,warmup,measured_closures,predicted_steps_per_s,"
-           "measured_steps_per_s,noise_pct,error_pct\n";
+           "measured_steps_per_s,noise_pct,error_pct,measured_cpu_ms_chief,measured_cpu_ms_workers,"
+           "measured_cpu_ms_ps,predicted_cpu_ms_chief,predicted_cpu_ms_workers,predicted_cpu_ms_ps\n";
   std::vector<double> errors, noises;
   for (const Row& r : rows) {
     const Model& m = models[static_cast<std::size_t>(r.config.model)];
@@ -328,10 +376,14 @@ int run_tune_validate(int argc, char** argv) {
     if (csv)
       csv << m.name << ',' << r.config.workers << ',' << r.config.ps << ',' << sim::partitioner_name(r.config.kind)
           << ',' << r.config.shards << ',' << extras(r.config) << ',' << r.warmup << ',' << r.measured << ','
-          << r.predicted << ',' << r.real << ',' << r.noise * 100 << ',' << r.error_pct() << '\n';
+          << r.predicted << ',' << r.real << ',' << r.noise * 100 << ',' << r.error_pct() << ','
+          << r.real_cpu.chief * 1e3 << ',' << r.real_cpu.workers * 1e3 << ',' << r.real_cpu.ps * 1e3 << ','
+          << r.predicted_cpu.chief * 1e3 << ',' << r.predicted_cpu.workers * 1e3 << ',' << r.predicted_cpu.ps * 1e3
+          << '\n';
     errors.push_back(std::abs(r.error_pct()));
     noises.push_back(r.noise * 100);
   }
+  print_cpu_breakdown(rows, models);
   std::printf("\nerror |predicted - measured| / measured: median %.1f %%, worst %.1f %% over %zu configurations "
               "(run-to-run noise: median %.1f %%, worst %.1f %%, %d round%s)\n",
               median(errors), *std::max_element(errors.begin(), errors.end()), errors.size(), median(noises),
