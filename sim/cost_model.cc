@@ -63,7 +63,8 @@ Duration SimCostModel::compute(const TaskId& task, const ComputeCost& cost) {
         continue;
       }
       const KernelPrice& p = it->second;
-      seconds += p.per_call_s + p.per_gflop_s * k.flops / 1e9 + p.per_gib_s * k.bytes / double(1 << 30);
+      seconds += p.per_call_s + p.per_gflop_s * k.flops / 1e9 + p.per_gib_s * k.bytes / double(1 << 30) +
+                 p.per_ginput_s * k.inputs / 1e9;
     }
   }
   return from_seconds(seconds * factor(task.index));

@@ -24,11 +24,13 @@ struct Distribution {
   double sample(RandomStream& r) const;
 };
 
-// What one kind of kernel costs: per call, per GFLOP, per GiB moved.
+// What one kind of kernel costs: per call, per GFLOP, per GiB moved, per
+// 1e9 input elements built.
 struct KernelPrice {
   double per_call_s = 0;
   double per_gflop_s = 0;
   double per_gib_s = 0;
+  double per_ginput_s = 0;
 };
 
 class HostModel;

@@ -52,7 +52,7 @@ Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_by
       x0 = x1, y0 = y1;
     }
   }
-  if (push) ns += apply_per_byte_ns * static_cast<double>(request_bytes);
+  if (push) ns += apply_per_byte_ns * static_cast<double>(request_bytes) + apply_per_row_ns * static_cast<double>(rows);
   return per_request + static_cast<Duration>(std::llround(ns));
 }
 

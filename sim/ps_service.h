@@ -7,7 +7,8 @@
 // service time has passed:
 //
 //   per_request + per_item * items + per_byte * (request + reply bytes)
-//     + per_row * row ids in the request + apply per byte pushed (the optimizer's)
+//     + per_row * row ids in the request
+//     + for a push, the optimizer's apply: per byte pushed and per row scattered
 //
 // where the row ids are those a pull gathers or a sparse push scatters (a
 // dense shard's rows are one block, paid by its bytes), and per_byte may be a
@@ -47,6 +48,7 @@ struct PsServiceModel {
   double per_item_ns = 0;
   std::vector<std::pair<double, double>> bytes_curve;  // (bytes, ns); replaces per_byte_ns when set
   double apply_per_byte_ns = 0;                         // the optimizer's, per byte pushed
+  double apply_per_row_ns = 0;                          // the optimizer's, per row a sparse push scatters
   // Service time of a request and its reply.
   Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,
                    bool push) const;

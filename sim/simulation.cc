@@ -328,7 +328,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
                                         root);
   for (const auto& s : sc.compute().straggler()) cost->set_base_factor(s.worker(), s.factor());
   for (const auto& k : sc.compute().kernel())
-    cost->set_kernel_price(k.kind(), KernelPrice{k.per_call_us() * 1e-6, k.per_gflop_s(), k.per_gib_s()});
+    cost->set_kernel_price(k.kind(), KernelPrice{k.per_call_us() * 1e-6, k.per_gflop_s(), k.per_gib_s(), k.per_ginput_s()});
   cost->set_hosts(hosts.get());
   worker_starts.assign(static_cast<std::size_t>(shape.workers), 1);
 
@@ -342,8 +342,10 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   for (const auto& p : ps.bytes_curve()) ps_model.bytes_curve.emplace_back(p.bytes(), p.us() * 1e3);
   if (workload) {
     for (const auto& a : ps.apply())
-      if (static_cast<int>(a.optimizer()) == static_cast<int>(workload->spec().optimizer.kind))
+      if (static_cast<int>(a.optimizer()) == static_cast<int>(workload->spec().optimizer.kind)) {
         ps_model.apply_per_byte_ns = a.per_kib_us() * 1000.0 / 1024.0;
+        ps_model.apply_per_row_ns = a.per_row_pushed_us() * 1000.0;
+      }
   }
   ps_stats.resize(static_cast<std::size_t>(shape.ps));
 

@@ -21,6 +21,10 @@ struct KernelWork {
   std::string_view kind;
   double flops = 0;
   double bytes = 0;
+  // Input elements the kernel builds before its arithmetic (a synthetic
+  // gradient's batch x rows input): work that grows with batch x rows
+  // whatever the width, which FLOPs and bytes alone cannot price.
+  double inputs = 0;
 };
 
 struct ComputeCost {

@@ -155,5 +155,34 @@ TEST(PerGflopTest, ChargesTheStepsFlopsInBothFidelities) {
   }
 }
 
+// A "gradient" kernel priced per input element: a synthetic step builds a
+// batch x rows input per variable, so widening the variable (more FLOPs, the
+// same input) adds nothing to that term, and doubling its rows doubles it.
+double step_with_input_price_s(std::int64_t rows, std::int64_t cols, double per_ginput_s) {
+  const std::string text = "cluster { workers: 1 ps: 1 }\n"
+                           "model { batch_size: 64 variable { name: \"w\" shape: [" +
+                           std::to_string(rows) + ", " + std::to_string(cols) +
+                           "] } }\n"
+                           "compute { step_time { constant_s: 0.001 } kernel { kind: \"gradient\" per_ginput_s: " +
+                           std::to_string(per_ginput_s) +
+                           " } }\n"
+                           "program { schedule { count: 5 } }\n"
+                           "program { join {} }\n";
+  auto parsed = parse_scenario(text, "s.textproto");
+  EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
+  Simulation sim(parsed.scenario);
+  return summarize_steps(sim.run()).p50_s;
+}
+
+TEST(KernelPriceTest, InputElementsArePricedByBatchTimesRows) {
+  for (std::int64_t cols : {4, 128}) {
+    const double base = step_with_input_price_s(256, cols, 0);
+    const double charged = step_with_input_price_s(256, cols, 1000);
+    EXPECT_NEAR(charged - base, 1000 * 64.0 * 256 / 1e9, 1e-6) << cols << " columns";
+  }
+  const double base = step_with_input_price_s(512, 4, 0);
+  EXPECT_NEAR(step_with_input_price_s(512, 4, 1000) - base, 1000 * 64.0 * 512 / 1e9, 1e-6);
+}
+
 }  // namespace
 }  // namespace twinps::sim

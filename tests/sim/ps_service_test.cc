@@ -54,6 +54,19 @@ struct PsFixture {
   std::unique_ptr<ParameterServerNode> node;
 };
 
+// The service time formula, by hand: the optimizer's per-row price is paid
+// by a push's scattered rows, never by a pull's gathered ones.
+TEST(PsServiceModelTest, RowsPushedPayTheOptimizersPerRowApply) {
+  PsServiceModel m;
+  m.per_request = 10 * kMicrosecond;
+  m.per_byte_ns = 0;
+  m.per_row_ns = 5;
+  m.apply_per_row_ns = 80;
+  EXPECT_EQ(m.service(1000, 0, 100, 1, /*push=*/false), 10 * kMicrosecond + 100 * 5);
+  EXPECT_EQ(m.service(1000, 0, 100, 1, /*push=*/true), 10 * kMicrosecond + 100 * (5 + 80));
+  EXPECT_EQ(m.service(1000, 0, 0, 1, /*push=*/true), 10 * kMicrosecond);  // a dense push scatters no rows
+}
+
 TEST(PsServiceTest, RequestsWaitForTheServerInArrivalOrder) {
   PsFixture f;
   std::vector<std::pair<int, Time>> replies;

@@ -284,7 +284,13 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   for (std::int64_t s : sizes) dense.push_back(make("dense_" + std::to_string(s), 0, 1, s / 4));
   std::vector<VariableLayout> by_optimizer;
   for (int k = 1; k < 4; ++k) by_optimizer.push_back(make("opt_" + std::to_string(k), k, 1, 262144));  // 1 MiB
-  const VariableLayout table = make("table", 0, 16384, 16);
+  // Row tables, one per optimizer (ps k has optimizer k), as large as the
+  // largest tensor: rows gathered and scattered at random places in a table
+  // that does not fit the caches cost what a real embedding's do.
+  const std::int64_t table_rows = std::max<std::int64_t>(16384, static_cast<std::int64_t>(o.max_bytes) / 64);
+  std::vector<VariableLayout> tables;
+  for (int k = 0; k < 4; ++k) tables.push_back(make("table_" + std::to_string(k), k, table_rows, 16));
+  const VariableLayout& table = tables[0];
   std::vector<VariableLayout> items;
   for (int i = 0; i < 64; ++i) items.push_back(make("item_" + std::to_string(i), 0, 1, 1));
   for (int ps = 0; ps < 4; ++ps) {
@@ -361,7 +367,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     caller_item = std::max(0.0, (many->caller_s - base->caller_s) * 1e6 / 63);
   }
 
-  // Rows: pulls of rows and sparse pushes of a 16384 x 16 table.
+  // Rows: pulls of rows and sparse pushes (each optimizer's) of a table_rows x 16 table.
   auto interpolate = [](const Curve& c, double bytes) {
     double x0 = 0, y0 = 0;
     for (std::size_t i = 0; i < c.size(); ++i) {
@@ -372,9 +378,10 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     return 0.0;
   };
   std::vector<double> ps_row, receive_row, send_row;
+  std::map<int, std::vector<double>> apply_row;  // by optimizer: us per row pushed beyond a pull's
   for (std::int64_t rows : {256, 2048, 16384}) {
     RowIds ids(static_cast<std::size_t>(rows));
-    for (std::int64_t r = 0; r < rows; ++r) ids[static_cast<std::size_t>(r)] = (r * 7919) % 16384;
+    for (std::int64_t r = 0; r < rows; ++r) ids[static_cast<std::size_t>(r)] = (r * 7919) % table_rows;
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     const double n = static_cast<double>(ids.size());
@@ -383,13 +390,23 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     pb.rows(table, ids);
     auto pulled = run(format("pull %.0f rows of 16 floats", n), 0, [&] { return caller.pull(pb); });
     if (!pulled.ok()) return pulled.status();
-    auto sb = [&] {
+    auto sparse_push = [&](const VariableLayout& t) {
       ParameterClient::PushBatch b;
-      b.gradient_rows(table, ids, Matrix::Constant(static_cast<Eigen::Index>(n), 16, 1e-3f));
+      b.gradient_rows(t, ids, Matrix::Constant(static_cast<Eigen::Index>(n), 16, 1e-3f));
       return b;
     };
-    auto pushed = run(format("push %.0f rows of 16 floats (SGD)", n), 0, [&] { return caller.push(sb()); });
+    auto pushed = run(format("push %.0f rows of 16 floats (SGD)", n), 0, [&] { return caller.push(sparse_push(table)); });
     if (!pushed.ok()) return pushed.status();
+    apply_row[0].push_back(std::max(0.0, (pushed->ps_s - pulled->ps_s) * 1e6 / n));
+    // Not Adam (k = 3): without lazy_adam, a sparse push decays the slots of
+    // every row of the shard, a cost of the shard's size that no per-row
+    // price describes (docs/fidelity.md).
+    for (int k = 1; rows >= 2048 && k < 3; ++k) {
+      auto other = run(format("push %.0f rows of 16 floats (%s)", n, optimizer_name(kinds[k]).c_str()), k,
+                       [&] { return caller.push(sparse_push(tables[static_cast<std::size_t>(k)])); });
+      if (!other.ok()) return other.status();
+      apply_row[k].push_back(std::max(0.0, (other->ps_s - pulled->ps_s) * 1e6 / n));
+    }
     const double bytes = values + id_bytes;
     ps_row.push_back(((pulled->ps_s - base->ps_s) * 1e6 - interpolate(ps_curve, bytes)) / n);
     receive_row.push_back(((pulled->caller_s - base->caller_s) * 1e6 - interpolate(receive_curve, bytes)) / n);
@@ -415,6 +432,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     auto* a = ps->add_apply();
     a->set_optimizer(static_cast<scenario::Optimizer::Kind>(static_cast<int>(kinds[k])));
     a->set_per_kib_us(apply_per_kib[k]);
+    if (!apply_row[k].empty()) a->set_per_row_pushed_us(median(apply_row[k]));
   }
   auto* m = p.mutable_messages();
   auto* send = m->mutable_data_send();
@@ -431,10 +449,13 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
 
   *report += table_text;
   *report += format("  ps: %.2f us per request, %.3f us per item, %.4f us per row id; bytes curve up to %.0f KiB; "
-                    "apply per KiB pushed: SGD %.3f, Adagrad %.3f, RMSprop %.3f, Adam %.3f us (ps idle CPU %.1f%% "
+                    "apply per KiB pushed: SGD %.3f, Adagrad %.3f, RMSprop %.3f, Adam %.3f us; per row pushed "
+                    "(a %lld-row table): SGD %.4f, Adagrad %.4f, RMSprop %.4f us (ps idle CPU %.1f%% "
                     "subtracted)\n",
                     ps->per_request_us(), ps_item, ps->per_row_us(), o.max_bytes / 1024, apply_per_kib[0],
-                    apply_per_kib[1], apply_per_kib[2], apply_per_kib[3], idle[0] * 100);
+                    apply_per_kib[1], apply_per_kib[2], apply_per_kib[3], static_cast<long long>(table_rows),
+                    median(apply_row[0]), median(apply_row[1]), median(apply_row[2]),
+                    idle[0] * 100);
   *report += format("  caller: %.2f us per call, %.3f us per item, %.4f us per row sent, %.4f us per row received\n",
                     base->caller_s * 1e6, caller_item, send->per_row_us(), receive->per_row_us());
   return absl::OkStatus();
@@ -467,7 +488,9 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
   };
   const Shape shapes[] = {{32, 1, 1},      {32, 16, 16},    {32, 64, 64},     {32, 1024, 16},  {32, 256, 256},
                           {32, 2048, 64},  {64, 512, 512},  {128, 1024, 64},  {32, 8192, 16},  {256, 512, 512},
-                          {16, 2048, 1024}, {128, 1024, 1024}};
+                          {16, 2048, 1024}, {128, 1024, 1024},
+                          // Narrow variables under large batches: the batch x rows input outweighs the FLOPs.
+                          {512, 2048, 4}, {2048, 512, 8}, {256, 8192, 2}};
   std::vector<std::vector<double>> x;
   std::vector<double> y;
   *report += "compute (synthetic::compute_gradient, the kernel kind \"gradient\"):\n";
@@ -475,10 +498,11 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
     const Matrix w = Matrix::Constant(s.rows, s.cols, 0.01f);
     const double gflop = 4.0 * s.batch * static_cast<double>(s.rows * s.cols) / 1e9;
     const double gib = 4.0 * static_cast<double>(s.rows * s.cols) / (1 << 30);
+    const double ginputs = static_cast<double>(s.batch) * static_cast<double>(s.rows) / 1e9;
     std::vector<double> per_call;
     for (int b = 0; b < o.repeats; ++b) per_call.push_back(time_gradient(w, s.batch, o.seconds_per_batch / 2));
     const double t = median(per_call);
-    x.push_back({1.0, gflop, gib});
+    x.push_back({1.0, gflop, gib, ginputs});
     y.push_back(t);
     *report += format("  batch %4d, %5lld x %-5lld %9.5f GFLOP: %10.1f us\n", s.batch, static_cast<long long>(s.rows),
                       static_cast<long long>(s.cols), gflop, t * 1e6);
@@ -489,9 +513,11 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
   k->set_per_call_us(fit[0] * 1e6);
   k->set_per_gflop_s(fit[1]);
   k->set_per_gib_s(fit[2]);
+  k->set_per_ginput_s(fit[3]);
   // Steps that list no kernels: the GFLOP price alone.
   p.mutable_compute()->set_per_gflop_s(std::max(fit[1], 1e-6));
-  *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB\n", fit[0] * 1e6, fit[1], fit[2]);
+  *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements\n",
+                    fit[0] * 1e6, fit[1], fit[2], fit[3]);
 }
 
 // ---------------------------------------------------------------- control plane

@@ -23,7 +23,8 @@
 //     step), and the step's wall time beyond every CPU on its critical path is
 //     six one-way loopback latencies (wake-ups, the kernel's path);
 //   - compute.kernel "gradient": synthetic::compute_gradient timed over a
-//     range of shapes and batches (per call, per GFLOP, per GiB);
+//     range of shapes and batches (per call, per GFLOP, per GiB, per input
+//     element: its batch x rows input is built whatever the width);
 //   - hosts.cores: usable cores, the machine's cores over the slowdown of
 //     compute_gradient run on all of them at once.
 #include <cstdint>

@@ -55,6 +55,12 @@ double pulled_elements(const Variable& v) {
   return v.rows_per_step > 0 ? static_cast<double>(v.rows_per_step) * cols : static_cast<double>(num_elements(v.shape));
 }
 
+// Rows of `v` a step's gradient reads: its lookups, or all of its rows.
+double pulled_rows(const Variable& v) {
+  const auto cols = static_cast<double>(storage_cols(v.shape));
+  return pulled_elements(v) / std::max(1.0, cols);
+}
+
 }  // namespace
 
 // About 4 * batch * rows * cols operations. The input is a fixed pattern
@@ -211,7 +217,8 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
     if (!layout.ok()) co_return layout.status();
     uses.push_back(Use{&v, *layout, -1, {}, {}});
     flops += 4.0 * spec_.batch_size * pulled_elements(v);
-    kernels.push_back(KernelWork{kGradientKernel, 4.0 * spec_.batch_size * pulled_elements(v), 4.0 * pulled_elements(v)});
+    kernels.push_back(KernelWork{kGradientKernel, 4.0 * spec_.batch_size * pulled_elements(v), 4.0 * pulled_elements(v),
+                                 static_cast<double>(spec_.batch_size) * pulled_rows(v)});
   }
   ParameterClient::PullBatch pull;
   for (Use& u : uses) {
