@@ -2,7 +2,6 @@
 //   twinps CMD [options]      run a command; twinps CMD --help for its options
 //   twinps help [CMD [SUB]]   the same help
 //   twinps --version
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "net/allocator_tuning.h"
 #include "net/log.h"
 #include "tools/commands/commands.h"
 #include "tools/version.h"
@@ -84,25 +84,10 @@ int run(int argc, char** argv);
 
 }  // namespace
 
-namespace {
-
-// Tensors are allocated and freed every step (pull replies, gradients, push
-// requests: hundreds of KiB to tens of MiB). glibc serves blocks above its
-// mmap threshold with a fresh mapping and unmaps them on free, so every step
-// page-faults its buffers in again (measured: 10 % of a many-small-variables
-// worker's CPU in page faults, and 1.4-2.2x its steps/s without them), and
-// trims the heap's top back to the kernel. Keeping freed memory for reuse,
-// as allocators built for servers do, costs at most a process's peak.
-void keep_freed_memory() {
-  constexpr int kBytes = 1 << 30;
-  ::mallopt(M_MMAP_THRESHOLD, kBytes);
-  ::mallopt(M_TRIM_THRESHOLD, kBytes);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  keep_freed_memory();
+  // Tensors are allocated and freed every step: keep freed memory for reuse
+  // rather than page-faulting it in again (net/allocator_tuning.h).
+  twinps::net::tune_allocator_for_large_tensors();
   twinps::log::init("twinps");  // before anything can log; gRPC's log goes through it
   std::set_new_handler(on_out_of_memory);
   std::set_terminate(on_terminate);
