@@ -1,0 +1,101 @@
+// The parameter server's apply path, without the network: ParameterStore::push
+// of a dense gradient (4 KiB, 1 MiB, 16 MiB) and of a sparse one (1,024
+// distinct rows of 64 floats scattered over a table of 262,144 rows, 64 MiB,
+// larger than the caches) under each optimizer, then a pull of what a worker
+// reads back. Bytes per second count the gradient's values, so a figure is
+// comparable with `twinps bench ps` (which adds the wire) and with a loopback
+// stream (the machine's limit for the wire).
+//
+//   build/bin/twinps_ps_bench
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+
+#include "core/ps/parameter_store.h"
+#include "core/runtime/random.h"
+
+namespace twinps {
+namespace {
+
+constexpr ShardId kShard = 1;
+
+OptimizerConfig optimizer(int kind) {
+  OptimizerConfig o;
+  o.kind = static_cast<OptimizerConfig::Kind>(kind);
+  o.learning_rate = LearningRateSchedule::constant(0.01);
+  return o;
+}
+
+// A store holding one rows x cols trainable shard under `kind`.
+ParameterStore store_with(std::int64_t rows, std::int64_t cols, int kind) {
+  ParameterStore store;
+  CreateShardsRequest create;
+  create.optimizer = optimizer(kind);
+  ShardState s;
+  s.spec = ShardSpec{kShard, "w", VariableKind::kTrainable, rows, cols};
+  s.value = Matrix::Constant(rows, cols, 0.5f);
+  create.shards.push_back(std::move(s));
+  if (!store.create_shards(create).ok()) std::abort();
+  return store;
+}
+
+const char* optimizer_label(int kind) {
+  static const char* const names[] = {"sgd", "adagrad", "rmsprop", "adam"};
+  return names[kind];
+}
+
+// Args: bytes of the shard, optimizer kind.
+void BM_PsApplyDense(benchmark::State& state) {
+  const std::int64_t cols = 256;
+  const std::int64_t rows = std::max<std::int64_t>(1, state.range(0) / 4 / cols);
+  const int kind = static_cast<int>(state.range(1));
+  ParameterStore store = store_with(rows, cols, kind);
+  Update u;
+  u.shard = kShard;
+  u.values = Matrix::Constant(rows, cols, 1e-3f);
+  PushRequest push{{}, {u}, {}};
+  PullRequest pull{{PullItem{kShard, true, {}, 0}}};
+  for (auto _ : state) {
+    if (!store.push(push).ok()) state.SkipWithError("push refused");
+    auto r = store.pull(pull);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetBytesProcessed(state.iterations() * rows * cols * 4);
+  state.SetLabel(optimizer_label(kind));
+}
+BENCHMARK(BM_PsApplyDense)
+    ->ArgsProduct({{4 << 10, 1 << 20, 16 << 20}, {0, 1, 2, 3}})
+    ->Unit(benchmark::kMicrosecond);
+
+// Args: optimizer kind. 1,024 distinct rows a push, drawn afresh every
+// iteration (a new batch), sorted as the worker's client sends them.
+void BM_PsApplySparse(benchmark::State& state) {
+  const std::int64_t rows = 262144, cols = 64, batch = 1024;
+  const int kind = static_cast<int>(state.range(0));
+  ParameterStore store = store_with(rows, cols, kind);
+  RandomStream random(7);
+  for (auto _ : state) {
+    state.PauseTiming();
+    Update u;
+    u.shard = kShard;
+    u.sparse = true;
+    for (std::int64_t i = 0; i < batch; ++i) u.rows.push_back(static_cast<std::int64_t>(random.below(rows)));
+    std::sort(u.rows.begin(), u.rows.end());
+    u.rows.erase(std::unique(u.rows.begin(), u.rows.end()), u.rows.end());
+    u.values = Matrix::Constant(static_cast<Eigen::Index>(u.rows.size()), cols, 1e-3f);
+    PullRequest pull{{PullItem{kShard, false, u.rows, 0}}};
+    PushRequest push{{}, {std::move(u)}, {}};
+    state.ResumeTiming();
+    if (!store.push(push).ok()) state.SkipWithError("push refused");
+    auto r = store.pull(pull);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.SetLabel(optimizer_label(kind));
+}
+BENCHMARK(BM_PsApplySparse)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace twinps
+
+BENCHMARK_MAIN();
