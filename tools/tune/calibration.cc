@@ -29,16 +29,26 @@
 
 namespace twinps::cli {
 
-double process_cpu_seconds(int pid) {
+namespace {
+
+// Field `field` (0: on a core, 1: waiting for one) of every thread's /proc
+// schedstat, summed, in seconds.
+double schedstat_seconds(int pid, int field) {
   double ns = 0;
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
     std::ifstream in(task.path() / "schedstat");
-    double on_cpu = 0;
-    if (in >> on_cpu) ns += on_cpu;
+    double values[2] = {0, 0};
+    if (in >> values[0] >> values[1]) ns += values[field];
   }
   return ns * 1e-9;
 }
+
+}  // namespace
+
+double process_cpu_seconds(int pid) { return schedstat_seconds(pid, 0); }
+
+double process_run_delay_seconds(int pid) { return schedstat_seconds(pid, 1); }
 
 namespace {
 

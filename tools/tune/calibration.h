@@ -67,5 +67,9 @@ std::string profile_text(const Calibration& c);
 
 // CPU seconds every thread of process `pid` has used (/proc schedstat).
 double process_cpu_seconds(int pid);
+// Seconds its threads have spent runnable but waiting for a core (the second
+// field of /proc schedstat): time lost to other work on the cores, as
+// opposed to time asleep waiting for a message.
+double process_run_delay_seconds(int pid);
 
 }  // namespace twinps::cli

@@ -125,10 +125,13 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
     task_args[TaskId::worker(worker)] = {"--inject-compute-factor", std::to_string(factor)};
   auto cluster = ProcessCluster::start(o.workers, o.ps, plane, worker_args, o.work_dir, task_args);
   if (!cluster.ok()) return cluster.status();
-  std::map<TaskId, double> cpu;
+  std::map<TaskId, double> cpu, delay;
   if (o.measure_cpu) {
     plan.around_measurement = [&](bool start) {
-      auto read = [&](const TaskId& t, int pid) { cpu[t] = process_cpu_seconds(pid) - (start ? 0 : cpu[t]); };
+      auto read = [&](const TaskId& t, int pid) {
+        cpu[t] = process_cpu_seconds(pid) - (start ? 0 : cpu[t]);
+        delay[t] = process_run_delay_seconds(pid) - (start ? 0 : delay[t]);
+      };
       read(TaskId::chief(), ::getpid());
       for (int i = 0; i < o.workers; ++i) read(TaskId::worker(i), (*cluster)->pid(TaskId::worker(i)));
       for (int i = 0; i < o.ps; ++i) read(TaskId::ps(i), (*cluster)->pid(TaskId::ps(i)));
@@ -141,7 +144,10 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
   auto node = net::RealNode::create(std::move(no));
   if (!node.ok()) return node.status();
   auto result = drive(**node);
-  if (result.ok()) result->cpu_s = std::move(cpu);
+  if (result.ok()) {
+    result->cpu_s = std::move(cpu);
+    result->run_delay_s = std::move(delay);
+  }
   // A failed run usually means a server died: say which, with its stderr.
   if (!result.ok()) {
     if (Status alive = (*cluster)->check_alive(); !alive.ok()) return alive;

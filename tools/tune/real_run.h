@@ -40,6 +40,9 @@ struct RealRunResult {
   double seconds = 0;  // wall time of the measured closures
   double steps_per_second = 0;
   std::map<TaskId, double> cpu_s;  // with measure_cpu: CPU seconds of each process over the measured closures
+  // With measure_cpu: seconds each process's threads were runnable but
+  // waited for a core over the measured closures.
+  std::map<TaskId, double> run_delay_s;
 };
 
 // Runs the model and measures it. UNAVAILABLE if the cluster cannot be

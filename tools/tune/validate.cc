@@ -68,8 +68,15 @@ struct Row {
   // Where the CPU goes: what each process used over the median round's
   // measured closures, and what the host model charged in the prediction.
   RoleCpu real_cpu, predicted_cpu;
+  double real_run_delay = 0;  // seconds per step the processes were runnable but without a core
   double error_pct() const { return (predicted - real) / real * 100; }
 };
+
+double run_delay_per_step(const RealRunResult& r) {
+  double sum = 0;
+  for (const auto& [task, seconds] : r.run_delay_s) sum += seconds;
+  return r.measured > 0 ? sum / r.measured : 0;
+}
 
 RoleCpu measured_cpu(const RealRunResult& r) {
   RoleCpu out;
@@ -169,21 +176,27 @@ std::string load_average() {
 // process's CPU time over the measured closures) against what the simulated
 // hosts charged. On one shared host a CPU-bound configuration's steps/s is
 // about cores / total CPU per step, so a role whose CPU is under-counted
-// shows where an optimistic prediction comes from.
+// shows where an optimistic prediction comes from. "cores busy" is CPU per
+// step times steps/s, measured / predicted; "no core" is the ms per step the
+// real processes were runnable but waited for a core (other work on it).
 void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>& models) {
   std::printf("\nCPU per step, ms: measured / predicted (ratio), by role\n");
-  std::printf("%-17s %-8s %6s %-9s %22s %22s %22s %22s\n", "model", "cluster", "shards", "extra", "chief", "workers",
-              "ps", "total");
+  std::printf("%-17s %-8s %6s %-9s %22s %22s %22s %22s %16s %10s\n", "model", "cluster", "shards", "extra", "chief",
+              "workers", "ps", "total", "cores busy", "no core");
   auto cell = [](double measured, double predicted) {
     return format("%7.3f / %7.3f (%4.2f)", measured * 1e3, predicted * 1e3, measured > 0 ? predicted / measured : 0);
   };
   for (const Row& r : rows) {
     const Model& m = models[static_cast<std::size_t>(r.config.model)];
-    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s\n", m.name.c_str(), cluster_name(r.config).c_str(),
-                r.config.shards, extras(r.config).c_str(), cell(r.real_cpu.chief, r.predicted_cpu.chief).c_str(),
+    // Cores kept busy: CPU per step times steps per second.
+    const std::string busy =
+        format("%5.2f / %5.2f", r.real_cpu.total() * r.real, r.predicted_cpu.total() * r.predicted);
+    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s %16s %10.3f\n", m.name.c_str(),
+                cluster_name(r.config).c_str(), r.config.shards, extras(r.config).c_str(),
+                cell(r.real_cpu.chief, r.predicted_cpu.chief).c_str(),
                 cell(r.real_cpu.workers, r.predicted_cpu.workers).c_str(),
                 cell(r.real_cpu.ps, r.predicted_cpu.ps).c_str(),
-                cell(r.real_cpu.total(), r.predicted_cpu.total()).c_str());
+                cell(r.real_cpu.total(), r.predicted_cpu.total()).c_str(), busy.c_str(), r.real_run_delay * 1e3);
   }
 }
 
@@ -356,7 +369,7 @@ int run_tune_validate(int argc, char** argv) {
     const RoleCpu charged{predicted->chief_cpu_per_step_s, predicted->worker_cpu_per_step_s,
                           predicted->ps_cpu_per_step_s};
     rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, real.steps_per_second, noise,
-                    measured_cpu(real), charged});
+                    measured_cpu(real), charged, run_delay_per_step(real)});
   }
   std::error_code ec;
   std::filesystem::remove_all(work_dir, ec);
