@@ -1,6 +1,8 @@
 #include "tools/cli.h"
 
 #include <cstdarg>
+#include <ctime>
+#include <fstream>
 #include <cstdint>
 #include <iostream>
 #include <typeinfo>
@@ -92,6 +94,22 @@ void Table::print(std::FILE* out) const {
   std::size_t width = 0;
   for (const auto& [k, v] : rows_) width = std::max(width, k.size());
   for (const auto& [k, v] : rows_) std::fprintf(out, "  %-*s  %s\n", static_cast<int>(width), k.c_str(), v.c_str());
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &utc);
+  return text;
 }
 
 std::string format(const char* fmt, ...) {

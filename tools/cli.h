@@ -98,4 +98,10 @@ class Table {
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// The machine's load averages over 1, 5 and 15 minutes ("0.52 0.31 0.20"):
+// every measurement the tools print says the load it ran under.
+std::string load_average();
+// Now, as "2026-11-25 20:24 UTC".
+std::string utc_now();
+
 }  // namespace twinps::cli

@@ -23,6 +23,8 @@ const BenchTarget kTargets[] = {
     {"ps", "push/pull throughput against real ps processes on loopback", run_bench_ps},
     {"train", "tutorial training throughput in real mode (in-process and as processes)", run_bench_train},
     {"flows", "concurrent TCP streams on loopback against the simulator's FIFO and FLOW models", run_bench_flows},
+    {"all", "the standard set beside this machine's limits (TCP stream, memcpy), one run; --report FILE: Markdown",
+     run_bench_all},
 };
 
 void usage(std::FILE* out) {

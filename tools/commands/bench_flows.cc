@@ -161,6 +161,16 @@ double measure_latency(int repeats) {
   return median(rtts) / 2;
 }
 
+}  // namespace
+
+double loopback_stream_bytes_per_s(std::size_t bytes, int repeats) {
+  std::vector<double> rates;
+  for (int r = 0; r < std::max(repeats, 1); ++r) rates.push_back(static_cast<double>(bytes) / run_streams({bytes}).at(0));
+  return median(rates);
+}
+
+namespace {
+
 // The models' completion times for `sizes` started together on one link of
 // `bytes_per_s` and `latency_s`.
 std::vector<double> predict_fifo(const std::vector<std::size_t>& sizes, double bytes_per_s, double latency_s) {
@@ -199,13 +209,6 @@ std::vector<std::size_t> parse_sizes(const std::string& list) {
     out.push_back(static_cast<std::size_t>(v) * mult);
   }
   return out;
-}
-
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 }  // namespace

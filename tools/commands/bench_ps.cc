@@ -259,13 +259,6 @@ std::string show(const Summary& s, const char* fmt) {
   return format(fmt, s.median) + "  [" + format(fmt, s.min) + " .. " + format(fmt, s.max) + "]";
 }
 
-std::string loadavg() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
 // Creates every key on its ps; the bench is their coordinator, unfenced.
 Status create_keys(const BenchConfig& c, const std::function<std::string(const TaskId&)>& resolve) {
   net::AsioExecutor ex;
@@ -315,7 +308,7 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
   tfc.cluster = make_cluster(c.workers, c.servers, /*chief=*/true, [&](TaskId t) { return addresses.at(t); });
   const std::string cluster_json = tfc.to_json();
   const std::string self = self_binary();
-  const std::string load_before = loadavg();
+  const std::string load_before = load_average();
 
   std::vector<Child> servers;
   for (int i = 0; i < c.servers; ++i) {
@@ -425,7 +418,7 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
         }()), "%.3f"));
   t.row("calls/s", show(summarize(calls), "%.0f"));
   t.row("windows", format("%d x %.1f s (median [min .. max])", c.repeats, c.window));
-  t.row("load average", load_before + " -> " + loadavg());
+  t.row("load average", load_before + " -> " + load_average());
   t.print();
   return kExitOk;
 }
@@ -462,7 +455,7 @@ int run_tls_comparison(BenchConfig c) {
                                    {"token + TLS on gRPC, data plane in clear", tls_args},
                                    {"token + TLS on both planes", tls_args}};
   settings[1].args.insert(settings[1].args.end(), {"--data-plane-tls", "off"});
-  const std::string load_before = loadavg();
+  const std::string load_before = load_average();
   std::vector<Measured> results;
   for (const auto& setting : settings) {
     std::fprintf(stderr, "twinps bench ps --tls: %s ...\n", setting.name);
@@ -501,7 +494,7 @@ int run_tls_comparison(BenchConfig c) {
     t.row(settings[i].name, show(results[i].pairs, "%.0f") + " pairs/s, " + format("%.3f", results[i].gbps.median) +
                                  " GB/s" + (i ? format("  (%.0f %% of plain)", 100 * ratio) : std::string()));
   }
-  t.row("load average", load_before + " -> " + loadavg());
+  t.row("load average", load_before + " -> " + load_average());
   t.print();
   return kExitOk;
 }

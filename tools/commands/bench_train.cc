@@ -38,13 +38,6 @@ struct TrainBench {
   bool epochs_given = false, steps_given = false, batch_given = false;
 };
 
-std::string loadavg() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
 std::vector<std::string> train_args(const TrainBench& b, int spe, const std::string& report) {
   const bool tutorial = b.model.empty();
   std::vector<std::string> args{"--steps-per-execution", std::to_string(spe), "--data-plane", b.data_plane,
@@ -158,7 +151,7 @@ int run_bench_train(int argc, char** argv) {
     return kExitBadInput;
   }
   const std::string dir = make_temp_dir("bench-train");
-  const std::string load_before = loadavg();
+  const std::string load_before = load_average();
   if (b.model.empty())
     std::printf("twinps bench train: tutorial model, %d ps x %d workers, batch %d, %d epochs x %d steps, data plane "
                 "%s, %d run(s) each\n",
@@ -188,7 +181,7 @@ int run_bench_train(int argc, char** argv) {
             format("%.0f examples/s  [%.0f .. %.0f]", median, runs.front(), runs.back()));
     }
   }
-  t.row("load average", load_before + " -> " + loadavg());
+  t.row("load average", load_before + " -> " + load_average());
   t.print();
   return kExitOk;
 }

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace twinps::cli {
@@ -27,5 +28,9 @@ int run_datagen(int argc, char** argv);      // tools/commands/datagen.cc
 int run_tf_config(int argc, char** argv);    // tools/commands/tf_config.cc
 int run_trace(int argc, char** argv);        // tools/commands/trace.cc
 int run_bench_flows(int argc, char** argv);  // tools/commands/bench_flows.cc
+int run_bench_all(int argc, char** argv);    // tools/commands/bench_all.cc
+// One loopback TCP stream of `bytes`, bytes per second (median of `repeats`):
+// the machine's limit for one connection (tools/commands/bench_flows.cc).
+double loopback_stream_bytes_per_s(std::size_t bytes, int repeats);
 
 }  // namespace twinps::cli

@@ -108,13 +108,6 @@ std::vector<double> nonnegative_least_squares(const std::vector<std::vector<doub
   return std::vector<double>(k, 0);
 }
 
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
 std::string machine() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
@@ -125,10 +118,7 @@ std::string machine() {
       model = line.substr(line.find(':') + 2);
       break;
     }
-  const std::time_t now = std::time(nullptr);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  return format("%s, %s, %ld cores, %s, load average %s", host, model.c_str(), ::sysconf(_SC_NPROCESSORS_ONLN), date,
+  return format("%s, %s, %ld cores, %s, load average %s", host, model.c_str(), ::sysconf(_SC_NPROCESSORS_ONLN), utc_now().c_str(),
                 load_average().c_str());
 }
 

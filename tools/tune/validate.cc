@@ -165,13 +165,6 @@ std::string extras(const Config& c) {
   return s.empty() ? "-" : s;
 }
 
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
 // The error term by term: CPU per step of each role, measured (every
 // process's CPU time over the measured closures) against what the simulated
 // hosts charged. On one shared host a CPU-bound configuration's steps/s is
