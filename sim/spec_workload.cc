@@ -57,6 +57,8 @@ StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel
         *s->mutable_partitioner() = scenario_partitioner(layer.embedding().partitioner());
       } else if (layer.has_dense() && layer.dense().has_partitioner()) {
         *s->mutable_partitioner() = scenario_partitioner(layer.dense().partitioner());
+      } else if (layer.has_custom() && layer.custom().has_partitioner()) {
+        *s->mutable_partitioner() = scenario_partitioner(layer.custom().partitioner());
       } else {
         return absl::InvalidArgumentError("variable \"" + v.name + "\" has a partitioner of its own the simulator cannot read");
       }

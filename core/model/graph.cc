@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "core/model/custom_layer.h"
 #include "core/model/spec_convert.h"
 
 namespace twinps::model {
@@ -123,6 +124,22 @@ StatusOr<std::shared_ptr<const ModelGraph>> ModelGraph::build(const spec::ModelS
         node.op = std::make_unique<DotInteractionLayer>(l.input_size(), in_widths.at(0),
                                                         l.dot_interaction().self_interaction());
         break;
+      case spec::Layer::kCustom: {
+        auto built = build_custom_layer(l, in_widths);
+        if (!built.ok())
+          return Status(built.status().code(), "layer \"" + l.name() + "\": " + std::string(built.status().message()));
+        for (auto& cv : built->variables) {
+          Variable v;
+          v.name = l.name() + "/" + cv.name;
+          v.shape = std::move(cv.shape);
+          v.initializer = cv.initializer;
+          TWINPS_RETURN_IF_ERROR(own_partitioner(l.custom().has_partitioner(), l.custom().partitioner(), v));
+          v.layer = li;
+          add_variable(node, std::move(v));
+        }
+        node.op = std::move(built->layer);
+        break;
+      }
       case spec::Layer::KIND_NOT_SET:
         return absl::InvalidArgumentError("layer \"" + l.name() + "\" has no kind");
     }

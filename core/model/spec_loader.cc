@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -12,13 +13,14 @@
 #include <set>
 #include <sstream>
 
+#include "core/model/custom_layer.h"
 #include "core/model/spec_convert.h"
 
 namespace twinps::model {
 
 namespace pb = google::protobuf;
 using config::FieldPath;
-using namespace spec;  // the messages checked here
+using namespace spec;  // the messages checked here (spec::Layer spelled out: model::Layer is the layer class)
 
 std::string LoadedSpec::error_text() const {
   std::string out;
@@ -253,7 +255,7 @@ class Validator {
 
   void layers() {
     for (int i = 0; i < s_.layer_size(); ++i) {
-      const Layer& l = s_.layer(i);
+      const spec::Layer& l = s_.layer(i);
       const FieldPath p = root_(s_, "layer", i);
       const bool named = new_name(p(l, "name"), l.name());
       std::vector<const Node*> in;
@@ -282,7 +284,7 @@ class Validator {
       };
       Node node{Node::Kind::kLayer, i, 0, 0};
       switch (l.kind_case()) {
-        case Layer::kEmbedding: {
+        case spec::Layer::kEmbedding: {
           const Embedding& e = l.embedding();
           const FieldPath ep = p(l, "embedding");
           if (e.dim() < 1) error(ep(e, "dim"), e.has_dim() ? "must be >= 1, got " + std::to_string(e.dim()) : "required: the width of a row");
@@ -301,7 +303,7 @@ class Validator {
                                      std::to_string(in[0]->id_count) + " ids");
           break;
         }
-        case Layer::kDense: {
+        case spec::Layer::kDense: {
           const Dense& d = l.dense();
           const FieldPath dp = p(l, "dense");
           if (d.units() < 1) error(dp(d, "units"), d.has_units() ? "must be >= 1, got " + std::to_string(d.units()) : "required: the output width");
@@ -312,11 +314,11 @@ class Validator {
           if (count(1, 1, "dense") && inputs_ok) dense_inputs();
           break;
         }
-        case Layer::kConcatenate:
+        case spec::Layer::kConcatenate:
           if (count(1, 1 << 20, "concatenate") && inputs_ok && dense_inputs())
             for (const Node* n : in) node.width += n->width;
           break;
-        case Layer::kAdd:
+        case spec::Layer::kAdd:
           if (count(2, 1 << 20, "add") && inputs_ok && dense_inputs()) {
             node.width = in[0]->width;
             for (int k = 1; k < l.input_size(); ++k)
@@ -326,13 +328,13 @@ class Validator {
                                             ": add sums inputs of equal width");
           }
           break;
-        case Layer::kDropout: {
+        case spec::Layer::kDropout: {
           const float rate = l.dropout().rate();
           if (!(rate >= 0 && rate < 1)) error(p(l, "dropout")(l.dropout(), "rate"), "must be in [0, 1), got " + num(rate));
           if (count(1, 1, "dropout") && inputs_ok && dense_inputs()) node.width = in[0]->width;
           break;
         }
-        case Layer::kDotInteraction:
+        case spec::Layer::kDotInteraction:
           if (count(2, 1 << 20, "dot_interaction") && inputs_ok && dense_inputs()) {
             for (int k = 1; k < l.input_size(); ++k)
               if (in[k]->width != in[0]->width)
@@ -343,8 +345,34 @@ class Validator {
             node.width = l.dot_interaction().self_interaction() ? n * (n + 1) / 2 : n * (n - 1) / 2;
           }
           break;
-        case Layer::KIND_NOT_SET:
-          error(p, "choose what the layer computes: embedding, dense, concatenate, add, dropout or dot_interaction");
+        case spec::Layer::kCustom: {
+          const Custom& c = l.custom();
+          const FieldPath cp = p(l, "custom");
+          if (c.has_partitioner()) partitioner(cp(c, "partitioner"), c.partitioner());
+          if (c.type().empty()) {
+            error(cp(c, "type"), "required: the name the program registered the layer type under");
+            break;
+          }
+          const bool registered = std::count(custom_types_.begin(), custom_types_.end(), c.type()) > 0;
+          if (!count(1, 1 << 20, "custom") || !inputs_ok || !dense_inputs()) {
+            if (!registered) error(cp(c, "type"), std::string(build_custom_layer(l, {}).status().message()));
+            break;
+          }
+          std::vector<Eigen::Index> widths;
+          for (const Node* n : in) widths.push_back(n->width);
+          auto built = build_custom_layer(l, widths);
+          if (!built.ok()) {
+            // An unregistered type is the `type`'s fault; what the factory refuses, its parameters'.
+            error(registered ? cp : cp(c, "type"), std::string(built.status().message()));
+            break;
+          }
+          node.width = built->layer->output_width();
+          for (const auto& v : built->variables) custom_variables_[l.name()].push_back(l.name() + "/" + v.name);
+          break;
+        }
+        case spec::Layer::KIND_NOT_SET:
+          error(p, "choose what the layer computes: embedding, dense, concatenate, add, dropout, dot_interaction "
+                   "or custom");
           break;
       }
       if (named) nodes_.emplace(l.name(), node);
@@ -503,17 +531,21 @@ class Validator {
     return p(g, kind->name().c_str())(rule, name.c_str());
   }
 
-  static bool has_variables(const Layer& l) { return l.has_embedding() || l.has_dense(); }
+  bool has_variables(const spec::Layer& l) const { return !variables_of(l).empty(); }
 
   // The variables a layer creates (graph.cc names them so).
-  static std::vector<std::string> variables_of(const Layer& l) {
+  std::vector<std::string> variables_of(const spec::Layer& l) const {
+    if (l.has_custom()) {
+      auto it = custom_variables_.find(l.name());
+      return it == custom_variables_.end() ? std::vector<std::string>{} : it->second;
+    }
     if (l.has_embedding()) return {l.name() + "/embeddings"};
     if (!l.has_dense()) return {};
     if (l.dense().use_bias()) return {l.name() + "/kernel", l.name() + "/bias"};
     return {l.name() + "/kernel"};
   }
   // Whether groups' `variable` lists name every variable of the layer.
-  bool all_named(const Layer& l) const {
+  bool all_named(const spec::Layer& l) const {
     for (const auto& v : variables_of(l))
       if (!variable_group_.count(v)) return false;
     return true;
@@ -529,6 +561,8 @@ class Validator {
   std::map<std::string, std::pair<ValueType, int>> columns_;
   std::set<std::string> variables_;             // every layer's variables
   std::map<std::string, int> variable_group_;   // optimizer[i] naming the variable
+  std::map<std::string, std::vector<std::string>> custom_variables_;  // custom layer -> its variables
+  const std::vector<std::string> custom_types_ = custom_layer_types();
 };
 
 // The tokens of a vocabulary file, one per line; problems are reported at

@@ -24,6 +24,7 @@ std::string layer_kind(const model::spec::Layer& l) {
     case model::spec::Layer::kDropout: return "dropout";
     case model::spec::Layer::kDotInteraction: return "dot_interaction";
     case model::spec::Layer::kAdd: return "add";
+    case model::spec::Layer::kCustom: return "custom " + l.custom().type();
     case model::spec::Layer::KIND_NOT_SET: break;
   }
   return "?";
