@@ -51,6 +51,19 @@ TEST(ModelCliTest, AMalformedSpecExitsTwoNamingTheField) {
 // Optimizer groups: each variable shows the rule its group gives it, and a
 // group naming a layer or a variable the model does not have exits 2 at the
 // name, with the field.
+// examples/custom_model's layer type is registered by its own program, not
+// by twinps: the stock binary refuses the spec at the type, exit 2.
+TEST(ModelCliTest, ACustomLayerTypeTwinpsDoesNotHaveExitsTwoAtTheType) {
+  const std::string spec = (sim::testing::source_dir() / "examples/custom_model/model.textproto").string();
+  Process p = model({spec});
+  ASSERT_TRUE(p.wait(60s));
+  EXPECT_EQ(p.exit_code(), 2);
+  EXPECT_NE(p.err().find(spec + ":18:5: layer[0].custom.type: no custom layer type \"rbf\" is registered in this "
+                                "program (it registers none; see docs/extending.md)"),
+            std::string::npos)
+      << p.err();
+}
+
 TEST(ModelCliTest, OptimizerGroupsShowPerVariableAndUnknownNamesExitTwo) {
   const std::string dir = testing::temp_dir("model-cli-groups");
   const std::string spec = "input { name: \"ids\" categorical { type: INT64 identity_buckets: 10 } }\n"
