@@ -55,11 +55,19 @@ TEST(ModelCliTest, AMalformedSpecExitsTwoNamingTheField) {
 // by twinps: the stock binary refuses the spec at the type, exit 2.
 TEST(ModelCliTest, ACustomLayerTypeTwinpsDoesNotHaveExitsTwoAtTheType) {
   const std::string spec = (sim::testing::source_dir() / "examples/custom_model/model.textproto").string();
+  // The error is at the `type` field: its line in the file, column 5.
+  std::ifstream in(spec);
+  int type_line = 0;
+  std::string line;
+  for (int n = 1; type_line == 0 && std::getline(in, line); ++n)
+    if (line == "    type: \"rbf\"") type_line = n;
+  ASSERT_GT(type_line, 0) << "examples/custom_model/model.textproto has no line '    type: \"rbf\"'";
   Process p = model({spec});
   ASSERT_TRUE(p.wait(60s));
   EXPECT_EQ(p.exit_code(), 2);
-  EXPECT_NE(p.err().find(spec + ":18:5: layer[0].custom.type: no custom layer type \"rbf\" is registered in this "
-                                "program (it registers none; see docs/extending.md)"),
+  EXPECT_NE(p.err().find(spec + ":" + std::to_string(type_line) +
+                         ":5: layer[0].custom.type: no custom layer type \"rbf\" is registered in this "
+                         "program (it registers none; see docs/extending.md)"),
             std::string::npos)
       << p.err();
 }
