@@ -229,6 +229,7 @@ void encode(const PushRequest& in, wire::PushRequest* out, AttachmentWriter* a) 
     copy_repeated(u.rows, w->mutable_rows());
     to_proto(u.values, w->mutable_values(), a);
     w->set_counter_delta(u.counter_delta);
+    if (u.read_version != Update::kUnknownVersion) w->set_read_version(u.read_version);
   }
   if (!in.then_pull.items.empty()) encode(in.then_pull, out->mutable_then_pull(), a);
 }
@@ -244,6 +245,12 @@ Status decode(const wire::PushRequest& in, PushRequest* out, const AttachmentRea
     copy_to_vector(w.rows(), &u.rows);
     TWINPS_WITHIN(indexed("updates", i), within(from_proto(w.values(), &u.values, a), "values"));
     u.counter_delta = w.counter_delta();
+    if (w.has_read_version()) {
+      if (w.read_version() < 0)
+        return absl::InvalidArgumentError(indexed("updates", i) + ".read_version: " +
+                                          std::to_string(w.read_version()) + " is negative");
+      u.read_version = w.read_version();
+    }
   }
   TWINPS_WITHIN("then_pull", decode(in.then_pull(), &out->then_pull, a));
   return absl::OkStatus();
@@ -339,6 +346,7 @@ void encode(const PullResponse& in, wire::PullResponse* out, AttachmentWriter* a
     auto* w = out->add_items();
     to_proto(item.values, w->mutable_values(), a);
     w->set_counter(item.counter);
+    w->set_version(item.version);
   }
 }
 Status decode(const wire::PullResponse& in, PullResponse* out, const AttachmentReader* a) {
@@ -346,17 +354,52 @@ Status decode(const wire::PullResponse& in, PullResponse* out, const AttachmentR
   for (int i = 0; i < in.items_size(); ++i) {
     TWINPS_WITHIN(indexed("items", i), within(from_proto(in.items(i).values(), &out->items[i].values, a), "values"));
     out->items[i].counter = in.items(i).counter();
+    out->items[i].version = in.items(i).version();
   }
+  return absl::OkStatus();
+}
+
+void encode(const StalenessHistogram& in, wire::StalenessHistogram* out) {
+  if (in.empty()) return;
+  copy_repeated(in.counts, out->mutable_counts());
+  out->set_total(in.total);
+  out->set_sum(in.sum);
+  out->set_max(in.max);
+  out->set_unmeasured(in.unmeasured);
+}
+Status decode(const wire::StalenessHistogram& in, StalenessHistogram* out) {
+  if (in.counts_size() == 0 && in.total() == 0) {
+    out->unmeasured = in.unmeasured();
+    return absl::OkStatus();
+  }
+  if (static_cast<std::size_t>(in.counts_size()) != out->counts.size())
+    return absl::InvalidArgumentError("counts: " + std::to_string(in.counts_size()) + " buckets, expected " +
+                                      std::to_string(out->counts.size()));
+  std::uint64_t counted = 0;
+  for (int i = 0; i < in.counts_size(); ++i) {
+    out->counts[static_cast<std::size_t>(i)] = in.counts(i);
+    counted += in.counts(i);
+  }
+  if (counted != in.total())
+    return absl::InvalidArgumentError("total: " + std::to_string(in.total()) + ", but the buckets hold " +
+                                      std::to_string(counted));
+  if (in.max() < 0) return absl::InvalidArgumentError("max: " + std::to_string(in.max()) + " is negative");
+  out->total = in.total();
+  out->sum = in.sum();
+  out->max = in.max();
+  out->unmeasured = in.unmeasured();
   return absl::OkStatus();
 }
 
 void encode(const PushResponse& in, wire::PushResponse* out, AttachmentWriter* a) {
   out->set_duplicate(in.duplicate);
   if (!in.pulled.items.empty()) encode(in.pulled, out->mutable_pulled(), a);
+  encode(in.staleness, out->mutable_staleness());
 }
 Status decode(const wire::PushResponse& in, PushResponse* out, const AttachmentReader* a) {
   out->duplicate = in.duplicate();
   TWINPS_WITHIN("pulled", decode(in.pulled(), &out->pulled, a));
+  TWINPS_WITHIN("staleness", decode(in.staleness(), &out->staleness));
   return absl::OkStatus();
 }
 
@@ -373,9 +416,11 @@ Status decode(const wire::ExportShardsResponse& in, ExportShardsResponse* out, c
 
 void encode(const RunClosureResponse& in, wire::RunClosureResponse* out, AttachmentWriter* a) {
   to_proto(in.result, out->mutable_result(), a);
+  encode(in.staleness, out->mutable_staleness());
 }
 Status decode(const wire::RunClosureResponse& in, RunClosureResponse* out, const AttachmentReader* a) {
   TWINPS_WITHIN("result", from_proto(in.result(), &out->result, a));
+  TWINPS_WITHIN("staleness", decode(in.staleness(), &out->staleness));
   return absl::OkStatus();
 }
 

@@ -304,6 +304,18 @@ std::vector<ExpectationResult> check_expectations(const scenario::Scenario& sc, 
                                         : "all hold over " + std::to_string(r.values.size()) + " closures";
         break;
       }
+      case scenario::Expectation::kMaxStaleness: {
+        const auto b = Bounds::of(x.max_staleness());
+        const StalenessHistogram& st = r.stats.staleness;
+        e.what = "max gradient staleness " + b.str();
+        if (st.total == 0) {
+          e.observed = "no gradient was measured";
+        } else {
+          e.passed = b.holds(static_cast<double>(st.max));
+          e.observed = st.describe();
+        }
+        break;
+      }
       case scenario::Expectation::KIND_NOT_SET: continue;
     }
     out.push_back(std::move(e));

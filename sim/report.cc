@@ -86,6 +86,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
     if (r.eval->auc) text += fmt(", auc %.6f", *r.eval->auc);
     row("evaluation", text + fmt(" (%.0f examples)", r.eval->examples));
   }
+  if (!r.stats.staleness.empty()) row("gradient staleness", r.stats.staleness.describe());
   if (r.final_iterations) row("iterations", std::to_string(*r.final_iterations));
   if (r.parameter_hash) {
     char hex[32];
@@ -174,10 +175,11 @@ std::optional<std::string> no_progress(const SimResult& r, bool time_limited) {
 Status write_steps_csv(const SimResult& r, const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return absl::UnavailableError("cannot open '" + path + "' for writing: " + std::strerror(errno));
-  std::fputs("worker,closure,function,start_s,duration_s,ok,program_start\n", f);
+  std::fputs("worker,closure,function,start_s,duration_s,ok,program_start,gradients,max_staleness\n", f);
   for (const auto& s : r.steps)
-    std::fprintf(f, "%d,%llu,%s,%.9f,%.9f,%d,%d\n", s.worker, static_cast<unsigned long long>(s.closure), s.fn.c_str(),
-                 to_seconds(s.start), to_seconds(s.duration), s.ok ? 1 : 0, s.program_start);
+    std::fprintf(f, "%d,%llu,%s,%.9f,%.9f,%d,%d,%llu,%lld\n", s.worker, static_cast<unsigned long long>(s.closure),
+                 s.fn.c_str(), to_seconds(s.start), to_seconds(s.duration), s.ok ? 1 : 0, s.program_start,
+                 static_cast<unsigned long long>(s.gradients), static_cast<long long>(s.max_staleness));
   const bool ok = std::ferror(f) == 0;
   if (std::fclose(f) != 0 || !ok) return absl::DataLossError("writing '" + path + "' failed");
   return absl::OkStatus();

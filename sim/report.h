@@ -38,7 +38,9 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
 std::optional<std::string> no_progress(const SimResult& r, bool time_limited);
 
 // One row per closure run on a worker:
-// worker,closure,function,start_s,duration_s,ok,program_start
+// worker,closure,function,start_s,duration_s,ok,program_start,gradients,max_staleness
+// (the last two: the gradients the closure pushed that the ps measured, and
+// the stalest of them)
 Status write_steps_csv(const SimResult& r, const std::string& path);
 
 }  // namespace twinps::sim

@@ -429,6 +429,11 @@ void Validator::coordinator() {
   positive(p(c, "ps_call_timeout_s"), c.ps_call_timeout_s(), "ps_call_timeout_s");
   if (c.queue_capacity() < 0) error(p(c, "queue_capacity"), "must not be negative");
   if (c.transient_timeouts() < -1) error(p(c, "transient_timeouts"), "must be -1 (workers / 10) or more");
+  if (c.mode() == scenario::SYNC)
+    error(p(c, "mode"), "SYNC is not implemented yet (issue 13): use ASYNC, or SSP with a staleness_bound");
+  if (c.staleness_bound() < 0) error(p(c, "staleness_bound"), "must not be negative");
+  if (c.has_staleness_bound() && c.mode() != scenario::SSP)
+    error(p(c, "staleness_bound"), "is for mode SSP only");
 }
 
 void Validator::program() {
@@ -630,6 +635,9 @@ void Validator::expectations() {
         bounds_ok(sp, st);
         break;
       }
+      case scenario::Expectation::kMaxStaleness:
+        bounds_ok(p(e, "max_staleness"), e.max_staleness());
+        break;
       case scenario::Expectation::KIND_NOT_SET: error(p, "an expectation needs a kind");
     }
   }

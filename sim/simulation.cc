@@ -47,6 +47,8 @@ class StepSink final : public TraceSink {
     for (const auto& a : args) {
       if (a.key == "closure") s.closure = static_cast<std::uint64_t>(a.number);
       if (a.key == "ok") s.ok = a.number != 0;
+      if (a.key == "gradients") s.gradients = static_cast<std::uint64_t>(a.number);
+      if (a.key == "max_staleness") s.max_staleness = static_cast<std::int64_t>(a.number);
     }
     out_.push_back(std::move(s));
   }
@@ -69,6 +71,9 @@ void add_stats(CoordinatorStats& total, const CoordinatorStats& s) {
   total.ps_failures_retried += s.ps_failures_retried;
   total.timeouts_retried += s.timeouts_retried;
   total.errors_raised += s.errors_raised;
+  total.staleness.merge(s.staleness);
+  total.ssp_waits += s.ssp_waits;
+  total.ssp_wait_time += s.ssp_wait_time;
   if (total.closures_per_worker.size() < s.closures_per_worker.size())
     total.closures_per_worker.resize(s.closures_per_worker.size(), 0);
   for (std::size_t i = 0; i < s.closures_per_worker.size(); ++i) total.closures_per_worker[i] += s.closures_per_worker[i];
@@ -367,6 +372,10 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   lo.coordinator.rpc_timeout = from_seconds(co.rpc_timeout_s());
   lo.coordinator.queue_capacity = static_cast<std::size_t>(co.queue_capacity());
   lo.coordinator.record_dispatch_log = true;
+  lo.coordinator.mode = co.mode() == scenario::SSP    ? TrainingMode::kSsp
+                        : co.mode() == scenario::SYNC ? TrainingMode::kSync
+                                                      : TrainingMode::kAsync;
+  lo.coordinator.staleness_bound = co.staleness_bound();
   lo.worker.ps_call_timeout = from_seconds(co.ps_call_timeout_s());
   lo.links = network.get();
   lo.trace = &tee;
@@ -884,7 +893,10 @@ SimResult Simulation::Impl::run() {
   result.messages_lost = network->messages_lost();
   result.message_faults = *message_fault_counts;
   for (int i = 0; i < sc.cluster().ps(); ++i)
-    if (const auto* node = cluster->ps(i)) result.duplicate_pushes_dropped += node->store().stats().duplicates_dropped;
+    if (const auto* node = cluster->ps(i)) {
+      result.duplicate_pushes_dropped += node->store().stats().duplicates_dropped;
+      result.ps_staleness.merge(node->store().stats().staleness);
+    }
 
   for (int i = 0; i < sc.cluster().ps(); ++i) {
     PsReport r;

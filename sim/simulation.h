@@ -65,6 +65,8 @@ struct StepRecord {
   Duration duration = 0;
   bool ok = false;
   int program_start = 0;
+  std::uint64_t gradients = 0;    // gradients it pushed that the ps measured
+  std::int64_t max_staleness = 0;  // the stalest of them (core/ps/staleness.h)
 };
 
 // One start of the coordinator program (the first, and one per restart).
@@ -139,7 +141,10 @@ struct SimResult {
   // pushes, and the duplicate pushes the ps (live at the end) dropped.
   CallFaultCounts message_faults;
   std::uint64_t duplicate_pushes_dropped = 0;
-  CoordinatorStats stats;  // summed over program starts
+  CoordinatorStats stats;  // summed over program starts (stats.staleness: of completed closures)
+  // Staleness of every gradient the parameter servers live at the end
+  // applied, as they counted it (a restarted ps counts from its start).
+  StalenessHistogram ps_staleness;
   std::vector<ProgramStart> starts;
   std::vector<ActionRecord> actions;
   std::vector<ValueRecord> values;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/config/text_proto.h"
+#include "core/coordinator/training_mode.h"
 #include "core/model/compiled_model.h"
 #include "core/runtime/status.h"
 #include "core/training/data_source.h"
@@ -35,6 +36,10 @@ struct SpecWorkload {
   // Epochs, steps per epoch and execution, evaluation (no checkpoints: the
   // simulator keeps its own storage).
   training::TrainerOptions options;
+  // The spec's training.mode and staleness_bound (with --mode and
+  // --staleness-bound): used when the scenario's coordinator sets no mode.
+  TrainingMode mode = TrainingMode::kAsync;
+  std::int64_t staleness_bound = 0;
 };
 
 // The synthetic model that times `model`'s train step. Metric accumulators

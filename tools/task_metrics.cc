@@ -157,6 +157,16 @@ void TaskMetrics::publish() {
                 p.duplicates_dropped);
       m.counter("twinps_ps_fenced_pushes_total", "Pushes refused for a stale fence.", p.fenced_pushes);
       m.counter("twinps_ps_rejected_requests_total", "Requests refused as invalid.", p.rejected_requests);
+      {
+        // Staleness: parameter versions behind, per applied gradient (core/ps/staleness.h).
+        const StalenessHistogram& st = p.staleness;
+        std::vector<double> bounds(StalenessHistogram::kBounds.begin(), StalenessHistogram::kBounds.end());
+        m.histogram("twinps_ps_gradient_staleness", "Versions of its shard applied between the read a gradient was "
+                    "computed from and the gradient (per applied gradient).", bounds,
+                    std::vector<std::uint64_t>(st.counts.begin(), st.counts.end()), static_cast<double>(st.sum));
+        m.counter("twinps_ps_unversioned_gradients_total", "Gradients applied without a read version (not measured).",
+                  static_cast<double>(st.unmeasured));
+      }
       const ApplyLatency& a = ps->apply_latency();
       std::vector<double> bounds;
       for (Duration b : ApplyLatency::kBounds) bounds.push_back(to_seconds(b));

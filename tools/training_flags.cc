@@ -135,7 +135,11 @@ void ModelFlags::add_training_options(po::options_description& opts) {
       ("eval-steps", po::value<std::int64_t>()->notifier(at_least(std::int64_t{0})),
        "batches of a distributed evaluation; 0: one pass")
       ("eval-mode", value_or(&eval_mode, std::string("distributed"))->notifier(one_of({"distributed", "direct"})),
-       "distributed (eval closures on the workers, metrics on a ps) or direct (on the coordinator, every record once)");
+       "distributed (eval closures on the workers, metrics on a ps) or direct (on the coordinator, every record once)")
+      ("mode", po::value<std::string>(),
+       "async (any idle worker runs the next closure) or ssp (no worker more than --staleness-bound closures ahead "
+       "of the slowest live one); overrides the spec's training.mode (sync: not implemented yet)")
+      ("staleness-bound", po::value<std::int64_t>(), "--mode ssp: closures a worker may run ahead of the slowest (>= 0)");
 }
 
 void ModelFlags::add_data_options(po::options_description& opts, bool with_train) {
@@ -226,6 +230,18 @@ StatusOr<ModelRun> load_model_run(const ModelFlags& f, const po::variables_map& 
     return bad_flag("--eval-mode must be distributed or direct, not '" + f.eval_mode + "'");
   }
   if (f.shuffle_buffer < 0) return bad_flag("--shuffle-buffer must not be negative");
+  {
+    // Already checked in the spec (training.mode); the flags override it.
+    const std::string mode = flag<std::string>(vm, "mode").value_or(t.mode());
+    if (mode == "sync")
+      return bad_flag("--mode sync is not implemented yet (issue 13): use async, or ssp with --staleness-bound");
+    if (mode != "async" && mode != "ssp") return bad_flag("--mode must be async or ssp, not '" + mode + "'");
+    run.mode = mode == "ssp" ? TrainingMode::kSsp : TrainingMode::kAsync;
+    const auto bound = flag<std::int64_t>(vm, "staleness-bound");
+    if (bound && *bound < 0) return bad_flag("--staleness-bound must not be negative");
+    if (bound && run.mode != TrainingMode::kSsp) return bad_flag("--staleness-bound is for --mode ssp only");
+    run.staleness_bound = run.mode == TrainingMode::kSsp ? bound.value_or(t.staleness_bound()) : 0;
+  }
 
   // Data: the tutorial's generated records by default for the built-in tutorial.
   std::vector<std::string> train_patterns = f.train_data, eval_patterns = f.eval_data;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/coordinator/training_mode.h"
 #include "core/model/compiled_model.h"
 #include "core/runtime/status.h"
 #include "core/training/data_source.h"
@@ -34,7 +35,8 @@ struct ModelFlags {
 
   // --model and the spec overrides (--batch-size, --learning-rate, --shards, --init-seed).
   void add_model_options(po::options_description& opts);
-  // --epochs, --steps-per-epoch, --steps-per-execution, --eval-every, --eval-steps, --eval-mode.
+  // --epochs, --steps-per-epoch, --steps-per-execution, --eval-every, --eval-steps, --eval-mode,
+  // --mode, --staleness-bound.
   void add_training_options(po::options_description& opts);
   // --train-data, --eval-data and how to read them.
   void add_data_options(po::options_description& opts, bool with_train = true);
@@ -49,6 +51,10 @@ struct ModelRun {
   // Epochs, steps and evaluation from the spec's `training` and the flags;
   // the caller adds checkpoints and progress.
   training::TrainerOptions options;
+  // The spec's training.mode and staleness_bound, then --mode and
+  // --staleness-bound: what the coordinator is given.
+  TrainingMode mode = TrainingMode::kAsync;
+  std::int64_t staleness_bound = 0;
   // Where the evaluation data is, for checkpoints (a side-car evaluator reads it).
   std::map<std::string, std::string> checkpoint_metadata;
 };

@@ -22,7 +22,9 @@ ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, con
       options_(options),
       queue_(runtime.executor, options.queue_capacity, shape.workers),
       state_changed_(runtime.executor),
+      ssp_changed_(runtime.executor),
       scope_(runtime.executor) {
+  if (options_.mode == TrainingMode::kSsp) ssp_.emplace(shape.workers, options_.staleness_bound);
   workers_.resize(static_cast<std::size_t>(shape.workers));
   for (int i = 0; i < shape.workers; ++i) {
     auto& w = workers_[static_cast<std::size_t>(i)];
@@ -34,6 +36,18 @@ ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, con
 }
 
 ClusterCoordinator::~ClusterCoordinator() { stop(); }
+
+Status check_training_mode(const CoordinatorOptions& options) {
+  if (options.mode == TrainingMode::kSync)
+    return absl::UnimplementedError(
+        "training mode sync is not implemented yet (issue 13): use async or ssp with a staleness bound");
+  if (options.staleness_bound < 0)
+    return absl::InvalidArgumentError("staleness bound must be >= 0, not " + std::to_string(options.staleness_bound));
+  if (options.mode != TrainingMode::kSsp && options.staleness_bound != 0)
+    return absl::InvalidArgumentError(std::string("a staleness bound is for mode ssp, not ") +
+                                      training_mode_name(options.mode));
+  return absl::OkStatus();
+}
 
 int ClusterCoordinator::live_workers() const {
   return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
@@ -59,6 +73,7 @@ Task<StatusOr<Response>> ClusterCoordinator::control_call(const TaskId& to, Requ
 Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, OptimizerConfig optimizer,
                                        std::vector<ShardState> initial) {
   if (started_) co_return absl::FailedPreconditionError("the coordinator has already started");
+  TWINPS_CO_RETURN_IF_ERROR(check_training_mode(options_));
   variables_ = VariableDirectory(std::move(variables));
   optimizer_ = optimizer;
   const Time started_at = runtime_.executor.now();
@@ -374,6 +389,7 @@ void ClusterCoordinator::stop() {
   queue_.stop();
   generation_cancel_.cancel();
   state_changed_.notify_all();
+  ssp_changed_.notify_all();
   for (auto& w : workers_) w.dispatch_started->notify_all();  // monitors see stopping_ and end
   ps_monitor_stop_.cancel();
 }
@@ -417,6 +433,10 @@ Task<void> ClusterCoordinator::worker_loop(int index) {
       co_await recover_worker(w);
       continue;
     }
+    if (ssp_ && !ssp_->may_start(index)) {
+      co_await wait_for_slowest(w);
+      continue;
+    }
     ClosureQueue::Work work = co_await queue_.next_work(index);
     if (work.stop) break;
     if (work.resource) {
@@ -425,6 +445,19 @@ Task<void> ClusterCoordinator::worker_loop(int index) {
       co_await process_closure(w, std::move(work.closure));
     }
   }
+}
+
+Task<void> ClusterCoordinator::wait_for_slowest(WorkerHandle& w) {
+  // Only a worker ahead of the slowest live one waits, and the slowest never
+  // does, so some live worker can always run (or every one is dead, and then
+  // none is left to wait).
+  const Time start = runtime_.executor.now();
+  ++stats_.ssp_waits;
+  while (!stopping_ && w.state != WorkerState::kDead && !ssp_->may_start(w.index)) co_await ssp_changed_.wait();
+  stats_.ssp_wait_time += runtime_.executor.now() - start;
+  runtime_.trace.span(w.task, "coordinator", "ssp wait", start, runtime_.executor.now() - start,
+                      {TraceArg{"clock", static_cast<double>(ssp_->clock(w.index))},
+                       TraceArg{"slowest", static_cast<double>(ssp_->slowest())}});
 }
 
 Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure) {
@@ -495,7 +528,12 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
   if (reply.ok()) {
     if (auto* r = std::get_if<RunClosureResponse>(&*reply)) {
       closure->output.set_value(std::move(r->result));
+      stats_.staleness.merge(r->staleness);
       ++stats_.completed;
+      if (ssp_) {
+        ssp_->tick(w.index);
+        ssp_changed_.notify_all();
+      }
       queue_.mark_finished();
     } else {
       fail(absl::InternalError(w.task.short_name() + " answered RunClosure with another message"));
@@ -650,6 +688,10 @@ void ClusterCoordinator::mark_worker_dead(WorkerHandle& w, const Status& cause) 
   w.state = WorkerState::kDead;
   w.last_error = cause;
   ++stats_.worker_failures;
+  if (ssp_) {
+    ssp_->leave(w.index);
+    ssp_changed_.notify_all();
+  }
   // W2/R8: drop its pending resource builds and abort every resource it held.
   queue_.clear_tagged(w.index);
   for (auto& r : w.resources) r.output.set_aborted(cause);
@@ -670,6 +712,10 @@ Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
         // updates the whole cluster at once, a TODO there).
         w.state = WorkerState::kRunning;
         ++stats_.worker_recoveries;
+        if (ssp_) {
+          ssp_->rejoin(w.index);
+          ssp_changed_.notify_all();
+        }
         log_dispatch(w.index, DispatchRecord::Kind::kWorkerRecovered, 0);
         runtime_.trace.instant(w.task, "coordinator", "worker_recovered", runtime_.executor.now());
         // R9: rebuild every resource before the worker takes another closure;

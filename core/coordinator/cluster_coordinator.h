@@ -9,6 +9,7 @@
 // code runs on simulated time and on real gRPC.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "core/coordinator/closure_queue.h"
 #include "core/coordinator/failure_classifier.h"
 #include "core/coordinator/remote_value.h"
+#include "core/coordinator/training_mode.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/task.h"
 #include "core/variables/directory.h"
@@ -73,7 +75,16 @@ struct CoordinatorOptions {
   Duration schedule_start_delay_max = 0;
   // Keep a log of every dispatch (tests and scenario expectations read it).
   bool record_dispatch_log = false;
+  // How workers' closures may run relative to each other (training_mode.h):
+  // async, or SSP with `staleness_bound` (>= 0) closures of lead over the
+  // slowest live worker. kSync is refused by the coordinator's checks.
+  TrainingMode mode = TrainingMode::kAsync;
+  std::int64_t staleness_bound = 0;
 };
+
+// The options' problems (a negative staleness bound, a mode not
+// implemented), naming the option; OK when a coordinator can use them.
+Status check_training_mode(const CoordinatorOptions& options);
 
 // What the coordinator did, for summaries and tests.
 struct CoordinatorStats {
@@ -86,10 +97,18 @@ struct CoordinatorStats {
   std::uint64_t worker_failures = 0;
   std::uint64_t worker_recoveries = 0;
   std::uint64_t resources_built = 0;
+  // SSP: times a worker had to wait for the slowest before its next closure,
+  // and the time spent waiting, summed over workers.
+  std::uint64_t ssp_waits = 0;
+  Duration ssp_wait_time = 0;
   std::uint64_t ps_failures_retried = 0;
   std::uint64_t timeouts_retried = 0;
   std::uint64_t errors_raised = 0;
   std::vector<std::uint64_t> closures_per_worker;
+  // Staleness of the gradients pushed by completed closures, as the ps
+  // measured them (core/ps/staleness.h). A closure that failed after a push
+  // was applied is not in it; the ps's own totals are (ParameterStoreStats).
+  StalenessHistogram staleness;
 };
 
 struct DispatchRecord {
@@ -188,6 +207,8 @@ class ClusterCoordinator {
   Task<Status> connect_worker(WorkerHandle& w, Time deadline);
   Task<void> monitor_parameter_server(int index);
   Task<void> worker_loop(int index);
+  // SSP: waits until `w` may start a closure (or it died, or stop()).
+  Task<void> wait_for_slowest(WorkerHandle& w);
   Task<void> process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure);
   Task<void> process_resource(WorkerHandle& w, ResourceClosure rc);
   Task<void> monitor_worker(int index);
@@ -223,6 +244,10 @@ class ClusterCoordinator {
   bool joining_ = false;  // C6: schedule() waits while a join is in progress
   bool raising_ = false;
   Notifier state_changed_;
+  // SSP (options_.mode == kSsp): the workers' clocks, and a wake-up for
+  // workers waiting on them whenever one ticks, leaves or rejoins.
+  std::optional<SspClock> ssp_;
+  Notifier ssp_changed_;
   CoordinatorStats stats_;
   std::vector<DispatchRecord> dispatch_log_;
   TaskScope scope_;  // last member: destroyed first, before the state its tasks use

@@ -17,6 +17,7 @@
 #include "core/cluster/task_id.h"
 #include "core/messages/value.h"
 #include "core/ps/optimizer_config.h"
+#include "core/ps/staleness.h"
 #include "core/tensor/tensor.h"
 #include "core/variables/layout.h"
 
@@ -92,6 +93,10 @@ struct PulledValue {
   Matrix values;             // all rows, or the requested rows in request order
   std::int64_t counter = 0;  // for kCounter shards
   std::int64_t shape_only_bytes = 0;  // shape-only shards: bytes the values would take
+  // The shard's version when read: its update count (ShardState::step). A
+  // gradient computed from this value sends it back (Update::read_version),
+  // so the ps can tell how stale the gradient is (core/ps/staleness.h).
+  std::int64_t version = 0;
 };
 struct PullResponse {
   std::vector<PulledValue> items;  // one per request item
@@ -113,6 +118,10 @@ struct Update {
   // empty; a dense update stands for every row) and its bytes on the wire.
   std::int64_t shape_only_rows = 0;
   std::int64_t shape_only_bytes = 0;
+  // kApplyGradient: the version of the shard the gradient was computed from
+  // (PulledValue::version of the sender's last read of it), or kUnknownVersion.
+  static constexpr std::int64_t kUnknownVersion = -1;
+  std::int64_t read_version = kUnknownVersion;
 };
 struct PushRequest {
   Fence fence;
@@ -124,6 +133,7 @@ struct PushRequest {
 struct PushResponse {
   bool duplicate = false;  // the request id was seen before; nothing applied again
   PullResponse pulled;     // the answer to then_pull
+  StalenessHistogram staleness = {};  // of this push's gradients (none for a duplicate)
 };
 
 struct ExportShardsRequest {
@@ -159,6 +169,8 @@ struct RunClosureRequest {
 };
 struct RunClosureResponse {
   Value result;
+  // Staleness of the gradients the closure pushed, as the ps measured them.
+  StalenessHistogram staleness = {};
 };
 
 using Request = std::variant<HealthRequest, CreateShardsRequest, PullRequest, PushRequest, ExportShardsRequest,

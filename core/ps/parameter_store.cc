@@ -239,6 +239,7 @@ PullResponse ParameterStore::read(const PullRequest& request) {
   for (const PullItem& item : request.items) {
     const Shard& shard = shards_.at(item.shard);
     PulledValue out;
+    out.version = shard.step;
     if (shard.spec.kind == VariableKind::kCounter) {
       out.counter = shard.counter;
       stats_.bytes_pulled += sizeof(std::int64_t);
@@ -366,6 +367,16 @@ void ParameterStore::apply_update(const Update& u) {
   }
 }
 
+void ParameterStore::measure_staleness(const Update& u, StalenessHistogram& into) const {
+  if (u.read_version == Update::kUnknownVersion) {
+    ++into.unmeasured;
+    return;
+  }
+  // Versions this shard moved on since the sender read it: the gradients
+  // other workers got in first.
+  into.record(shards_.at(u.shard).step - u.read_version);
+}
+
 void ParameterStore::remember(const DedupKey& key) {
   if (options_.dedup_window == 0) return;
   if (!seen_.insert(key).second) return;
@@ -393,7 +404,11 @@ StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestI
   } else {
     for (std::size_t i = 0; i < request.updates.size(); ++i)
       if (Status s = validate_update(i, request.updates[i]); !s.ok()) return invalid(std::string(s.message()));
-    for (const Update& u : request.updates) apply_update(u);
+    for (const Update& u : request.updates) {
+      if (u.op == Update::Op::kApplyGradient) measure_staleness(u, response.staleness);
+      apply_update(u);
+    }
+    stats_.staleness.merge(response.staleness);
     ++stats_.push_requests;
     if (request_id != 0) remember(key);
   }

@@ -47,6 +47,7 @@
 #include "core/cluster/task_id.h"
 #include "core/messages/messages.h"
 #include "core/ps/optimizer.h"
+#include "core/ps/staleness.h"
 #include "core/runtime/status.h"
 
 namespace twinps {
@@ -63,6 +64,7 @@ struct ParameterStoreStats {
   std::uint64_t duplicates_dropped = 0;  // pushes acknowledged as duplicates, not applied
   std::uint64_t fenced_pushes = 0;       // pushes refused for a stale fence
   std::uint64_t rejected_requests = 0;   // requests refused as invalid
+  StalenessHistogram staleness;          // of every applied gradient (core/ps/staleness.h)
 };
 
 class ParameterStore {
@@ -94,7 +96,8 @@ class ParameterStore {
   Status create_shards(const CreateShardsRequest& request);
 
   // All rows or the given rows (in request order, repeats allowed) of each
-  // item's shard, or the counter of a counter shard.
+  // item's shard, or the counter of a counter shard, with the shard's
+  // version (its step).
   StatusOr<PullResponse> pull(const PullRequest& request);
 
   // Applies every update in order. `request_id` 0 disables deduplication.
@@ -104,6 +107,9 @@ class ParameterStore {
   //    add up), counter += counter_delta (counter shards).
   //  * kAssign: value = values (dense), value[rows] = values (sparse; for a
   //    repeated row the last one wins). Not for counters.
+  // Each gradient's staleness (its shard's step now minus its read_version)
+  // is measured before it is applied, into stats().staleness and the
+  // response's histogram (core/ps/staleness.h).
   // Trainable shards accept all three ops (a model variable can be assigned),
   // accumulators kAdd/kAssign, counters kAdd (dense, no values).
   StatusOr<PushResponse> push(const PushRequest& request, RequestId request_id = 0, const TaskId& caller = {});
@@ -145,6 +151,9 @@ class ParameterStore {
   Status fenced(const char* request, const Fence& f);
   Status validate_update(std::size_t index, const Update& u) const;
   void apply_update(const Update& u);
+  // Before `u` (a gradient) is applied: how many versions its shard moved on
+  // since the sender's read.
+  void measure_staleness(const Update& u, StalenessHistogram& into) const;
   void remember(const DedupKey& key);
 
   Options options_;

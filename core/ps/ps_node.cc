@@ -65,8 +65,16 @@ void ParameterServerNode::handle(IncomingCall call, Responder respond) {
   StatusOr<Response> result = dispatch(call);
   if (push && result.ok()) apply_latency_.record(runtime_.executor.now() - start);
   const std::string code = absl::StatusCodeToString(result.status().code());
-  runtime_.trace.span(runtime_.self, "ps", name, start, runtime_.executor.now() - start,
-                      {TraceArg{"request_bytes", request_bytes}, TraceArg{"status", 0, code}});
+  const PushResponse* pushed = result.ok() ? std::get_if<PushResponse>(&*result) : nullptr;
+  if (pushed && pushed->staleness.total > 0) {
+    runtime_.trace.span(runtime_.self, "ps", name, start, runtime_.executor.now() - start,
+                        {TraceArg{"request_bytes", request_bytes}, TraceArg{"status", 0, code},
+                         TraceArg{"gradients", static_cast<double>(pushed->staleness.total)},
+                         TraceArg{"max_staleness", static_cast<double>(pushed->staleness.max)}});
+  } else {
+    runtime_.trace.span(runtime_.self, "ps", name, start, runtime_.executor.now() - start,
+                        {TraceArg{"request_bytes", request_bytes}, TraceArg{"status", 0, code}});
+  }
   respond(std::move(result));
 }
 

@@ -116,8 +116,12 @@ StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const Pull
   for (auto& [ps, reply] : replies) {
     if (reply.items.size() != plan.per_ps[ps].items.size())
       return absl::InternalError("ps:" + std::to_string(ps) + " answered a different number of items");
-    for (const auto& item : reply.items)
+    const auto& asked = plan.per_ps[ps].items;
+    for (std::size_t i = 0; i < reply.items.size(); ++i) {
+      const auto& item = reply.items[i];
       bytes_pulled_ += byte_size(item.values) + static_cast<std::uint64_t>(item.shape_only_bytes);
+      read_versions_[{ps, asked[i].shard}] = item.version;
+    }
   }
   PullResult result;
   result.values_.resize(batch.reads_.size());
@@ -155,6 +159,11 @@ StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatc
   std::map<int, PushRequest> per_ps;
   auto add = [&](const ShardPlacement& shard, Update u) {
     u.shard = shard.id;
+    if (u.op == Update::Op::kApplyGradient) {
+      // The gradient was computed from this closure's last read of the shard.
+      auto read = read_versions_.find({shard.ps, shard.id});
+      if (read != read_versions_.end()) u.read_version = read->second;
+    }
     per_ps[shard.ps].updates.push_back(std::move(u));
   };
   for (const auto& w : batch.writes_) {
@@ -253,6 +262,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const Pus
       if (first_error.ok()) first_error = r.status();
       continue;
     }
+    staleness_.merge(r->staleness);
     if (reads->per_ps.count(ps)) replies.emplace(ps, std::move(r->pulled));
   }
   if (!first_error.ok()) co_return first_error;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/messages/messages.h"
@@ -109,6 +110,11 @@ class ParameterClient {
   // Bytes this client sent and received in pull/push payloads.
   std::uint64_t bytes_pulled() const { return bytes_pulled_; }
   std::uint64_t bytes_pushed() const { return bytes_pushed_; }
+  // Staleness of this client's applied gradients, as the ps measured them.
+  // Each gradient is sent with the version of this client's last read of its
+  // shard (core/ps/staleness.h): a client lives for one closure, so a
+  // gradient of a shard the closure did not read is sent unversioned.
+  const StalenessHistogram& staleness() const { return staleness_; }
 
  private:
   struct ReadPlan;
@@ -125,6 +131,8 @@ class ParameterClient {
   std::uint64_t& request_counter_;
   std::uint64_t bytes_pulled_ = 0;
   std::uint64_t bytes_pushed_ = 0;
+  std::map<std::pair<int, ShardId>, std::int64_t> read_versions_;  // (ps, shard) -> version last read
+  StalenessHistogram staleness_;
 };
 
 }  // namespace twinps

@@ -126,10 +126,13 @@ Task<void> WorkerNode::run_closure(IncomingCall call, Responder respond) {
   StepContext ctx(runtime_, *variables, std::move(req.args), std::move(resolved), ps, call.cancelled,
                   runtime_.random.fork("closure", req.id));
   StatusOr<Value> result = co_await (*fn)(ctx);
+  const StalenessHistogram& staleness = ps.staleness();
   runtime_.trace.span(runtime_.self, "worker", req.fn, start, runtime_.executor.now() - start,
-                      {TraceArg{"closure", static_cast<double>(req.id)}, TraceArg{"ok", result.ok() ? 1.0 : 0.0}});
+                      {TraceArg{"closure", static_cast<double>(req.id)}, TraceArg{"ok", result.ok() ? 1.0 : 0.0},
+                       TraceArg{"gradients", static_cast<double>(staleness.total)},
+                       TraceArg{"max_staleness", static_cast<double>(staleness.max)}});
   if (result.ok()) {
-    respond(Response(RunClosureResponse{std::move(*result)}));
+    respond(Response(RunClosureResponse{std::move(*result), staleness}));
   } else {
     respond(result.status());
   }

@@ -186,6 +186,7 @@ TEST(ConvertTest, SamplesCoverEveryWireField) {
 
 // ------------------------------------------------------------------ malformed input
 
+
 template <typename Wire, typename Core>
 std::string rejection(const Wire& w, Core* out, const AttachmentReader* a = nullptr) {
   Status st;
@@ -468,6 +469,22 @@ TEST(FrameTest, RejectsMalformedBytes) {
   wire::RpcRequest parsed;
   ReceivedFrame frame;
   EXPECT_EQ(frame.parse(grpc::ByteBuffer(), &parsed).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConvertMalformedTest, StalenessAndReadVersionsAreCheckedNamingTheField) {
+  wire::Response push;
+  push.mutable_push()->mutable_staleness()->add_counts(1);
+  push.mutable_push()->mutable_staleness()->set_total(1);
+  Response response;
+  const std::string histogram = rejection(push, &response);
+  EXPECT_NE(histogram.find("staleness"), std::string::npos) << histogram;
+  EXPECT_NE(histogram.find("buckets"), std::string::npos) << histogram;
+
+  wire::Request negative;
+  negative.mutable_push()->add_updates()->set_read_version(-2);
+  Request request;
+  const std::string version = rejection(negative, &request);
+  EXPECT_NE(version.find("read_version"), std::string::npos) << version;
 }
 
 }  // namespace

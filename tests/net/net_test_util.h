@@ -78,6 +78,7 @@ inline std::vector<Request> sample_requests(std::int64_t big = 8) {
                                     true});
   out.push_back(PullRequest{{PullItem{1, true, {}}, PullItem{2, false, {5, 0, 3}}}});
   Update dense{1, Update::Op::kApplyGradient, false, {}, ramp(big, 3), 0};
+  dense.read_version = 41;  // the version the gradient was computed from
   Update sparse{2, Update::Op::kAssign, true, {4, 1}, ramp(2, 3), 0};
   Update counter{3, Update::Op::kAdd, false, {}, Matrix(), 11};
   out.push_back(PushRequest{sample_fence(), {dense, sparse, counter}, PullRequest{{PullItem{2, false, {1, 0}}}}});
@@ -97,12 +98,16 @@ inline std::vector<Response> sample_responses(std::int64_t big = 8) {
   out.emplace_back(std::in_place_type<HealthResponse>, HealthResponse{TaskId::evaluator(2), 77});
   out.emplace_back(std::in_place_type<PullResponse>);
   std::get<PullResponse>(out.back()).items = {PulledValue{ramp(big, 5), 0}, PulledValue{Matrix(), 31}};
+  std::get<PullResponse>(out.back()).items[0].version = 42;
   out.emplace_back(std::in_place_type<PushResponse>, PushResponse{true, {}});
   std::get<PushResponse>(out.back()).pulled.items = {PulledValue{ramp(2, 3), 0}};
+  for (std::int64_t s : {0, 3, 3, 40}) std::get<PushResponse>(out.back()).staleness.record(s);
+  std::get<PushResponse>(out.back()).staleness.unmeasured = 2;
   out.emplace_back(std::in_place_type<ExportShardsResponse>);
   std::get<ExportShardsResponse>(out.back()).shards = {sample_shard(1, big, 2), sample_shard(7, 1, 1)};
   out.emplace_back(std::in_place_type<RunClosureResponse>);
   std::get<RunClosureResponse>(out.back()).result = ramp(big, 2);
+  std::get<RunClosureResponse>(out.back()).staleness.record(5);
   return out;
 }
 
@@ -198,10 +203,12 @@ inline void expect_eq(const Update& a, const Update& b) {
   EXPECT_EQ(a.rows, b.rows);
   expect_eq(a.values, b.values);
   EXPECT_EQ(a.counter_delta, b.counter_delta);
+  EXPECT_EQ(a.read_version, b.read_version);
 }
 inline void expect_eq(const PulledValue& a, const PulledValue& b) {
   expect_eq(a.values, b.values);
   EXPECT_EQ(a.counter, b.counter);
+  EXPECT_EQ(a.version, b.version);
 }
 
 struct RequestEq {
@@ -261,12 +268,14 @@ struct ResponseEq {
   void operator()(const PushResponse& a) const {
     EXPECT_EQ(a.duplicate, std::get<PushResponse>(other).duplicate);
     expect_eq(a.pulled.items, std::get<PushResponse>(other).pulled.items);
+    EXPECT_EQ(a.staleness, std::get<PushResponse>(other).staleness);
   }
   void operator()(const ExportShardsResponse& a) const {
     expect_eq(a.shards, std::get<ExportShardsResponse>(other).shards);
   }
   void operator()(const RunClosureResponse& a) const {
     expect_eq(a.result, std::get<RunClosureResponse>(other).result);
+    EXPECT_EQ(a.staleness, std::get<RunClosureResponse>(other).staleness);
   }
 };
 inline void expect_eq(const Response& a, const Response& b) {

@@ -123,7 +123,7 @@ TEST_F(SimCliTest, ARunPrintsItsSummaryAndWritesTraceAndCsv) {
   std::ifstream c(csv);
   std::string header;
   std::getline(c, header);
-  EXPECT_EQ(header, "worker,closure,function,start_s,duration_s,ok,program_start");
+  EXPECT_EQ(header, "worker,closure,function,start_s,duration_s,ok,program_start,gradients,max_staleness");
 }
 
 TEST_F(SimCliTest, AnExpectationThatDoesNotHoldExitsOneNamingIt) {

@@ -171,7 +171,7 @@ TEST(ObservabilityTest, MetricsScrapedAfterTrainingMatchTheReportAndSummary) {
   EXPECT_EQ(chief.at("twinps_ps_failures_total"), 0);
   EXPECT_EQ(chief.at("twinps_task_info{role=\"chief\",task=\"chief:0\"}"), 1);
 
-  double pushes = 0;
+  double pushes = 0, gradients_measured = 0;
   for (int i = 0; i < 2; ++i) {
     const auto ps = parse_metrics(http_get(metrics_port_of(servers[TaskId::ps(i)]), "/metrics"));
     ASSERT_FALSE(ps.empty()) << "no metrics from ps:" << i;
@@ -182,8 +182,13 @@ TEST(ObservabilityTest, MetricsScrapedAfterTrainingMatchTheReportAndSummary) {
     EXPECT_GT(ps.at("twinps_ps_sent_bytes_total"), 0);
     EXPECT_GT(ps.at("twinps_data_plane_received_bytes_total"), 0);
     pushes += ps.at("twinps_ps_push_requests_total");
+    gradients_measured += ps.at("twinps_ps_gradient_staleness_count");
   }
   EXPECT_GT(pushes, 0);
+  // The staleness each ps measured is what the chief's report adds up from
+  // the closures (none failed after pushing).
+  EXPECT_GT(gradients_measured, 0);
+  EXPECT_EQ(gradients_measured, report["staleness"]["gradients"].get<double>());
   const auto worker = parse_metrics(http_get(metrics_port_of(servers[TaskId::worker(0)]), "/metrics"));
   const auto worker1 = parse_metrics(http_get(metrics_port_of(servers[TaskId::worker(1)]), "/metrics"));
   // Every closure completed ran on one of the two workers.

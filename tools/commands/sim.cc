@@ -155,7 +155,36 @@ StatusOr<std::shared_ptr<const sim::SpecWorkload>> load_spec_workload(const scen
   w->train = std::move(*run->train);
   w->eval = std::move(run->eval);
   w->options = run->options;
+  w->mode = run->mode;
+  w->staleness_bound = run->staleness_bound;
   return std::shared_ptr<const sim::SpecWorkload>(std::move(w));
+}
+
+// The training mode the simulated coordinator uses: --mode and
+// --staleness-bound, else the scenario's coordinator.mode, else a numeric
+// model spec's training.mode. Errors name the flag.
+Status apply_training_mode(const po::variables_map& vm, const sim::SpecWorkload* spec, scenario::Scenario& s) {
+  auto* co = s.mutable_coordinator();
+  if (vm.count("mode")) {
+    const std::string mode = vm["mode"].as<std::string>();
+    if (mode == "sync")
+      return absl::InvalidArgumentError(
+          "--mode sync is not implemented yet (issue 13): use async, or ssp with --staleness-bound");
+    if (mode != "async" && mode != "ssp")
+      return absl::InvalidArgumentError("--mode must be async or ssp, not '" + mode + "'");
+    co->set_mode(mode == "ssp" ? scenario::SSP : scenario::ASYNC);
+    co->clear_staleness_bound();
+  } else if (spec && !co->has_mode()) {
+    co->set_mode(spec->mode == TrainingMode::kSsp ? scenario::SSP : scenario::ASYNC);
+    if (spec->mode == TrainingMode::kSsp) co->set_staleness_bound(spec->staleness_bound);
+  }
+  if (vm.count("staleness-bound")) {
+    const auto bound = vm["staleness-bound"].as<std::int64_t>();
+    if (bound < 0) return absl::InvalidArgumentError("--staleness-bound must not be negative");
+    if (co->mode() != scenario::SSP) return absl::InvalidArgumentError("--staleness-bound is for --mode ssp only");
+    co->set_staleness_bound(bound);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -226,6 +255,10 @@ int run_sim(int argc, char** argv) {
   auto spec_workload = load_spec_workload(loaded.scenario, model_flags, vm);
   if (!spec_workload.ok()) {
     print_error("sim", spec_workload.status());
+    return kExitBadInput;
+  }
+  if (Status st = apply_training_mode(vm, spec_workload->get(), loaded.scenario); !st.ok()) {
+    print_error("sim", st);
     return kExitBadInput;
   }
 

@@ -113,6 +113,7 @@ void print_summary(const training::TrainResult& r, const CoordinatorStats& stats
                                         static_cast<long long>(r.steps_trained), seconds));
   t.row("records read", format("%lld (%lld passes completed by workers)", static_cast<long long>(r.read.records_read),
                                static_cast<long long>(r.read.passes_completed)));
+  if (!stats.staleness.empty()) t.row("gradient staleness", stats.staleness.describe());
   if (r.read.records_skipped > 0 || r.read.files_cut_short > 0)
     t.row("bad records skipped", format("%lld (%lld files cut short)", static_cast<long long>(r.read.records_skipped),
                                         static_cast<long long>(r.read.files_cut_short)));
@@ -199,6 +200,12 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
   }
   report.json["records_read"] = result->read.records_read;
   report.json["records_skipped"] = result->read.records_skipped;
+  {
+    const StalenessHistogram& st = c.stats().staleness;
+    report.json["staleness"] = {{"gradients", st.total},       {"max", st.max},
+                                {"mean", st.mean()},           {"unmeasured", st.unmeasured},
+                                {"counts", st.counts},         {"bounds", StalenessHistogram::kBounds}};
+  }
   const double seconds = to_seconds(result->training_finished - result->training_started);
   report.json["examples_per_second"] =
       seconds > 0 ? static_cast<double>(result->steps_trained * run.model->batch_size()) / seconds : 0.0;
@@ -407,6 +414,8 @@ int run_train(int argc, char** argv) {
   s.coordinator.heartbeat_timeout = 2 * from_seconds(heartbeat);
   s.coordinator.waiting_report_interval = from_seconds(s.progress_every_seconds);
   s.coordinator.record_dispatch_log = !s.report_path.empty();
+  s.coordinator.mode = s.run.mode;
+  s.coordinator.staleness_bound = s.run.staleness_bound;
 
   auto checkpoints = open_checkpoints(s);
   if (!checkpoints.ok()) {

@@ -1,0 +1,96 @@
+// Training modes in the simulator (core/coordinator/training_mode.h) and the
+// staleness the ps measures (core/ps/staleness.h): scenarios/ssp_straggler
+// keeps every gradient within its bound-derived promise where the same run
+// asynchronously does not, replays with its pinned trace hash, and bad mode
+// fields are refused naming the field.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/expectations.h"
+#include "sim/report.h"
+#include "sim/scenario_loader.h"
+#include "sim/simulation.h"
+#include "tests/sim/test_paths.h"
+
+namespace twinps::sim {
+namespace {
+
+LoadedScenario ssp_straggler() {
+  return load_scenario_file((testing::scenarios_dir() / "ssp_straggler.textproto").string());
+}
+
+TEST(TrainingModeSimTest, SspStragglerKeepsEveryGradientWithinTheBoundAndReplaysItsPinnedTrace) {
+  LoadedScenario loaded = ssp_straggler();
+  ASSERT_TRUE(loaded.ok()) << loaded.errors.front().to_string();
+  SimResult r = Simulation(loaded.scenario).run();
+  ASSERT_TRUE(r.setup_error.ok()) << describe(r.setup_error);
+  for (const auto& e : check_expectations(loaded.scenario, r))
+    EXPECT_TRUE(e.passed) << e.what << " (observed: " << e.observed << ")";
+  // Bound 1, 4 workers: (4 - 1) x (2 x 1 + 1) = 9 versions at most.
+  EXPECT_LE(r.stats.staleness.max, 9);
+  EXPECT_GT(r.stats.ssp_waits, 0u) << "the fast workers waited for the slow one";
+  // Every completed closure pushed the gradients of what it read; the ps
+  // counted the same ones (no closure failed after pushing).
+  EXPECT_EQ(r.stats.staleness, r.ps_staleness);
+  EXPECT_GE(r.stats.staleness.total, 400u) << "200 closures, a dense and an embedding gradient each at least";
+  EXPECT_EQ(r.stats.staleness.unmeasured, 0u);
+  // Pinned: the same seed gives this run, event for event.
+  EXPECT_EQ(r.trace_hash, 0xc30d777ac7455e2dull) << std::hex << r.trace_hash;
+  EXPECT_EQ(Simulation(loaded.scenario).run().trace_hash, r.trace_hash);
+}
+
+TEST(TrainingModeSimTest, TheSameRunAsynchronouslyIsStalerAndFaster) {
+  LoadedScenario loaded = ssp_straggler();
+  ASSERT_TRUE(loaded.ok());
+  SimResult ssp = Simulation(loaded.scenario).run();
+  loaded.scenario.mutable_coordinator()->set_mode(scenario::ASYNC);
+  loaded.scenario.mutable_coordinator()->clear_staleness_bound();
+  SimResult async = Simulation(loaded.scenario).run();
+  EXPECT_GT(async.stats.staleness.max, 9) << async.stats.staleness.describe();
+  EXPECT_GT(async.stats.staleness.mean(), ssp.stats.staleness.mean());
+  EXPECT_LT(async.end_time, ssp.end_time) << "SSP's price: fast workers wait";
+  EXPECT_EQ(async.stats.ssp_waits, 0u);
+}
+
+TEST(TrainingModeSimTest, BadModeFieldsAreRefusedNamingTheField) {
+  const std::string base = R"(cluster { workers: 2 ps: 1 }
+model { variable { name: "w" shape: [4, 1] } }
+program { schedule { count: 2 } }
+)";
+  struct Case {
+    const char* coordinator;
+    const char* field;
+    const char* message;
+  } cases[] = {
+      {"coordinator { mode: SYNC }", "coordinator.mode", "not implemented"},
+      {"coordinator { mode: SSP staleness_bound: -1 }", "coordinator.staleness_bound", "must not be negative"},
+      {"coordinator { staleness_bound: 2 }", "coordinator.staleness_bound", "SSP only"},
+  };
+  for (const auto& c : cases) {
+    LoadedScenario loaded = parse_scenario(base + c.coordinator, "bad.textproto");
+    ASSERT_FALSE(loaded.ok()) << c.coordinator;
+    const std::string text = loaded.errors.front().to_string();
+    EXPECT_NE(text.find(c.field), std::string::npos) << text;
+    EXPECT_NE(text.find(c.message), std::string::npos) << text;
+  }
+}
+
+TEST(TrainingModeSimTest, TheSummaryAndTheCsvShowTheStaleness) {
+  LoadedScenario loaded = ssp_straggler();
+  ASSERT_TRUE(loaded.ok());
+  SimResult r = Simulation(loaded.scenario).run();
+  bool found = false;
+  for (const auto& [k, v] : summary_rows(r))
+    if (k == "gradient staleness") {
+      found = true;
+      EXPECT_EQ(v, r.stats.staleness.describe());
+    }
+  EXPECT_TRUE(found);
+  std::int64_t max_in_steps = 0;
+  for (const auto& s : r.steps) max_in_steps = std::max(max_in_steps, s.max_staleness);
+  EXPECT_EQ(max_in_steps, r.stats.staleness.max) << "the per-closure maxima the CSV writes";
+}
+
+}  // namespace
+}  // namespace twinps::sim
