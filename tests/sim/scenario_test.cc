@@ -1,12 +1,14 @@
 // Every scenario in scenarios/ passes its own expectations, and replays
-// exactly: two runs with the same seed write the same trace (same hash);
-// another seed gives another run.
+// exactly: two runs with the same seed write the same trace (same hash),
+// the hash pinned below; another seed gives another run.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,41 @@ std::vector<std::string> scenario_files() {
   return out;
 }
 
+// The trace hash of every scenario run with its own seed. A change of
+// behaviour (an event more, at another time or on another node, or a trace
+// record changed) changes it, and so does a compiler or machine that computes
+// a step differently: either must be looked at, not waved through. When a
+// change of behaviour is intended, update the entry (twinps sim FILE prints
+// the hash) and say why in the commit.
+const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
+  static const std::map<std::string, std::uint64_t> pinned = {
+      {"application_error_cancels_queued.textproto", 0x2060ffe9ffb6bda2ull},
+      {"cancellation_with_worker_failure.textproto", 0x9cbd90caca951dd6ull},
+      {"coordinator_restart.textproto", 0xead55221d4b1a8e0ull},
+      {"cost_profile.textproto", 0xb22e753c27ee9e35ull},
+      {"duplicated_pushes.textproto", 0xb3478ff88ab22f67ull},
+      {"flow_network.textproto", 0x8d2bb397589cd1e0ull},
+      {"hotspot.textproto", 0xc9531527cd853253ull},
+      {"one_host.textproto", 0x1db4494f6869e591ull},
+      {"partition.textproto", 0x738a116daa9b132dull},
+      {"ps_failure_raises_at_join.textproto", 0x2230c67cb0b8414dull},
+      {"ps_failure_raises_at_schedule.textproto", 0x26286f4a46cb9521ull},
+      {"ps_failure_while_worker_recovers.textproto", 0xf392303363267bf5ull},
+      {"ps_hang_raises_unavailable.textproto", 0x6548ff566d122bdcull},
+      {"random_faults.textproto", 0x219a1dd72a6a024dull},
+      {"straggler.textproto", 0x62fea3f07048ef4aull},
+      {"timing_only_cluster.textproto", 0x325ceb3703637183ull},
+      {"tutorial.textproto", 0xc5e52ce7d718943full},
+      {"two_workers_preempted.textproto", 0xdd1d81c62d95e9ecull},
+      {"unbalanced_shards.textproto", 0x4dacec3e829feba9ull},
+      {"worker_continuous_failure.textproto", 0x50eb1bbcd90b17e6ull},
+      {"worker_preemption_between_functions.textproto", 0x1c6857b99413c8ffull},
+      {"worker_preemption_during_cluster_creation.textproto", 0x2d0028b5b39b5c75ull},
+      {"worker_preemption_midst_function.textproto", 0xaa452ff3888e6285ull},
+  };
+  return pinned;
+}
+
 class ScenarioTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ScenarioTest, PassesItsExpectationsAndReplaysExactly) {
@@ -37,6 +74,12 @@ TEST_P(ScenarioTest, PassesItsExpectationsAndReplaysExactly) {
   ASSERT_TRUE(first.setup_error.ok()) << describe(first.setup_error);
   for (const auto& e : check_expectations(loaded.scenario, first))
     EXPECT_TRUE(e.passed) << path << ": " << e.what << " (observed: " << e.observed << ")";
+
+  const auto pinned = pinned_trace_hashes().find(GetParam());
+  ASSERT_NE(pinned, pinned_trace_hashes().end()) << GetParam() << " has no pinned trace hash: add it to the table";
+  EXPECT_EQ(first.trace_hash, pinned->second)
+      << path << ": the trace hash changed (run: " << std::hex << first.trace_hash << ", pinned: " << pinned->second
+      << ")";
 
   SimResult second = Simulation(loaded.scenario).run();
   EXPECT_EQ(first.trace_hash, second.trace_hash) << path << ": the same seed must replay the same run";
@@ -65,6 +108,14 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, ScenarioTest, ::testing::ValuesIn(scenario_f
                            std::replace_if(name.begin(), name.end(), [](char c) { return !std::isalnum(c); }, '_');
                            return name;
                          });
+
+// Every pinned entry names a scenario that exists: a renamed or removed
+// scenario's hash does not linger.
+TEST(ScenarioSetTest, EveryPinnedHashNamesAScenario) {
+  const auto files = scenario_files();
+  for (const auto& [file, hash] : pinned_trace_hashes())
+    EXPECT_NE(std::find(files.begin(), files.end(), file), files.end()) << file << " is pinned but not in scenarios/";
+}
 
 TEST(ScenarioSetTest, CoversTheIssuesList) {
   // The tutorial, the spec's whole-cluster cases, coordinator restart,
