@@ -7,15 +7,19 @@
 #include "core/checkpoint/checkpoint_manager.h"
 #include "core/checkpoint/storage.h"
 #include "core/data/dataset.h"
+#include "core/faults/cluster_control.h"
+#include "core/faults/fault_schedule.h"
 #include "core/local/local_cluster.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial_spec.h"
 #include "core/training/model_functions.h"
 #include "core/training/parameter_hash.h"
 #include "core/worker/parameter_client.h"
+#include "sim/cluster_faults.h"
 #include "sim/cost_model.h"
 #include "sim/fluid.h"
 #include "sim/hosts.h"
+#include "sim/scenario_program.h"
 #include "sim/task_names.h"
 #include "sim/workload.h"
 
@@ -23,11 +27,7 @@ namespace twinps::sim {
 
 namespace {
 
-std::string seconds_string(Time t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f s", to_seconds(t));
-  return buf;
-}
+std::string seconds_string(Time t) { return fault_time_string(t); }
 
 std::string factor_string(double f) {
   char buf[32];
@@ -77,19 +77,6 @@ void add_stats(CoordinatorStats& total, const CoordinatorStats& s) {
   if (total.closures_per_worker.size() < s.closures_per_worker.size())
     total.closures_per_worker.resize(s.closures_per_worker.size(), 0);
   for (std::size_t i = 0; i < s.closures_per_worker.size(); ++i) total.closures_per_worker[i] += s.closures_per_worker[i];
-}
-
-const char* action_kind(const scenario::Action& a) {
-  switch (a.kind_case()) {
-    case scenario::Action::kSchedule: return "schedule";
-    case scenario::Action::kJoin: return "join";
-    case scenario::Action::kDone: return "done";
-    case scenario::Action::kSleepS: return "sleep";
-    case scenario::Action::kSetInfiniteStep: return "set_infinite_step";
-    case scenario::Action::kTrain: return "train";
-    case scenario::Action::KIND_NOT_SET: break;
-  }
-  return "?";
 }
 
 // An executor bound after construction: the network, hosts and fluid system
@@ -156,23 +143,18 @@ struct Simulation::Impl {
 
   // ---- the coordinator program
   void begin_program();
-  Task<void> program(ClusterCoordinator& c, int start);
-  Task<void> run_action(ClusterCoordinator& c, int start, int index, const scenario::Action& a,
-                        const PerWorkerValues& iterator);
-  Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c);
   Task<Status> run_trainer(ClusterCoordinator& c, int start, const std::string& label);
   Status set_up_tutorial(const ClusterShape& shape);
   Status set_up_spec(const ClusterShape& shape);
   Status find_iterations_shard(const ClusterShape& shape);
-  Task<void> watch(std::size_t value, RemoteValue rv);
-  // Keeps a closure the program got, for expectations and invariants.
-  void record_value(ClusterCoordinator& c, int start, const std::string& label, int index, const std::string& fn,
-                    const RemoteValue& rv);
   void snapshot_coordinator();
   std::vector<PsReport> ps_counters() const;
   std::vector<Duration> task_cpu() const;
 
   // ---- faults
+  class SimulatedControl;
+  // A scenario fault: ClusterControl faults through the fault schedule, the
+  // simulator-only kinds (a slower host link, a hot variable) here.
   void schedule_fault(const scenario::Fault& f);
   // A worker's transport with scenario.message_faults applied (unchanged
   // without them). Each incarnation draws from a stream of its own.
@@ -186,9 +168,7 @@ struct Simulation::Impl {
   RandomStream root;
   bool record_invariants;
   SimResult result;
-  std::vector<RemoteValue> remote_values;  // parallel to result.values
   int current_start = 0;
-  bool program_done = false;
   std::optional<std::pair<int, ShardId>> iterations_shard;  // (ps, shard) of the `iterations` counter
   std::uint64_t event_hash = 0xcbf29ce484222325ull;
 
@@ -199,7 +179,7 @@ struct Simulation::Impl {
   std::shared_ptr<const model::CompiledModel> spec_model;
   std::optional<training::DataSource> train_data, eval_data;
   training::TrainerOptions trainer_options;
-  std::vector<scenario::Action> actions;
+  std::unique_ptr<ScenarioProgram> program;  // the coordinator program, shared with real mode
   LateExecutor late;  // the control node's executor, once it exists
   std::unique_ptr<FluidSystem> fluid;
   std::unique_ptr<HostModel> hosts;  // with the scenario's `hosts` or `messages`
@@ -219,6 +199,95 @@ struct Simulation::Impl {
   // Declared after the cluster: destroyed before it.
   std::unique_ptr<NodeExecutor> control_executor;
   std::unique_ptr<TaskScope> program_scope;
+  std::unique_ptr<SimulatedControl> actuators;  // ClusterControl on the simulated nodes
+};
+
+// ClusterControl on simulated nodes: what a kill, a restart, a pause, a
+// partition or a slower task does to the LocalCluster and the simulator's
+// models, each marked by a trace instant on the task's track.
+class Simulation::Impl::SimulatedControl final : public ClusterControl {
+ public:
+  explicit SimulatedControl(Impl& sim) : sim_(sim) {}
+
+  Status kill(const TaskId& t) override {
+    if (t.job == Job::kChief) return kill_coordinator();
+    instant(t, "killed");
+    if (t.job == Job::kPs) sim_.ps_nodes[static_cast<std::size_t>(t.index)] = nullptr;
+    sim_.cluster->kill(t);
+    if (sim_.hosts) sim_.hosts->reset(sim_.hosts->slot(t));
+    return absl::OkStatus();
+  }
+
+  Status restart(const TaskId& t) override {
+    if (sim_.cluster->is_up(t)) return absl::OkStatus();
+    // A restarted worker draws its compute times from a stream of its own.
+    if (t.job == Job::kWorker) sim_.cost->restart(t.index, ++sim_.worker_starts[static_cast<std::size_t>(t.index)]);
+    sim_.cluster->restart(t);
+    if (t.job == Job::kPs) sim_.ps_nodes[static_cast<std::size_t>(t.index)] = sim_.cluster->ps(t.index);
+    instant(t, "restarted");
+    // A restarted coordinator runs its program again from the top.
+    if (t.job == Job::kChief) sim_.begin_program();
+    return absl::OkStatus();
+  }
+
+  Status pause(const TaskId& t) override {
+    instant(t, "paused");
+    sim_.cluster->pause(t);
+    return absl::OkStatus();
+  }
+
+  Status resume(const TaskId& t) override {
+    sim_.cluster->resume(t);
+    instant(t, "resumed");
+    return absl::OkStatus();
+  }
+
+  StatusOr<PartitionId> partition(const std::vector<TaskId>& a, const std::vector<TaskId>& b) override {
+    const PartitionId id = sim_.network->add_partition(a, b);
+    sides_[id] = a;
+    for (const auto& t : a) instant(t, "partitioned");
+    return id;
+  }
+
+  Status heal(PartitionId id) override {
+    sim_.network->remove_partition(id);
+    for (const auto& t : sides_[id]) instant(t, "healed");
+    sides_.erase(id);
+    return absl::OkStatus();
+  }
+
+  // The simulator slows a worker's compute (its steps take `factor` times
+  // longer), as a straggling machine does.
+  Status slow(const TaskId& t, double factor) override {
+    if (t.job != Job::kWorker) return absl::UnimplementedError("the simulator slows workers only, not " + t.short_name());
+    sim_.cost->push_factor(t.index, factor);
+    sim_.tee.instant(t, "fault", "straggling", sim_.control().now(), {TraceArg{"factor", factor}});
+    return absl::OkStatus();
+  }
+
+  Status unslow(const TaskId& t, double factor) override {
+    if (t.job != Job::kWorker) return absl::UnimplementedError("the simulator slows workers only, not " + t.short_name());
+    sim_.cost->pop_factor(t.index, factor);
+    instant(t, "recovered speed");
+    return absl::OkStatus();
+  }
+
+ private:
+  // The coordinator dies with its program, whose frames use it.
+  Status kill_coordinator() {
+    if (!sim_.cluster->is_up(TaskId::chief())) return absl::OkStatus();
+    instant(TaskId::chief(), "killed");
+    sim_.snapshot_coordinator();
+    sim_.program_scope.reset();
+    sim_.cluster->kill(TaskId::chief());
+    if (sim_.hosts) sim_.hosts->reset(0);
+    return absl::OkStatus();
+  }
+
+  void instant(const TaskId& t, const char* what) { sim_.tee.instant(t, "fault", what, sim_.control().now()); }
+
+  Impl& sim_;
+  std::map<PartitionId, std::vector<TaskId>> sides_;
 };
 
 Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
@@ -264,8 +333,21 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     register_dataset_functions(registry);
     workload->register_functions(registry);
   }
-  actions.assign(sc.program().begin(), sc.program().end());
+  std::vector<scenario::Action> actions(sc.program().begin(), sc.program().end());
   if (actions.empty()) actions.emplace_back().mutable_train();
+  // A synthetic model's iterations counter is where placement put it; a
+  // spec's was found above.
+  for (const auto& v : model_variables.layouts)
+    if (v.name == kIterationsVar && !v.shards.empty()) iterations_shard = {v.shards.front().ps, v.shards.front().id};
+  ScenarioProgram::Hooks hooks;
+  hooks.ps_counters = [this] { return ps_counters(); };
+  hooks.task_cpu = [this] { return task_cpu(); };
+  if (!workload)
+    hooks.train = [this](ClusterCoordinator& c, int start, const std::string& label) {
+      return run_trainer(c, start, label);
+    };
+  program = std::make_unique<ScenarioProgram>(std::move(actions), workload.get(), &model_variables, result,
+                                              std::move(hooks));
 
   // Network.
   NetworkOptions net;
@@ -363,19 +445,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   LocalClusterOptions lo;
   lo.shape = shape;
   lo.seed = seed;
-  lo.coordinator.transient_ps_failures = co.transient_ps_failures();
-  lo.coordinator.transient_timeouts = co.transient_timeouts();
-  lo.coordinator.heartbeat_interval = from_seconds(co.heartbeat_interval_s());
-  lo.coordinator.heartbeat_timeout = from_seconds(co.heartbeat_timeout_s());
-  lo.coordinator.heartbeat_misses = co.heartbeat_misses();
-  lo.coordinator.closure_timeout = from_seconds(co.closure_timeout_s());
-  lo.coordinator.rpc_timeout = from_seconds(co.rpc_timeout_s());
-  lo.coordinator.queue_capacity = static_cast<std::size_t>(co.queue_capacity());
-  lo.coordinator.record_dispatch_log = true;
-  lo.coordinator.mode = co.mode() == scenario::SSP    ? TrainingMode::kSsp
-                        : co.mode() == scenario::SYNC ? TrainingMode::kSync
-                                                      : TrainingMode::kAsync;
-  lo.coordinator.staleness_bound = co.staleness_bound();
+  lo.coordinator = coordinator_options(co);
   lo.worker.ps_call_timeout = from_seconds(co.ps_call_timeout_s());
   lo.links = network.get();
   lo.trace = &tee;
@@ -401,6 +471,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   });
   control_executor = std::make_unique<NodeExecutor>(cluster->engine(), cluster->engine().add_node());
   late.bind(control_executor.get());
+  actuators = std::make_unique<SimulatedControl>(*this);
 
   // Faults: the scenario's, then those drawn from the seed.
   std::vector<scenario::Fault> faults(sc.fault().begin(), sc.fault().end());
@@ -469,6 +540,12 @@ std::unique_ptr<Transport> Simulation::Impl::with_message_faults(const TaskId& w
 }
 
 void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
+  if (auto fault = cluster_fault(f)) {
+    schedule_cluster_fault(*fault, control(), *actuators,
+                           [this](Time at, const std::string& what) { fault_log(at, what); });
+    return;
+  }
+  // The simulator's own kinds: its network and workload models change.
   const Time at = from_seconds(f.at_s());
   const std::optional<Time> end =
       f.has_duration_s() ? std::optional<Time>(add_saturating(at, from_seconds(f.duration_s()))) : std::nullopt;
@@ -484,101 +561,6 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
     if (end && stop) control().post_at(*end, std::move(stop));
   };
   switch (f.kind_case()) {
-    case scenario::Fault::kKillWorker: {
-      const TaskId t = TaskId::worker(f.kill_worker());
-      what = "kill " + t.short_name() + until;
-      both(
-          [this, t] {
-            tee.instant(t, "fault", "killed", control().now());
-            cluster->kill(t);
-            if (hosts) hosts->reset(hosts->slot(t));
-          },
-          [this, t] {
-            if (cluster->is_up(t)) return;
-            cost->restart(t.index, ++worker_starts[static_cast<std::size_t>(t.index)]);
-            cluster->restart(t);
-            tee.instant(t, "fault", "restarted", control().now());
-          });
-      break;
-    }
-    case scenario::Fault::kKillPs: {
-      const TaskId t = TaskId::ps(f.kill_ps());
-      what = "kill " + t.short_name() + until;
-      both(
-          [this, t] {
-            tee.instant(t, "fault", "killed", control().now());
-            ps_nodes[static_cast<std::size_t>(t.index)] = nullptr;
-            cluster->kill(t);
-            if (hosts) hosts->reset(hosts->slot(t));
-          },
-          [this, t] {
-            if (cluster->is_up(t)) return;
-            cluster->restart(t);
-            ps_nodes[static_cast<std::size_t>(t.index)] = cluster->ps(t.index);
-            tee.instant(t, "fault", "restarted", control().now());
-          });
-      break;
-    }
-    case scenario::Fault::kKillCoordinator:
-      what = "kill the coordinator" + until;
-      both(
-          [this] {
-            if (!cluster->is_up(TaskId::chief())) return;
-            tee.instant(TaskId::chief(), "fault", "killed", control().now());
-            snapshot_coordinator();
-            program_scope.reset();  // its frames use the coordinator
-            cluster->kill(TaskId::chief());
-            if (hosts) hosts->reset(0);
-          },
-          [this] {
-            if (cluster->is_up(TaskId::chief())) return;
-            cluster->restart(TaskId::chief());
-            tee.instant(TaskId::chief(), "fault", "restarted", control().now());
-            begin_program();
-          });
-      break;
-    case scenario::Fault::kPartition: {
-      std::vector<TaskId> a, b;
-      std::string names;
-      for (const auto& n : f.partition().a()) {
-        a.push_back(*parse_task_name(n));
-        names += (names.empty() ? "" : ",") + n;
-      }
-      names += " | ";
-      for (const auto& n : f.partition().b()) b.push_back(*parse_task_name(n));
-      names += f.partition().b().empty() ? "the rest" : [&] {
-        std::string s;
-        for (const auto& n : f.partition().b()) s += (s.empty() ? "" : ",") + n;
-        return s;
-      }();
-      what = "partition " + names + until;
-      auto id = std::make_shared<int>(0);
-      both(
-          [this, a, b, id] {
-            *id = network->add_partition(a, b);
-            for (const auto& t : a) tee.instant(t, "fault", "partitioned", control().now());
-          },
-          [this, a, id] {
-            network->remove_partition(*id);
-            for (const auto& t : a) tee.instant(t, "fault", "healed", control().now());
-          });
-      break;
-    }
-    case scenario::Fault::kStraggler: {
-      const int w = f.straggler().worker();
-      const double factor = f.straggler().factor();
-      what = "worker:" + std::to_string(w) + " computes " + factor_string(factor) + " slower" + until;
-      both(
-          [this, w, factor] {
-            cost->push_factor(w, factor);
-            tee.instant(TaskId::worker(w), "fault", "straggling", control().now(), {TraceArg{"factor", factor}});
-          },
-          [this, w, factor] {
-            cost->pop_factor(w, factor);
-            tee.instant(TaskId::worker(w), "fault", "recovered speed", control().now());
-          });
-      break;
-    }
     case scenario::Fault::kSlowLink: {
       const TaskId t = *parse_task_name(f.slow_link().task());
       const double factor = f.slow_link().factor();
@@ -594,27 +576,13 @@ void Simulation::Impl::schedule_fault(const scenario::Fault& f) {
           });
       break;
     }
-    case scenario::Fault::kPause: {
-      const TaskId t = *parse_task_name(f.pause());
-      what = "pause " + t.short_name() + " (SIGSTOP)" + until;
-      both(
-          [this, t] {
-            tee.instant(t, "fault", "paused", control().now());
-            cluster->pause(t);
-          },
-          [this, t] {
-            cluster->resume(t);
-            tee.instant(t, "fault", "resumed", control().now());
-          });
-      break;
-    }
     case scenario::Fault::kHotspot: {
       const int v = workload->find(f.hotspot().variable());
       what = "every step reads \"" + f.hotspot().variable() + "\"" + until;
       both([this, v] { workload->add_hot(v, 1); }, [this, v] { workload->add_hot(v, -1); });
       break;
     }
-    case scenario::Fault::KIND_NOT_SET: break;
+    default: break;  // ClusterControl's, above
   }
 }
 
@@ -627,7 +595,7 @@ void Simulation::Impl::begin_program() {
   result.starts.push_back(std::move(start));
   current_start = static_cast<int>(result.starts.size()) - 1;
   program_scope = std::make_unique<TaskScope>(cluster->coordinator_executor());
-  program_scope->spawn(program(cluster->coordinator(), current_start));
+  program_scope->spawn(program->run(cluster->coordinator(), cluster->coordinator_executor(), *program_scope, current_start));
 }
 
 void Simulation::Impl::snapshot_coordinator() {
@@ -654,38 +622,6 @@ std::vector<Duration> Simulation::Impl::task_cpu() const {
   const int tasks = 1 + result.shape.workers + result.shape.ps;
   for (int slot = 0; slot < tasks; ++slot) out.push_back(hosts->task_cpu(slot));
   return out;
-}
-
-Task<void> Simulation::Impl::watch(std::size_t value, RemoteValue rv) {
-  (void)co_await rv.fetch();
-  result.values[value].resolved_at = cluster->engine().now();
-}
-
-void Simulation::Impl::record_value(ClusterCoordinator& c, int start, const std::string& label, int index,
-                                    const std::string& fn, const RemoteValue& rv) {
-  ValueRecord v;
-  v.program_start = start;
-  v.label = label;
-  v.index = index;
-  v.fn = fn;
-  v.closure = c.stats().scheduled;  // closure ids count schedule()d closures from 1
-  v.scheduled_at = c.now();
-  result.values.push_back(std::move(v));
-  remote_values.push_back(rv);
-  // Always watched (not only for invariants), so that the events of a run,
-  // and its trace hash, never depend on what is checked.
-  program_scope->spawn(watch(result.values.size() - 1, rv));
-}
-
-Task<std::optional<std::int64_t>> Simulation::Impl::read_iterations(ClusterCoordinator& c) {
-  const VariableLayout* v = c.variables().find(kIterationsVar);
-  if (!v) co_return std::nullopt;
-  ParameterClient client = c.parameter_client();
-  ParameterClient::PullBatch pull;
-  const int h = pull.counter(*v);
-  auto r = co_await client.pull(pull);
-  if (!r.ok()) co_return std::nullopt;
-  co_return r->counter(h);
 }
 
 // The tutorial: its built-in spec with the scenario's settings, trained on
@@ -758,96 +694,12 @@ Task<Status> Simulation::Impl::run_trainer(ClusterCoordinator& c, int start, con
   // over the program's closures see the training's too.
   int index = 0;
   callbacks.on_scheduled = [this, &c, start, &label, &index](const std::string& fn, const RemoteValue& rv) {
-    record_value(c, start, label, index++, fn, rv);
+    program->record_value(c, cluster->coordinator_executor(), *program_scope, start, label, index++, fn, rv);
   };
   training::Trainer trainer(spec_model, registry, *train_data, eval_data, o, callbacks);
   auto trained = co_await trainer.run(c);
   if (trained.ok() && trained->eval) result.eval = trained->eval;
   co_return trained.status();
-}
-
-Task<void> Simulation::Impl::program(ClusterCoordinator& c, int start) {
-  auto finish = [&] {
-    result.starts[static_cast<std::size_t>(start)].finished = true;
-    program_done = true;
-  };
-  PerWorkerValues iterator;
-  if (!spec_model) {
-    // A synthetic model's variables; a spec's are created by the trainer
-    // (restoring a checkpoint) in its `train` action.
-    for (const auto& v : model_variables.layouts)
-      if (v.name == kIterationsVar && !v.shards.empty()) iterations_shard = {v.shards.front().ps, v.shards.front().id};
-    Status started = co_await c.start(model_variables.layouts, workload->spec().optimizer, model_variables.initial);
-    if (!started.ok()) {
-      result.starts[static_cast<std::size_t>(start)].start_status = std::move(started);
-      finish();
-      co_return;
-    }
-    if (!workload->timing_only()) {
-      PerWorkerDataset dataset =
-          c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload->spec().batch_size})});
-      iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
-    }
-  }
-  for (std::size_t i = 0; i < actions.size(); ++i)
-    co_await run_action(c, start, static_cast<int>(i), actions[i], iterator);
-  finish();
-}
-
-Task<void> Simulation::Impl::run_action(ClusterCoordinator& c, int start, int index, const scenario::Action& a,
-                                        const PerWorkerValues& iterator) {
-  Executor& ex = cluster->coordinator_executor();
-  ActionRecord rec;
-  rec.program_start = start;
-  rec.index = index;
-  rec.label = a.label();
-  rec.kind = action_kind(a);
-  rec.started = ex.now();
-  rec.ps_at_start = ps_counters();
-  rec.cpu_at_start = task_cpu();
-  switch (a.kind_case()) {
-    case scenario::Action::kSchedule: {
-      const auto& s = a.schedule();
-      for (int k = 0; k < s.count(); ++k) {
-        // schedule() usually completes without suspending, and resuming this
-        // frame from it is a tail call only when the compiler makes it one
-        // (not in sanitizer or -O0 builds): a long loop would grow the stack
-        // without bound. Return to the event loop now and then.
-        if (k > 0 && k % 256 == 0) co_await sleep_for(ex, 0);
-        std::vector<Arg> args;
-        if (s.function() == kTrainFn) {
-          if (!iterator.values.empty()) args.emplace_back(iterator);
-          for (auto& v : synthetic::Workload::train_args(s.extra_s(), s.infinite())) args.emplace_back(std::move(v));
-        }
-        auto rv = co_await c.schedule(s.function(), std::move(args));
-        if (!rv.ok()) {
-          rec.status = rv.status();
-          break;
-        }
-        record_value(c, start, a.label(), k, s.function(), *rv);
-      }
-      break;
-    }
-    case scenario::Action::kJoin: rec.status = co_await c.join(); break;
-    case scenario::Action::kDone: rec.status = (co_await c.done()).status(); break;
-    case scenario::Action::kSleepS: co_await sleep_for(ex, from_seconds(a.sleep_s())); break;
-    case scenario::Action::kSetInfiniteStep: {
-      ParameterClient client = c.parameter_client();
-      ParameterClient::PushBatch push;
-      push.assign(*c.variables().find(kInfiniteFlagVar), Matrix::Constant(1, 1, a.set_infinite_step() ? 1.0f : 0.0f));
-      rec.status = co_await client.push(push);
-      break;
-    }
-    case scenario::Action::kTrain: rec.status = co_await run_trainer(c, start, a.label()); break;
-    case scenario::Action::KIND_NOT_SET: break;
-  }
-  rec.ended = ex.now();
-  rec.ps_at_end = ps_counters();
-  rec.cpu_at_end = task_cpu();
-  rec.generation_after = c.generation();
-  rec.values_end = result.values.size();
-  if (!a.label().empty()) rec.iterations = co_await read_iterations(c);
-  result.actions.push_back(std::move(rec));
 }
 
 // ---------------------------------------------------------------- run
@@ -872,10 +724,10 @@ SimResult Simulation::Impl::run() {
   engine.run_until(
       [&] {
         if (opts.progress && ++count % opts.progress_every == 0) report();
-        return program_done;
+        return program->done();
       },
       result.time_limit);
-  result.finished = program_done;
+  result.finished = program->done();
   // Let what happened at the final instant settle (results the last join
   // delivered wake their watchers at this same time).
   engine.run(engine.now());
@@ -928,11 +780,7 @@ SimResult Simulation::Impl::run() {
     }
     result.parameter_hash = training::parameter_hash(shards);
   }
-  for (std::size_t i = 0; i < result.values.size(); ++i) {
-    const RemoteValue& rv = remote_values[i];
-    result.values[i].status = rv.status();
-    if (auto r = rv.peek()) result.values[i].outcome = r->status();
-  }
+  program->settle_values();
   program_scope.reset();
   return std::move(result);
 }

@@ -24,7 +24,7 @@
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
-#include "tools/tune/process_cluster.h"
+#include "tools/process_cluster.h"
 #include "tools/tune/real_run.h"
 
 namespace twinps::cli {

@@ -17,7 +17,7 @@
 #include "sim/workload.h"
 #include "tools/data_plane_flag.h"
 #include "tools/tune/calibration.h"
-#include "tools/tune/process_cluster.h"
+#include "tools/process_cluster.h"
 
 namespace twinps::cli {
 

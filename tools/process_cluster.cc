@@ -1,4 +1,4 @@
-#include "tools/tune/process_cluster.h"
+#include "tools/process_cluster.h"
 
 #include <chrono>
 #include <stdexcept>

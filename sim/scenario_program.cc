@@ -1,0 +1,174 @@
+#include "sim/scenario_program.h"
+
+#include "core/runtime/sync.h"
+#include "core/worker/parameter_client.h"
+#include "sim/workload.h"
+
+namespace twinps::sim {
+
+const char* action_kind(const scenario::Action& a) {
+  switch (a.kind_case()) {
+    case scenario::Action::kSchedule: return "schedule";
+    case scenario::Action::kJoin: return "join";
+    case scenario::Action::kDone: return "done";
+    case scenario::Action::kSleepS: return "sleep";
+    case scenario::Action::kSetInfiniteStep: return "set_infinite_step";
+    case scenario::Action::kTrain: return "train";
+    case scenario::Action::KIND_NOT_SET: break;
+  }
+  return "?";
+}
+
+CoordinatorOptions coordinator_options(const scenario::Coordinator& co) {
+  CoordinatorOptions o;
+  o.transient_ps_failures = co.transient_ps_failures();
+  o.transient_timeouts = co.transient_timeouts();
+  o.heartbeat_interval = from_seconds(co.heartbeat_interval_s());
+  o.heartbeat_timeout = from_seconds(co.heartbeat_timeout_s());
+  o.heartbeat_misses = co.heartbeat_misses();
+  o.closure_timeout = from_seconds(co.closure_timeout_s());
+  o.rpc_timeout = from_seconds(co.rpc_timeout_s());
+  o.queue_capacity = static_cast<std::size_t>(co.queue_capacity());
+  o.record_dispatch_log = true;
+  o.mode = co.mode() == scenario::SSP    ? TrainingMode::kSsp
+           : co.mode() == scenario::SYNC ? TrainingMode::kSync
+                                         : TrainingMode::kAsync;
+  o.staleness_bound = co.staleness_bound();
+  return o;
+}
+
+Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c) {
+  const VariableLayout* v = c.variables().find(kIterationsVar);
+  if (!v) co_return std::nullopt;
+  ParameterClient client = c.parameter_client();
+  ParameterClient::PullBatch pull;
+  const int h = pull.counter(*v);
+  auto r = co_await client.pull(pull);
+  if (!r.ok()) co_return std::nullopt;
+  co_return r->counter(h);
+}
+
+ScenarioProgram::ScenarioProgram(std::vector<scenario::Action> actions, synthetic::Workload* workload,
+                                 const synthetic::Variables* variables, SimResult& result, Hooks hooks)
+    : actions_(std::move(actions)),
+      workload_(workload),
+      variables_(variables),
+      result_(result),
+      hooks_(std::move(hooks)) {}
+
+Task<void> ScenarioProgram::watch(Executor& ex, std::size_t value, RemoteValue rv) {
+  (void)co_await rv.fetch();
+  result_.values[value].resolved_at = ex.now();
+}
+
+void ScenarioProgram::record_value(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start,
+                                   const std::string& label, int index, const std::string& fn, const RemoteValue& rv) {
+  ValueRecord v;
+  v.program_start = start;
+  v.label = label;
+  v.index = index;
+  v.fn = fn;
+  v.closure = c.stats().scheduled;  // closure ids count schedule()d closures from 1
+  v.scheduled_at = c.now();
+  result_.values.push_back(std::move(v));
+  remote_values_.push_back(rv);
+  // Always watched (not only for invariants), so that the events of a run,
+  // and its trace hash, never depend on what is checked.
+  scope.spawn(watch(ex, result_.values.size() - 1, rv));
+}
+
+void ScenarioProgram::settle_values() {
+  for (std::size_t i = 0; i < result_.values.size(); ++i) {
+    const RemoteValue& rv = remote_values_[i];
+    result_.values[i].status = rv.status();
+    if (auto r = rv.peek()) result_.values[i].outcome = r->status();
+  }
+}
+
+Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start) {
+  auto finish = [&] {
+    result_.starts[static_cast<std::size_t>(start)].finished = true;
+    done_ = true;
+  };
+  PerWorkerValues iterator;
+  if (workload_) {
+    // A synthetic model's variables; a spec's are created by the trainer
+    // (restoring a checkpoint) in its `train` action.
+    Status started = co_await c.start(variables_->layouts, workload_->spec().optimizer, variables_->initial);
+    if (!started.ok()) {
+      result_.starts[static_cast<std::size_t>(start)].start_status = std::move(started);
+      finish();
+      co_return;
+    }
+    if (!workload_->timing_only()) {
+      PerWorkerDataset dataset =
+          c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload_->spec().batch_size})});
+      iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
+    }
+  }
+  for (std::size_t i = 0; i < actions_.size(); ++i)
+    co_await run_action(c, ex, scope, start, static_cast<int>(i), actions_[i], iterator);
+  finish();
+}
+
+Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start, int index,
+                                       const scenario::Action& a, const PerWorkerValues& iterator) {
+  auto ps_counters = [this] { return hooks_.ps_counters ? hooks_.ps_counters() : std::vector<PsReport>{}; };
+  auto task_cpu = [this] { return hooks_.task_cpu ? hooks_.task_cpu() : std::vector<Duration>{}; };
+  ActionRecord rec;
+  rec.program_start = start;
+  rec.index = index;
+  rec.label = a.label();
+  rec.kind = action_kind(a);
+  rec.started = ex.now();
+  rec.ps_at_start = ps_counters();
+  rec.cpu_at_start = task_cpu();
+  switch (a.kind_case()) {
+    case scenario::Action::kSchedule: {
+      const auto& s = a.schedule();
+      for (int k = 0; k < s.count(); ++k) {
+        // schedule() usually completes without suspending, and resuming this
+        // frame from it is a tail call only when the compiler makes it one
+        // (not in sanitizer or -O0 builds): a long loop would grow the stack
+        // without bound. Return to the event loop now and then.
+        if (k > 0 && k % 256 == 0) co_await sleep_for(ex, 0);
+        std::vector<Arg> args;
+        if (s.function() == kTrainFn) {
+          if (!iterator.values.empty()) args.emplace_back(iterator);
+          for (auto& v : synthetic::Workload::train_args(s.extra_s(), s.infinite())) args.emplace_back(std::move(v));
+        }
+        auto rv = co_await c.schedule(s.function(), std::move(args));
+        if (!rv.ok()) {
+          rec.status = rv.status();
+          break;
+        }
+        record_value(c, ex, scope, start, a.label(), k, s.function(), *rv);
+      }
+      break;
+    }
+    case scenario::Action::kJoin: rec.status = co_await c.join(); break;
+    case scenario::Action::kDone: rec.status = (co_await c.done()).status(); break;
+    case scenario::Action::kSleepS: co_await sleep_for(ex, from_seconds(a.sleep_s())); break;
+    case scenario::Action::kSetInfiniteStep: {
+      ParameterClient client = c.parameter_client();
+      ParameterClient::PushBatch push;
+      push.assign(*c.variables().find(kInfiniteFlagVar), Matrix::Constant(1, 1, a.set_infinite_step() ? 1.0f : 0.0f));
+      rec.status = co_await client.push(push);
+      break;
+    }
+    case scenario::Action::kTrain:
+      rec.status = hooks_.train ? co_await hooks_.train(c, start, a.label())
+                                : absl::UnimplementedError("this mode runs no trainer (a `train` action)");
+      break;
+    case scenario::Action::KIND_NOT_SET: break;
+  }
+  rec.ended = ex.now();
+  rec.ps_at_end = ps_counters();
+  rec.cpu_at_end = task_cpu();
+  rec.generation_after = c.generation();
+  rec.values_end = result_.values.size();
+  if (!a.label().empty()) rec.iterations = co_await read_iterations(c);
+  result_.actions.push_back(std::move(rec));
+}
+
+}  // namespace twinps::sim

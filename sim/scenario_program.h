@@ -1,0 +1,78 @@
+#pragma once
+// A scenario's coordinator program (its `program` actions) run on a
+// ClusterCoordinator, each action and each RemoteValue recorded into a
+// SimResult for the expectations. The simulator runs it on simulated nodes
+// (sim/simulation.cc); `twinps sim --real` runs the same program on a
+// coordinator talking to real processes (tools/real_scenario.h): one program,
+// written once, in both modes.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/coordinator/cluster_coordinator.h"
+#include "core/models/synthetic/synthetic.h"
+#include "core/runtime/task.h"
+#include "scenario.pb.h"  // generated from sim/scenario.proto
+#include "sim/simulation.h"
+
+namespace twinps::sim {
+
+class ScenarioProgram {
+ public:
+  struct Hooks {
+    // Every ps's counters, kept in each ActionRecord (the simulator's service
+    // model); empty: none kept.
+    std::function<std::vector<PsReport>()> ps_counters;
+    // CPU time the simulated hosts charged every task (ActionRecord.cpu_at_*);
+    // empty: none kept.
+    std::function<std::vector<Duration>()> task_cpu;
+    // A `train` action: the trainer on this coordinator; empty: a train action
+    // fails with UNIMPLEMENTED, saying so.
+    std::function<Task<Status>(ClusterCoordinator& c, int start, const std::string& label)> train;
+  };
+
+  // A synthetic model's program runs on `workload` with `variables` (both
+  // outlive this); a model spec's (`workload` null) has only `train` actions.
+  ScenarioProgram(std::vector<scenario::Action> actions, synthetic::Workload* workload,
+                  const synthetic::Variables* variables, SimResult& result, Hooks hooks);
+
+  // Runs the program from the top as program start `start` (an index into
+  // result.starts) on `c`, whose executor is `ex`; the watchers of its
+  // RemoteValues run in `scope`. Sets the start's `finished` at the end.
+  Task<void> run(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start);
+  bool done() const { return done_; }
+
+  // Keeps a closure the program (or its trainer) got, for expectations and
+  // invariants, and watches it (resolved_at).
+  void record_value(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start, const std::string& label,
+                    int index, const std::string& fn, const RemoteValue& rv);
+  // At the end of the run: every recorded value's status and outcome.
+  void settle_values();
+
+ private:
+  Task<void> run_action(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start, int index,
+                        const scenario::Action& a, const PerWorkerValues& iterator);
+  Task<void> watch(Executor& ex, std::size_t value, RemoteValue rv);
+
+  std::vector<scenario::Action> actions_;
+  synthetic::Workload* workload_;
+  const synthetic::Variables* variables_;
+  SimResult& result_;
+  Hooks hooks_;
+  std::vector<RemoteValue> remote_values_;  // parallel to result_.values
+  bool done_ = false;
+};
+
+// The scenario's coordinator settings, with the dispatch log kept (the
+// dataset_rebuilt expectation reads it).
+CoordinatorOptions coordinator_options(const scenario::Coordinator& co);
+
+// The counter `iterations` read through the coordinator's parameter client;
+// nullopt when the model has none or its ps does not answer.
+Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c);
+
+// The scenario's `action` kind, as records name it ("schedule", "join" ...).
+const char* action_kind(const scenario::Action& a);
+
+}  // namespace twinps::sim
