@@ -26,8 +26,10 @@ StatusOr<std::unique_ptr<RealNode>> RealNode::create(RealNodeOptions options) {
   auto transport = GrpcTransport::create(options.task, *node->executor_, std::move(topts));
   if (!transport.ok()) return transport.status();
   node->transport_ = std::move(*transport);
+  if (options.wrap_transport) node->wrapper_ = options.wrap_transport(*node->executor_, *node->transport_);
+  Transport& calls = node->wrapper_ ? *node->wrapper_ : static_cast<Transport&>(*node->transport_);
   const Incarnation incarnation = new_incarnation();
-  node->runtime_.reset(new Runtime{options.task, incarnation, *node->executor_, *node->transport_,
+  node->runtime_.reset(new Runtime{options.task, incarnation, *node->executor_, calls,
                                    options.trace ? *options.trace : static_cast<TraceSink&>(node->null_trace_),
                                    RandomStream(incarnation), options.cost});
   if (options.task.job == Job::kWorker)
@@ -43,6 +45,7 @@ RealNode::~RealNode() {
   ps_.reset();
   if (transport_) transport_->stop_serving();
   runtime_.reset();
+  wrapper_.reset();
   transport_.reset();
   executor_.reset();
 }

@@ -28,6 +28,10 @@ struct RealNodeOptions {
   CostModel* cost = nullptr;                   // fault injection: extra step time; nullptr = none
   WorkerOptions worker;
   GrpcTransportOptions transport;  // listen_address and resolve are filled from above
+  // Wraps the node's outgoing transport (a FaultyTransport cutting calls to
+  // partitioned tasks, core/faults/): the node calls out through what it
+  // returns, which must not outlive `inner`. Empty: the gRPC transport itself.
+  std::function<std::unique_ptr<Transport>(Executor& executor, Transport& inner)> wrap_transport;
   // Where the node's clock starts (default: when it is created); nodes given
   // the same epoch write traces on one timeline.
   std::optional<std::chrono::steady_clock::time_point> clock_epoch;
@@ -60,6 +64,7 @@ class RealNode {
   NullTraceSink null_trace_;
   std::unique_ptr<AsioExecutor> executor_;
   std::unique_ptr<GrpcTransport> transport_;
+  std::unique_ptr<Transport> wrapper_;  // RealNodeOptions::wrap_transport's, around transport_
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<WorkerNode> worker_;
   std::unique_ptr<ParameterServerNode> ps_;

@@ -9,8 +9,12 @@ namespace twinps::cli {
 void ServingFlags::add_to(po::options_description& options) {
   options.add_options()
       ("bind", po::value(&bind),
-       "listen on this local address (IP literal or name) instead of every interface; the port is always the "
-       "task's TF_CONFIG port")
+       "listen on this local address (IP literal or name) instead of every interface, on the task's "
+       "TF_CONFIG port (or --port)")
+      ("port", po::value(&port)->default_value(-1),
+       "listen on this gRPC port instead of the task's TF_CONFIG port; 0: the OS picks a free one, which the "
+       "\"serving on HOST:PORT\" line reports (a launcher starts tasks this way, reads the port, and restarts a "
+       "killed task on it)")
       ("data-port", po::value(&data_port)->default_value(0),
        "port of the data plane (Pull/Push), on the same interfaces (0: the OS picks one; callers learn it over gRPC)");
 }
@@ -89,6 +93,9 @@ StatusOr<std::string> ServingFlags::listen_address(const std::string& configured
   int port = 0;
   if (!net::split_host_port(configured, &host, &port))
     return absl::InvalidArgumentError("cannot tell the port of the task's address '" + configured + "'");
+  if (this->port < -1 || this->port > 65535)
+    return absl::InvalidArgumentError("--port must be from 0 to 65535, not " + std::to_string(this->port));
+  if (this->port >= 0) port = this->port;
   if (data_port < 0 || data_port > 65535)
     return absl::InvalidArgumentError("--data-port must be from 0 to 65535, not " + std::to_string(data_port));
   if (data_port != 0 && data_port == port)

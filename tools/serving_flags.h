@@ -16,10 +16,11 @@ namespace twinps::cli {
 struct ServingFlags {
   std::string bind;   // --bind: "" = every interface
   int data_port = 0;  // --data-port: 0 = the OS picks
+  int port = -1;      // --port: -1 = the TF_CONFIG port; 0 = the OS picks (the readiness line reports it)
 
   void add_to(po::options_description& options);
   // The "host:port" to listen on for a task whose TF_CONFIG address is
-  // `configured`: its port, on --bind (or every interface).
+  // `configured`: its port (or --port), on --bind (or every interface).
   // INVALID_ARGUMENT naming the flag when --bind or --data-port is malformed.
   StatusOr<std::string> listen_address(const std::string& configured) const;
   // Applies --data-port to the transport; checked by listen_address().

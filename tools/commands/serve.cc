@@ -17,6 +17,7 @@
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 #include "tools/trace_file.h"
+#include "tools/transport_cut.h"
 
 namespace twinps::cli {
 namespace {
@@ -41,10 +42,16 @@ class FixedStepDelay final : public CostModel {
 };
 void on_signal(int) { g_stop = 1; }
 
+// "host:port" with its port replaced by `port` (":N").
+std::string with_port(const std::string& address, const std::string& port) {
+  return address.substr(0, address.rfind(':')) + port;
+}
+
 }  // namespace
 
 int run_serve(int argc, char** argv) {
-  std::string role, tf_config, model_path, trace_path;
+  std::string role, tf_config, model_path, trace_path, cut_file;
+  double cut_detection = 5;
   int index = -1;
   double ps_call_timeout = 30, step_delay = 0;
   int compute_factor = 1;
@@ -65,6 +72,11 @@ int run_serve(int argc, char** argv) {
       ("inject-compute-factor", po::value(&compute_factor)->default_value(1),
        "fault injection (workers with --model): every step's arithmetic is done this many times, as on a machine "
        "that many times slower (the simulator's compute.straggler factor)")
+      ("cut-file", po::value(&cut_file),
+       "fault injection (partitions): calls to the tasks this file names (one per line: chief, worker:N, ps:N) are "
+       "lost; the file is read again whenever it changes (tools/transport_cut.h)")
+      ("cut-detection", value_or(&cut_detection, 5.0)->notifier(positive()),
+       "with --cut-file: seconds before a lost call fails with UNAVAILABLE")
       ("model", po::value(&model_path),
        "workers: also run the steps of this synthetic model (scenario.SyntheticModel in text format, as "
        "`twinps tune` takes). Not for model specs: `twinps train --model SPEC` ships its spec to every worker");
@@ -171,6 +183,15 @@ int run_serve(int argc, char** argv) {
   o.transport.max_message_bytes = max_message_mb << 20;
   serving.apply(&o.transport);
   o.transport.security = *security;
+  TransportCut cut;
+  std::unique_ptr<CutFileWatcher> cut_watcher;
+  if (!cut_file.empty()) {
+    cut_watcher = std::make_unique<CutFileWatcher>(cut_file, cut);
+    cut_watcher->reload();
+    o.wrap_transport = [&cut, detection = from_seconds(cut_detection)](Executor& ex, Transport& inner) {
+      return cut.wrap(ex, inner, detection);
+    };
+  }
   FixedStepDelay delay(from_seconds(step_delay));
   if (step_delay > 0) o.cost = &delay;
   auto node = net::RealNode::create(std::move(o));
@@ -184,14 +205,25 @@ int run_serve(int argc, char** argv) {
     spdlog::error("{}: {}", task.short_name(), describe(metrics.status()));
     return metrics.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
   }
+  // The readiness line: with --port 0 it is where a launcher learns the
+  // port the OS picked (tools/process_cluster.h reads "serving on HOST:PORT").
+  const std::string bound = ":" + std::to_string((*node)->port());
   spdlog::info("{} serving on {} (listening on {}, data plane port {}, incarnation {:016x})", task.short_name(),
-               address->c_str(), listen->c_str(), (*node)->transport().data_port(), (*node)->incarnation());
+               with_port(*address, bound), with_port(*listen, bound), (*node)->transport().data_port(),
+               (*node)->incarnation());
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   // The executor runs on this thread; a periodic timer lets it notice signals.
   auto& ex = (*node)->executor();
   std::function<void()> tick;
-  tick = [&] { ex.post_after(100 * kMillisecond, [&] { tick(); }); };
+  tick = [&] {
+    if (cut_watcher && cut_watcher->reload()) {
+      std::string names;
+      for (const auto& t : cut.tasks()) names += " " + t.short_name();
+      spdlog::info("{} cut from:{}", task.short_name(), names.empty() ? " nobody" : names);
+    }
+    ex.post_after(100 * kMillisecond, [&] { tick(); });
+  };
   tick();
   if (*metrics) {
     (*metrics)->watch(node->get());
