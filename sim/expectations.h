@@ -13,11 +13,21 @@ struct ExpectationResult {
   std::string what;      // "stat RETRIED >= 1"
   bool passed = false;
   std::string observed;  // "0"
+  // false: the expectation has no meaning in this mode (a real run's ps
+  // utilisation); `observed` says why. Neither passed nor failed.
+  bool applicable = true;
 };
 
+// Where the result comes from: the simulator, or real processes on wall-clock
+// time (`twinps sim --real`, tools/real_scenario.h).
+enum class RunMode { kSimulated, kReal };
+
 // One result per expectation of the scenario, after an implicit first one:
-// the program finished within the time limit.
-std::vector<ExpectationResult> check_expectations(const scenario::Scenario& scenario, const SimResult& result);
+// the program finished within the time limit. In kReal mode an expectation
+// that holds only in simulated time (real_mode.h) is reported not applicable,
+// never passed.
+std::vector<ExpectationResult> check_expectations(const scenario::Scenario& scenario, const SimResult& result,
+                                                  RunMode mode = RunMode::kSimulated);
 
 // Violations of the coordinator's semantics, each described; empty when the
 // run is sound. Needs a result recorded with SimOptions::record_invariants.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/expectations.h"
+#include "sim/real_mode.h"
 #include "sim/scenario_loader.h"
 #include "sim/simulation.h"
 #include "tests/sim/test_paths.h"
@@ -59,6 +60,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"worker_preemption_between_functions.textproto", 0x1c6857b99413c8ffull},
       {"worker_preemption_during_cluster_creation.textproto", 0x2d0028b5b39b5c75ull},
       {"worker_preemption_midst_function.textproto", 0xaa452ff3888e6285ull},
+      {"worker_hang.textproto", 0x108ae52b3f6879ebull},
   };
   return pinned;
 }
@@ -115,6 +117,26 @@ TEST(ScenarioSetTest, EveryPinnedHashNamesAScenario) {
   const auto files = scenario_files();
   for (const auto& [file, hash] : pinned_trace_hashes())
     EXPECT_NE(std::find(files.begin(), files.end(), file), files.end()) << file << " is pinned but not in scenarios/";
+}
+
+// Every scenario runs in both modes (`twinps sim --real`) or says why not:
+// one that needs what only the simulator models carries `sim_only`.
+TEST(ScenarioSetTest, EveryScenarioRunsInBothModesOrSaysWhyNot) {
+  int both = 0;
+  for (const auto& file : scenario_files()) {
+    LoadedScenario loaded = load_scenario_file((testing::scenarios_dir() / file).string());
+    ASSERT_TRUE(loaded.ok()) << file;
+    const auto obstacles = real_mode_obstacles(loaded.scenario);
+    if (loaded.scenario.has_sim_only()) {
+      EXPECT_FALSE(loaded.scenario.sim_only().empty()) << file << ": sim_only must say why";
+      continue;
+    }
+    EXPECT_TRUE(obstacles.empty()) << file << " cannot run on real processes (" << obstacles.front()
+                                   << ") and does not say so: add sim_only: \"why\"";
+    ++both;
+  }
+  // Worker kill, hung worker, ps kill, hung ps, partition, straggler ... (tools/run test runs a subset).
+  EXPECT_GE(both, 10);
 }
 
 TEST(ScenarioSetTest, CoversTheIssuesList) {

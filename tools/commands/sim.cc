@@ -17,6 +17,7 @@
 #include "core/runtime/trace.h"
 #include "sim/expectations.h"
 #include "sim/generated_scenarios.h"
+#include "sim/real_mode.h"
 #include "sim/report.h"
 #include "sim/resource_estimate.h"
 #include "sim/scenario_loader.h"
@@ -24,7 +25,9 @@
 #include "tools/cli.h"
 #include "tools/data_dir.h"
 #include "tools/commands/commands.h"
+#include "tools/real_scenario.h"
 #include "tools/resource_limits.h"
+#include "tools/subprocess.h"
 #include "tools/training_flags.h"
 
 namespace twinps::cli {
@@ -187,6 +190,70 @@ Status apply_training_mode(const po::variables_map& vm, const sim::SpecWorkload*
   return absl::OkStatus();
 }
 
+// Prints the expectations' results; returns how many failed (n/a ones neither
+// pass nor fail, and say why).
+int print_expectations(const std::vector<sim::ExpectationResult>& checks) {
+  int failed = 0;
+  std::printf("\nexpectations:\n");
+  for (const auto& c : checks) {
+    const char* mark = !c.applicable ? "n/a " : c.passed ? "ok  " : "FAIL";
+    std::printf("  %s  %s  (%s%s)\n", mark, c.what.c_str(), c.applicable ? "observed: " : "", c.observed.c_str());
+    failed += c.applicable && !c.passed ? 1 : 0;
+  }
+  return failed;
+}
+
+// `twinps sim --real SCENARIO`: the scenario on real processes of this machine.
+int run_real(const std::string& path, const scenario::Scenario& s) {
+  if (s.has_sim_only()) {
+    std::fprintf(stderr, "twinps sim: %s runs on the simulator only: %s\n", path.c_str(), s.sim_only().c_str());
+    return kExitBadInput;
+  }
+  if (auto obstacles = sim::real_mode_obstacles(s); !obstacles.empty()) {
+    for (const auto& o : obstacles) std::fprintf(stderr, "twinps sim: %s: --real: %s\n", path.c_str(), o.c_str());
+    std::fprintf(stderr, "twinps sim: %s: mark it sim_only: \"why\" or change it\n", path.c_str());
+    return kExitBadInput;
+  }
+  const std::string dir = make_temp_dir("twinps-real");
+  auto run = run_real_scenario(s, dir);
+  std::error_code ignored;
+  if (!run.ok()) {
+    print_error("sim --real", run.status());
+    std::fprintf(stderr, "twinps sim: the servers' logs are in %s\n", dir.c_str());
+    return kExitFailed;
+  }
+  std::filesystem::remove_all(dir, ignored);
+  Table t;
+  t.row("mode", "real processes on this machine (wall-clock time)");
+  t.row("finished", run->result.finished ? format("yes, at %.3f s", to_seconds(run->result.end_time)) : "no");
+  const auto& st = run->result.stats;
+  t.row("closures", format("%llu scheduled, %llu completed, %llu retried, %llu cancelled",
+                           static_cast<unsigned long long>(st.scheduled), static_cast<unsigned long long>(st.completed),
+                           static_cast<unsigned long long>(st.retried), static_cast<unsigned long long>(st.cancelled)));
+  t.row("worker failures / recoveries", format("%llu / %llu", static_cast<unsigned long long>(st.worker_failures),
+                                               static_cast<unsigned long long>(st.worker_recoveries)));
+  t.row("errors raised", std::to_string(st.errors_raised));
+  t.row("iterations at the end",
+        run->result.final_iterations ? std::to_string(*run->result.final_iterations) : std::string("unreadable"));
+  t.row("wall time", format("%.3f s", run->wall_s));
+  std::printf("summary:\n");
+  t.print();
+  if (!run->result.faults.empty()) {
+    std::printf("\nfaults:\n");
+    for (const auto& f : run->result.faults) std::printf("  %s\n", f.c_str());
+  }
+  int failed = print_expectations(sim::check_expectations(s, run->result, sim::RunMode::kReal));
+  for (const auto& p : run->problems) {
+    std::fprintf(stderr, "twinps sim: %s: --real: %s\n", path.c_str(), p.c_str());
+    ++failed;
+  }
+  if (failed > 0) {
+    std::fprintf(stderr, "twinps sim: %s: --real: %d check%s did not hold\n", path.c_str(), failed, failed == 1 ? "" : "s");
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_sim(int argc, char** argv) {
@@ -201,6 +268,8 @@ int run_sim(int argc, char** argv) {
       ("trace", po::value(&trace_path), "write a Chrome Trace Event JSON file (open it in Perfetto)")
       ("csv", po::value(&csv_path), "write per-step metrics as CSV")
       ("no-progress", "no progress bar on stderr")
+      ("real", "run the scenario's cluster as real processes on this machine (twinps serve), its faults applied on "
+               "wall-clock time (SIGKILL, SIGSTOP, a transport cut); expectations without a real-time meaning print n/a")
       ("max-memory-gb", po::value(&max_memory_gb)->notifier(at_least(0.0)),
        "refuse a scenario estimated to need more memory than this (default: what this process may use: ulimit, "
        "cgroup, physical memory)")
@@ -223,6 +292,7 @@ int run_sim(int argc, char** argv) {
   po::variables_map vm;
   const std::string usage =
       "usage: twinps sim SCENARIO [--seed N] [--trace out.json] [--csv out.csv]\n"
+      "       twinps sim --real SCENARIO\n"
       "       twinps sim SCENARIO --model M.textproto --train-data GLOB [--eval-data GLOB] [training flags]\n"
       "       twinps sim --swarm N [--swarm-first-seed S]";
   if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
@@ -251,6 +321,14 @@ int run_sim(int argc, char** argv) {
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps sim: %s\n", e.to_string().c_str());
     if (!std::filesystem::exists(path)) std::fprintf(stderr, "twinps sim: %s\n", data_search_note().c_str());
     return kExitBadInput;
+  }
+  if (vm.count("real")) {
+    for (const char* flag : {"seed", "trace", "csv", "swarm", "model"})
+      if (vm.count(flag)) {
+        std::fprintf(stderr, "twinps sim: --%s does not apply to --real\n", flag);
+        return kExitBadInput;
+      }
+    return run_real(path, loaded.scenario);
   }
   auto spec_workload = load_spec_workload(loaded.scenario, model_flags, vm);
   if (!spec_workload.ok()) {
@@ -329,12 +407,7 @@ int run_sim(int argc, char** argv) {
   auto checks = sim::check_expectations(loaded.scenario, m.result);
   // A run that made no progress fails whatever its expectations say.
   const auto stalled = sim::no_progress(m.result, false);
-  int failed = stalled ? 1 : 0;
-  std::printf("\nexpectations:\n");
-  for (const auto& c : checks) {
-    std::printf("  %s  %s  (observed: %s)\n", c.passed ? "ok  " : "FAIL", c.what.c_str(), c.observed.c_str());
-    failed += c.passed ? 0 : 1;
-  }
+  int failed = (stalled ? 1 : 0) + print_expectations(checks);
   if (stalled) std::fprintf(stderr, "twinps sim: %s: %s\n", path.c_str(), stalled->c_str());
   const int failed_checks = failed - (stalled ? 1 : 0);
   if (failed_checks > 0) {

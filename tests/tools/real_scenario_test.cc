@@ -1,0 +1,167 @@
+// One twin: a scenario run by the simulator and the same scenario run on real
+// processes (`twinps sim --real`: twinps serve processes, faults by SIGKILL,
+// SIGSTOP and a transport cut on wall-clock time) pass the same
+// expectations. Each expectation the real run can check holds in both runs;
+// the others print "n/a: why" in the real run, never "ok".
+//
+// The subset here covers a worker kill, a hung worker, a ps kill and a
+// partition, each a few seconds of real time. TWINPS_REAL_ALL=1 runs every
+// scenario that does not say `sim_only`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/sim/test_paths.h"
+#include "tests/tools/process.h"
+
+namespace twinps {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct SimRun {
+  int exit_code = -1;
+  std::string out, err;
+  // Each expectation's mark ("ok", "FAIL", "n/a") by what it checks.
+  std::map<std::string, std::string> marks;
+};
+
+// "  ok    stat RETRIED >= 1  (observed: 1)" -> marks["stat RETRIED >= 1"] = "ok".
+std::map<std::string, std::string> expectation_marks(const std::string& out) {
+  std::map<std::string, std::string> marks;
+  static const std::regex kLine(R"(^  (ok|FAIL|n/a) +(.*?)  \((observed: |n/a: ).*\)$)");
+  const auto at = out.find("\nexpectations:\n");
+  if (at == std::string::npos) return marks;
+  std::istringstream in(out.substr(at));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, kLine)) continue;
+    std::string what = m[2];
+    // The time limit is of simulated time in one mode, wall-clock in the other.
+    what = std::regex_replace(what, std::regex(" of wall-clock time"), "");
+    marks[what] = m[1];
+  }
+  return marks;
+}
+
+SimRun run_sim(const std::vector<std::string>& args) {
+  std::vector<std::string> all{"sim"};
+  all.insert(all.end(), args.begin(), args.end());
+  auto p = testing::twinps(all);
+  SimRun r;
+  // A hang guard only: a real run takes seconds.
+  if (!p.wait(300s)) {
+    p.stop();
+    r.err = "did not end within 300 s: " + p.err();
+    return r;
+  }
+  r.exit_code = p.exit_code();
+  r.out = p.out();
+  r.err = p.err();
+  r.marks = expectation_marks(r.out);
+  return r;
+}
+
+std::string scenario(const std::string& file) { return (sim::testing::scenarios_dir() / file).string(); }
+
+void expect_both_modes_agree(const std::string& file) {
+  SCOPED_TRACE(file);
+  const SimRun simulated = run_sim({scenario(file), "--no-progress"});
+  const SimRun real = run_sim({"--real", scenario(file)});
+  EXPECT_EQ(simulated.exit_code, 0) << simulated.out << simulated.err;
+  EXPECT_EQ(real.exit_code, 0) << real.out << real.err;
+  ASSERT_FALSE(simulated.marks.empty()) << simulated.out;
+  // The same expectations, each either held in both runs or n/a in the real one.
+  ASSERT_EQ(simulated.marks.size(), real.marks.size()) << simulated.out << real.out;
+  int checked_in_both = 0;
+  for (const auto& [what, mark] : simulated.marks) {
+    EXPECT_EQ(mark, "ok") << what;
+    auto r = real.marks.find(what);
+    ASSERT_NE(r, real.marks.end()) << "the real run did not report: " << what << "\n" << real.out;
+    EXPECT_TRUE(r->second == "ok" || r->second == "n/a") << what << ": " << r->second << "\n" << real.out;
+    checked_in_both += r->second == "ok";
+  }
+  // Most of what a fault scenario expects is about the coordinator, which
+  // means the same in real time.
+  EXPECT_GE(checked_in_both, 5) << real.out;
+  // The real run applied the scenario's faults, as its log says.
+  EXPECT_NE(real.out.find("\nfaults:\n"), std::string::npos) << real.out;
+}
+
+TEST(RealScenarioTest, WorkerKilledMidstAFunction) { expect_both_modes_agree("worker_preemption_midst_function.textproto"); }
+
+TEST(RealScenarioTest, HungWorker) { expect_both_modes_agree("worker_hang.textproto"); }
+
+TEST(RealScenarioTest, PsKilledRaisesAtJoin) { expect_both_modes_agree("ps_failure_raises_at_join.textproto"); }
+
+TEST(RealScenarioTest, Partition) { expect_both_modes_agree("partition.textproto"); }
+
+// Every scenario that runs in both modes, with TWINPS_REAL_ALL=1 (about a
+// minute of real time).
+TEST(RealScenarioTest, EveryScenarioThatRunsInBothModes) {
+  const char* all = std::getenv("TWINPS_REAL_ALL");
+  if (!all || std::string(all) != "1") GTEST_SKIP() << "set TWINPS_REAL_ALL=1 to run every two-mode scenario";
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(sim::testing::scenarios_dir()))
+    if (e.path().extension() == ".textproto") files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  int ran = 0;
+  for (const auto& f : files) {
+    const SimRun real = run_sim({"--real", scenario(f)});
+    if (real.exit_code == 2 && real.err.find("runs on the simulator only") != std::string::npos) continue;
+    expect_both_modes_agree(f);
+    ++ran;
+  }
+  EXPECT_GE(ran, 10);
+}
+
+// A real run's expectations that hold only in simulated time say so.
+TEST(RealScenarioTest, SimulatedOnlyExpectationsPrintNotApplicable) {
+  const SimRun real = run_sim({"--real", scenario("ps_failure_raises_at_join.textproto")});
+  ASSERT_EQ(real.marks.count("the coordinator's invariants hold"), 1u) << real.out;
+  EXPECT_EQ(real.marks.at("the coordinator's invariants hold"), "n/a");
+  EXPECT_NE(real.out.find("n/a: the invariants read every push"), std::string::npos) << real.out;
+}
+
+// A scenario that only the simulator can run is refused, saying why.
+TEST(RealScenarioTest, ASimOnlyScenarioIsRefusedSayingWhy) {
+  const SimRun r = run_sim({"--real", scenario("tutorial.textproto")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("runs on the simulator only: the tutorial trains with the trainer"), std::string::npos) << r.err;
+  const SimRun seeded = run_sim({"--real", scenario("partition.textproto"), "--seed", "3"});
+  EXPECT_EQ(seeded.exit_code, 2);
+  EXPECT_NE(seeded.err.find("--seed does not apply to --real"), std::string::npos) << seeded.err;
+}
+
+// A scenario without sim_only that real processes cannot run is refused,
+// naming the field and what to do.
+TEST(RealScenarioTest, AnUnmarkedSimulatorOnlyScenarioIsRefusedNamingTheField) {
+  const std::string dir = testing::temp_dir("real_scenario");
+  const std::string path = dir + "/slow_link.textproto";
+  {
+    std::ofstream f(path);
+    f << "cluster { workers: 1 ps: 1 }\n"
+         "model { variable { name: \"w\" shape: [2, 2] } }\n"
+         "program { schedule { count: 2 } }\n"
+         "program { join {} }\n"
+         "fault { at_s: 0.1 duration_s: 1 slow_link { task: \"ps:0\" factor: 10 } }\n";
+  }
+  const SimRun r = run_sim({"--real", path});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("fault[0] slow_link"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mark it sim_only"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace twinps

@@ -1,0 +1,138 @@
+#include "tools/real_scenario.h"
+
+#include <chrono>
+#include <fstream>
+
+#include <google/protobuf/text_format.h>
+
+#include "core/coordinator/cluster_coordinator.h"
+#include "core/data/dataset.h"
+#include "core/faults/fault_schedule.h"
+#include "core/runtime/block_on.h"
+#include "core/runtime/random.h"
+#include "net/real_node.h"
+#include "sim/cluster_faults.h"
+#include "sim/real_mode.h"
+#include "sim/scenario_program.h"
+#include "sim/workload.h"
+#include "tools/process_cluster.h"
+
+namespace twinps::cli {
+
+namespace {
+
+// The worker processes' command line: the model, its step time, its calls' deadline.
+ProcessClusterOptions cluster_options(const scenario::Scenario& s, const std::string& model_path,
+                                      const std::string& work_dir, bool partitions) {
+  ProcessClusterOptions o;
+  o.workers = s.cluster().workers();
+  o.ps = s.cluster().ps();
+  o.log_dir = work_dir;
+  o.worker_args = {"--model", model_path, "--ps-call-timeout", std::to_string(s.coordinator().ps_call_timeout_s())};
+  for (int w = 0; w < o.workers; ++w)
+    o.task_args[TaskId::worker(w)] = {"--inject-step-delay", std::to_string(sim::real_step_delay_s(s, w))};
+  if (partitions) o.cut_detection = from_seconds(s.network().connection_timeout_s());
+  return o;
+}
+
+bool has_partition(const scenario::Scenario& s) {
+  for (const auto& f : s.fault())
+    if (f.has_partition()) return true;
+  return false;
+}
+
+}  // namespace
+
+StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::string& work_dir) {
+  if (auto obstacles = sim::real_mode_obstacles(s); !obstacles.empty())
+    return absl::InvalidArgumentError("cannot run on real processes: " + obstacles.front());
+  const auto wall_start = std::chrono::steady_clock::now();
+  RealRun run;
+  sim::SimResult& result = run.result;
+  result.name = s.name();
+  result.seed = s.seed();
+  result.fidelity = s.fidelity();
+  result.shape = ClusterShape{s.cluster().workers(), s.cluster().ps()};
+
+  // The model, with the initial values the simulator draws for this seed.
+  auto spec = sim::model_spec(s.model());
+  if (!spec.ok()) return spec.status();
+  auto variables = synthetic::build_variables(*spec, result.shape.ps, /*timing_only=*/false,
+                                              RandomStream(s.seed()).fork("init").next_u64());
+  if (!variables.ok()) return variables.status();
+  synthetic::Workload workload(*spec, /*timing_only=*/false);
+  FunctionRegistry registry;  // the coordinator schedules the step functions by name
+  register_dataset_functions(registry);
+  workload.register_functions(registry);
+
+  // Every worker reads the model from a file: the same binary, the same step functions.
+  const std::string model_path = work_dir + "/model.textproto";
+  {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(s.model(), &text);
+    std::ofstream out(model_path);
+    out << text;
+    if (!out) return absl::UnavailableError("cannot write " + model_path);
+  }
+  auto cluster = ProcessCluster::start(cluster_options(s, model_path, work_dir, has_partition(s)));
+  if (!cluster.ok()) return cluster.status();
+
+  // The coordinator: this process, calling out through its own cut.
+  net::RealNodeOptions no;
+  no.task = TaskId::chief();
+  no.resolve = net::address_map((*cluster)->addresses());
+  const Duration cut_detection = from_seconds(s.network().connection_timeout_s());
+  no.wrap_transport = [&cluster, cut_detection](Executor& ex, Transport& inner) {
+    return (*cluster)->chief_cut().wrap(ex, inner, cut_detection);
+  };
+  auto node = net::RealNode::create(std::move(no));
+  if (!node.ok()) return node.status();
+  Executor& ex = (*node)->executor();
+  (*cluster)->attach(ex);
+  ClusterCoordinator coordinator((*node)->runtime(), result.shape, registry, sim::coordinator_options(s.coordinator()));
+
+  // The program, from now: simulated time 0 is this instant.
+  std::vector<scenario::Action> actions(s.program().begin(), s.program().end());
+  sim::ScenarioProgram program(std::move(actions), &workload, &*variables, result, {});
+  const Time origin = ex.now();
+  sim::ProgramStart start;
+  start.at = 0;
+  start.chief_incarnation = (*node)->incarnation();
+  result.starts.push_back(std::move(start));
+  TaskScope scope(ex);
+  scope.spawn(program.run(coordinator, ex, scope, 0));
+
+  // The faults, on wall-clock time from the same instant.
+  auto log = [&result, origin](Time at, const std::string& what) {
+    result.faults.push_back("t=" + fault_time_string(at - origin) + "  " + what);
+  };
+  for (const auto& f : s.fault()) {
+    auto fault = sim::cluster_fault(f);
+    if (!fault) return absl::InvalidArgumentError("a fault without a real-mode actuator");  // ruled out above
+    fault->at += origin;
+    if (fault->end) *fault->end += origin;
+    schedule_cluster_fault(*fault, ex, **cluster, log);
+  }
+
+  result.time_limit = from_seconds(s.time_limit_s());
+  ex.run_until([&] { return program.done(); }, origin + result.time_limit);
+  result.finished = program.done();
+  result.end_time = ex.now() - origin;
+
+  // The outcome, read as the simulator reads it.
+  auto& st = result.starts.back();
+  st.stats = coordinator.stats();
+  st.dispatch_log = coordinator.dispatch_log();
+  result.stats = st.stats;
+  if (result.finished) {
+    if (auto it = block_on(ex, sim::read_iterations(coordinator), ex.now() + 30 * kSecond)) result.final_iterations = *it;
+  }
+  program.settle_values();
+  run.problems = (*cluster)->problems();
+  // The program's frames use the coordinator: they go first.
+  scope.destroy_all();
+  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return run;
+}
+
+}  // namespace twinps::cli

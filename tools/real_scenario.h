@@ -1,0 +1,31 @@
+#pragma once
+// `twinps sim --real SCENARIO`: the scenario's cluster launched as real
+// processes on this machine (tools/process_cluster.h), its coordinator
+// program (sim/scenario_program.h, the simulator's own) run by a coordinator
+// in this process, and its faults applied on wall-clock time by the same
+// fault schedule (core/faults/fault_schedule.h) driving ProcessCluster
+// instead of the simulated nodes. The result has the simulator's shape, so
+// the same expectations check it (those without a real-time meaning are
+// reported not applicable).
+#include <string>
+#include <vector>
+
+#include "core/runtime/status.h"
+#include "scenario.pb.h"  // generated from sim/scenario.proto
+#include "sim/simulation.h"
+
+namespace twinps::cli {
+
+struct RealRun {
+  sim::SimResult result;  // times relative to the program's start
+  // What went wrong acting on the processes (a restart that never served):
+  // a run with any fails.
+  std::vector<std::string> problems;
+  double wall_s = 0;
+};
+
+// `scenario` must have passed validate_scenario() and have no real-mode
+// obstacles (sim/real_mode.h). The servers' logs go under `work_dir`.
+StatusOr<RealRun> run_real_scenario(const scenario::Scenario& scenario, const std::string& work_dir);
+
+}  // namespace twinps::cli
