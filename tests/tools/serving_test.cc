@@ -86,7 +86,8 @@ TEST(ServingTest, BindNamesOneAddressAndBadValuesNameTheFlag) {
   EXPECT_TRUE(peer.ok()) << "the fixed data-plane port is not listening";
 
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--bind", "10.0.0.1/8"},
-                                              std::vector<std::string>{"--data-port", "70000"}}) {
+                                              std::vector<std::string>{"--data-port", "70000"},
+                                              std::vector<std::string>{"--port", "70000"}}) {
     std::vector<std::string> args{testing::twinps_binary(), "serve"};
     args.insert(args.end(), bad.begin(), bad.end());
     Process p = Process::start(args, {"TF_CONFIG=" + tf_config(cluster, TaskId::worker(0))});
@@ -94,6 +95,25 @@ TEST(ServingTest, BindNamesOneAddressAndBadValuesNameTheFlag) {
     EXPECT_EQ(p.exit_code(), 2) << p.err();
     EXPECT_NE(p.err().find(bad[0]), std::string::npos) << p.err();
   }
+}
+
+// --port 0: the OS picks the port and the readiness line says which, so a
+// launcher (tools/process_cluster.h) never guesses a free one.
+TEST(ServingTest, PortZeroIsPickedByTheOsAndReportedOnTheReadinessLine) {
+  auto cluster = loopback_cluster(1, 1);
+  Process ps = Process::start({testing::twinps_binary(), "serve", "--bind", "127.0.0.1", "--port", "0"},
+                              {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
+  ASSERT_TRUE(ps.wait_for_output("serving on", 20s)) << ps.err();
+  std::smatch m;
+  const std::string log = ps.err();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(serving on 127\.0\.0\.1:([0-9]+) \(listening on 127\.0\.0\.1:([0-9]+))")))
+      << log;
+  const int port = std::stoi(m[1]);
+  EXPECT_GT(port, 0);
+  EXPECT_EQ(m[1], m[2]);
+  EXPECT_NE(std::to_string(port), cluster[TaskId::ps(0)].substr(cluster[TaskId::ps(0)].rfind(':') + 1));
+  testing::RawPeer peer(port);
+  EXPECT_TRUE(peer.ok()) << "nothing listens on the reported port " << port;
 }
 
 // A push of one tensor of `bytes` out of band, as a worker would send it.
