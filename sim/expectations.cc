@@ -102,13 +102,16 @@ std::string value_result(const ValueRecord& v) {
 // An expectation that only a simulated run can check, named for the report.
 std::string simulated_expectation_name(const scenario::Expectation& x) {
   switch (x.kind_case()) {
-    case scenario::Expectation::kPsUtilisation: return "ps:" + std::to_string(x.ps_utilisation().ps()) + " utilisation";
+    case scenario::Expectation::kPsUtilisation:
+      return "ps:" + std::to_string(x.ps_utilisation().ps()) + " utilisation " + Bounds::of(x.ps_utilisation()).str();
     case scenario::Expectation::kStepTime:
       return "step time p" + num(x.step_time().quantile() * 100) +
-             (x.step_time().has_worker() ? " of worker:" + std::to_string(x.step_time().worker()) : "");
+             (x.step_time().has_worker() ? " of worker:" + std::to_string(x.step_time().worker()) : "") + " " +
+             Bounds::of(x.step_time()).str() + " s";
     case scenario::Expectation::kInvariants: return "the coordinator's invariants hold";
-    case scenario::Expectation::kResumedAtEpoch: return "the last coordinator program's resumed epoch";
-    case scenario::Expectation::kAccuracy: return "accuracy of the last epoch";
+    case scenario::Expectation::kResumedAtEpoch:
+      return "the last coordinator program resumed at epoch " + Bounds::of(x.resumed_at_epoch()).str();
+    case scenario::Expectation::kAccuracy: return "accuracy of the last epoch " + Bounds::of(x.accuracy()).str();
     default: return "expectation";
   }
 }

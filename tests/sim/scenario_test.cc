@@ -60,7 +60,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"worker_preemption_between_functions.textproto", 0x1c6857b99413c8ffull},
       {"worker_preemption_during_cluster_creation.textproto", 0x2d0028b5b39b5c75ull},
       {"worker_preemption_midst_function.textproto", 0xaa452ff3888e6285ull},
-      {"worker_hang.textproto", 0x108ae52b3f6879ebull},
+      {"worker_hang.textproto", 0x0ceb72cd5ad9137eull},
   };
   return pinned;
 }
@@ -76,6 +76,19 @@ TEST_P(ScenarioTest, PassesItsExpectationsAndReplaysExactly) {
   ASSERT_TRUE(first.setup_error.ok()) << describe(first.setup_error);
   for (const auto& e : check_expectations(loaded.scenario, first))
     EXPECT_TRUE(e.passed) << path << ": " << e.what << " (observed: " << e.observed << ")";
+
+  // Checked as a real run's would be, the same expectations are named the
+  // same; those without a real-time meaning are n/a, never passed.
+  const auto simulated = check_expectations(loaded.scenario, first);
+  const auto as_real = check_expectations(loaded.scenario, first, RunMode::kReal);
+  ASSERT_EQ(simulated.size(), as_real.size());
+  for (std::size_t i = 1; i < simulated.size(); ++i) {
+    EXPECT_EQ(simulated[i].what, as_real[i].what) << path;
+    EXPECT_EQ(as_real[i].applicable, !simulated_time_only(loaded.scenario.expect(static_cast<int>(i - 1))).has_value());
+    if (!as_real[i].applicable) {
+      EXPECT_EQ(as_real[i].observed.rfind("n/a: ", 0), 0u) << as_real[i].observed;
+    }
+  }
 
   const auto pinned = pinned_trace_hashes().find(GetParam());
   ASSERT_NE(pinned, pinned_trace_hashes().end()) << GetParam() << " has no pinned trace hash: add it to the table";

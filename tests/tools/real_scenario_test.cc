@@ -94,17 +94,18 @@ void expect_both_modes_agree(const std::string& file) {
   ASSERT_FALSE(simulated.marks.empty()) << simulated.out;
   // The same expectations, each either held in both runs or n/a in the real one.
   ASSERT_EQ(simulated.marks.size(), real.marks.size()) << simulated.out << real.out;
-  int checked_in_both = 0;
+  int checked_in_both = 0, not_applicable = 0;
   for (const auto& [what, mark] : simulated.marks) {
     EXPECT_EQ(mark, "ok") << what;
     auto r = real.marks.find(what);
     ASSERT_NE(r, real.marks.end()) << "the real run did not report: " << what << "\n" << real.out;
     EXPECT_TRUE(r->second == "ok" || r->second == "n/a") << what << ": " << r->second << "\n" << real.out;
     checked_in_both += r->second == "ok";
+    not_applicable += r->second == "n/a";
   }
   // Most of what a fault scenario expects is about the coordinator, which
-  // means the same in real time.
-  EXPECT_GE(checked_in_both, 5) << real.out;
+  // means the same in real time: a scenario checked mostly "n/a" shows nothing.
+  EXPECT_GT(checked_in_both, not_applicable) << real.out;
   // The real run applied the scenario's faults, when the simulator did, as
   // their logs say, line for line ("t=1.500 s  kill worker:0 until 3.500 s").
   EXPECT_EQ(fault_log(real.out), fault_log(simulated.out)) << real.out;
