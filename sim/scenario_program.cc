@@ -100,6 +100,7 @@ Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& 
       finish();
       co_return;
     }
+    if (hooks_.on_started) hooks_.on_started();
     if (!workload_->timing_only()) {
       PerWorkerDataset dataset =
           c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload_->spec().batch_size})});

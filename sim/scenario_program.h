@@ -30,6 +30,9 @@ class ScenarioProgram {
     // A `train` action: the trainer on this coordinator; empty: a train action
     // fails with UNIMPLEMENTED, saying so.
     std::function<Task<Status>(ClusterCoordinator& c, int start, const std::string& label)> train;
+    // Called when a synthetic model's coordinator has started (the cluster is
+    // set up), before the first action; empty: nothing.
+    std::function<void()> on_started;
   };
 
   // A synthetic model's program runs on `workload` with `variables` (both

@@ -91,28 +91,42 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   (*cluster)->attach(ex);
   ClusterCoordinator coordinator((*node)->runtime(), result.shape, registry, sim::coordinator_options(s.coordinator()));
 
-  // The program, from now: simulated time 0 is this instant.
+  // The program, from now.
   std::vector<scenario::Action> actions(s.program().begin(), s.program().end());
-  sim::ScenarioProgram program(std::move(actions), &workload, &*variables, result, {});
   const Time origin = ex.now();
+  // The faults, on wall-clock time. A fault at 0 hits the cluster as it is
+  // created, at once; the others are timed from when the coordinator has
+  // started (every worker set up and able to reach every ps): setting up a
+  // real cluster takes real time (a second or more on a loaded machine)
+  // where the simulator's takes milliseconds, and a fault timed from launch
+  // would then hit a cluster the program has not reached yet.
+  auto log = [&result](Time origin_of, Time at, const std::string& what) {
+    result.faults.push_back("t=" + fault_time_string(at - origin_of) + "  " + what);
+  };
+  auto schedule = [&](bool at_creation, Time from) {
+    for (const auto& f : s.fault()) {
+      auto fault = sim::cluster_fault(f);
+      if (!fault || (fault->at == 0) != at_creation) continue;  // every kind has an actuator (obstacles above)
+      fault->at += from;
+      if (fault->end) *fault->end += from;
+      schedule_cluster_fault(
+          *fault, ex, **cluster, [log, from](Time at, const std::string& what) { log(from, at, what); }, from);
+    }
+  };
+  schedule(/*at_creation=*/true, origin);
+  Time started_at = origin;
+  sim::ScenarioProgram::Hooks hooks;
+  hooks.on_started = [&] {
+    started_at = ex.now();
+    schedule(/*at_creation=*/false, started_at);
+  };
+  sim::ScenarioProgram program(std::move(actions), &workload, &*variables, result, std::move(hooks));
   sim::ProgramStart start;
   start.at = 0;
   start.chief_incarnation = (*node)->incarnation();
   result.starts.push_back(std::move(start));
   TaskScope scope(ex);
   scope.spawn(program.run(coordinator, ex, scope, 0));
-
-  // The faults, on wall-clock time from the same instant.
-  auto log = [&result, origin](Time at, const std::string& what) {
-    result.faults.push_back("t=" + fault_time_string(at - origin) + "  " + what);
-  };
-  for (const auto& f : s.fault()) {
-    auto fault = sim::cluster_fault(f);
-    if (!fault) return absl::InvalidArgumentError("a fault without a real-mode actuator");  // ruled out above
-    fault->at += origin;
-    if (fault->end) *fault->end += origin;
-    schedule_cluster_fault(*fault, ex, **cluster, log);
-  }
 
   result.time_limit = from_seconds(s.time_limit_s());
   ex.run_until([&] { return program.done(); }, origin + result.time_limit);
@@ -129,6 +143,7 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   }
   program.settle_values();
   run.problems = (*cluster)->problems();
+  run.setup_s = to_seconds(started_at - origin);
   // The program's frames use the coordinator: they go first.
   scope.destroy_all();
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -22,6 +22,9 @@ struct RealRun {
   // a run with any fails.
   std::vector<std::string> problems;
   double wall_s = 0;
+  // From the program's start to the coordinator's: the faults after 0 are
+  // timed from then.
+  double setup_s = 0;
 };
 
 // `scenario` must have passed validate_scenario() and have no real-mode

@@ -36,8 +36,8 @@ void log_failure(const FaultLog& log, Time at, const std::string& what, const St
 
 }  // namespace
 
-std::string ClusterFault::describe() const {
-  const std::string until = end ? " until " + fault_time_string(*end) : " for good";
+std::string ClusterFault::describe(Time origin) const {
+  const std::string until = end ? " until " + fault_time_string(*end - origin) : " for good";
   switch (kind) {
     case Kind::kKill:
       return (task == TaskId::chief() ? std::string("kill the coordinator") : "kill " + task.short_name()) + until;
@@ -49,8 +49,9 @@ std::string ClusterFault::describe() const {
   return "?";
 }
 
-void schedule_cluster_fault(const ClusterFault& fault, Executor& executor, ClusterControl& control, FaultLog log) {
-  const std::string what = fault.describe();
+void schedule_cluster_fault(const ClusterFault& fault, Executor& executor, ClusterControl& control, FaultLog log,
+                            Time origin) {
+  const std::string what = fault.describe(origin);
   Callback start, stop;
   Executor* ex = &executor;
   ClusterControl* c = &control;

@@ -32,8 +32,9 @@ struct ClusterFault {
   std::vector<TaskId> side_a, side_b;  // kPartition (side_b empty: every other task)
   double factor = 1;                   // kSlow
 
-  // As the fault log shows it: "kill worker:0 until 3.000 s".
-  std::string describe() const;
+  // As the fault log shows it: "kill worker:0 until 3.000 s", times counted
+  // from `origin`.
+  std::string describe(Time origin = 0) const;
 };
 
 // Called when a fault starts (with its description) and whenever an actuator
@@ -41,8 +42,10 @@ struct ClusterFault {
 using FaultLog = std::function<void(Time at, const std::string& what)>;
 
 // Posts the fault's start at `fault.at` and its end (if any) on `executor`,
-// acting on `control`. Both must outlive the posted events.
-void schedule_cluster_fault(const ClusterFault& fault, Executor& executor, ClusterControl& control, FaultLog log);
+// acting on `control`. Both must outlive the posted events. Descriptions
+// count time from `origin` (where a wall-clock run's scenario time 0 is).
+void schedule_cluster_fault(const ClusterFault& fault, Executor& executor, ClusterControl& control, FaultLog log,
+                            Time origin = 0);
 
 // "1.250 s", as fault logs print times.
 std::string fault_time_string(Time t);

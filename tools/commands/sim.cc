@@ -235,6 +235,7 @@ int run_real(const std::string& path, const scenario::Scenario& s) {
   t.row("errors raised", std::to_string(st.errors_raised));
   t.row("iterations at the end",
         run->result.final_iterations ? std::to_string(*run->result.final_iterations) : std::string("unreadable"));
+  t.row("cluster set up in", format("%.3f s (faults after 0 are timed from then)", run->setup_s));
   t.row("wall time", format("%.3f s", run->wall_s));
   std::printf("summary:\n");
   t.print();
