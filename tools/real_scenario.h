@@ -22,9 +22,11 @@ struct RealRun {
   // a run with any fails.
   std::vector<std::string> problems;
   double wall_s = 0;
-  // From the program's start to the coordinator's: the faults after 0 are
-  // timed from then.
+  // From the program's start to the coordinator's (the cluster set up).
   double setup_s = 0;
+  // Faults that fell due while the cluster was still being set up, fired
+  // once it was: each with how late.
+  std::vector<std::string> late_faults;
 };
 
 // `scenario` must have passed validate_scenario() and have no real-mode
