@@ -243,8 +243,10 @@ int run_real(const std::string& path, const scenario::Scenario& s) {
     std::printf("\nfaults:\n");
     for (const auto& f : run->result.faults) std::printf("  %s\n", f.c_str());
   }
-  for (const auto& f : run->late_faults)
-    std::printf("  (%s: it fell due while the cluster was being set up)\n", f.c_str());
+  if (!run->late_faults.empty()) {
+    std::printf("\nfaults that fell due while the cluster was being set up:\n");
+    for (const auto& f : run->late_faults) std::printf("  %s\n", f.c_str());
+  }
   int failed = print_expectations(sim::check_expectations(s, run->result, sim::RunMode::kReal));
   for (const auto& p : run->problems) {
     std::fprintf(stderr, "twinps sim: %s: --real: %s\n", path.c_str(), p.c_str());
