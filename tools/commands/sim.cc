@@ -333,6 +333,11 @@ int run_sim(int argc, char** argv) {
         std::fprintf(stderr, "twinps sim: --%s does not apply to --real\n", flag);
         return kExitBadInput;
       }
+    // --mode and --staleness-bound hold for real processes as for the simulator.
+    if (Status st = apply_training_mode(vm, nullptr, loaded.scenario); !st.ok()) {
+      print_error("sim", st);
+      return kExitBadInput;
+    }
     return run_real(path, loaded.scenario);
   }
   auto spec_workload = load_spec_workload(loaded.scenario, model_flags, vm);
