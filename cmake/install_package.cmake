@@ -26,10 +26,17 @@ foreach(library ${TWINPS_EXPORTED_LIBRARIES})
 endforeach()
 
 # A sanitized build's libraries need the sanitizer's runtime wherever they are
-# linked: the installed core carries the link option to the project using it.
+# linked, and the project using them must compile the headers the same way:
+# Eigen allocates with plain malloc, or with its own aligned scheme under
+# AddressSanitizer (__SANITIZE_ADDRESS__), so a matrix made in the user's code
+# and freed in the library's would be freed the other way (heap-buffer-overflow
+# seen in examples/custom_model against an ASan install). The installed core
+# carries both options.
 if(TWINPS_SANITIZE STREQUAL "thread")
+  target_compile_options(twinps_core INTERFACE $<INSTALL_INTERFACE:-fsanitize=thread>)
   target_link_options(twinps_core INTERFACE $<INSTALL_INTERFACE:-fsanitize=thread>)
 elseif(TWINPS_SANITIZE)
+  target_compile_options(twinps_core INTERFACE $<INSTALL_INTERFACE:-fsanitize=address,undefined>)
   target_link_options(twinps_core INTERFACE $<INSTALL_INTERFACE:-fsanitize=address,undefined>)
 endif()
 
