@@ -45,7 +45,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"flow_network.textproto", 0xff2bf3dcd167338aull},
       {"hotspot.textproto", 0x687f2fcd09a1c8c5ull},
       {"one_host.textproto", 0xced2c4836a23b880ull},
-      {"partition.textproto", 0x25a195bd8098d0f7ull},
+      {"partition.textproto", 0x59e5fc45a57d808dull},
       {"ps_failure_raises_at_join.textproto", 0xa93b83ac1e6e5e73ull},
       {"ps_failure_raises_at_schedule.textproto", 0xa79f3482590bcc6aull},
       {"ps_failure_while_worker_recovers.textproto", 0xccd3819ab27d6b09ull},
@@ -61,7 +61,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"worker_preemption_during_cluster_creation.textproto", 0x8af5bc5261ffb76bull},
       {"worker_preemption_midst_function.textproto", 0x49bb93d89c3df8c9ull},
       {"ssp_straggler.textproto", 0xc30d777ac7455e2dull},
-      {"worker_hang.textproto", 0x628ded75845ff080ull},
+      {"worker_hang.textproto", 0xe8bfbb540b9201ecull},
   };
   return pinned;
 }
