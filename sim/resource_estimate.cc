@@ -106,7 +106,7 @@ ResourceEstimate estimate_resources(const scenario::Scenario& s) {
                 "simulating " + count(closures) + " closures"});
 
   if (s.has_model()) {
-    auto spec = model_spec(s.model());
+    auto spec = model_spec(s.model(), s.ps_service());
     std::size_t slots = 0;
     if (spec.ok())
       if (auto opt = Optimizer::create(spec->optimizer); opt.ok()) slots = opt->slot_count();

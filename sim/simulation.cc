@@ -321,7 +321,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     training::register_training_functions(registry);
   } else {
     const bool timing_only = sc.fidelity() == scenario::TIMING_ONLY;
-    auto spec = model_spec(sc.model());
+    auto spec = model_spec(sc.model(), sc.ps_service());
     auto variables = spec.ok() ? synthetic::build_variables(*spec, shape.ps, timing_only, root.fork("init").next_u64())
                                : StatusOr<synthetic::Variables>(spec.status());
     if (!variables.ok()) {

@@ -148,6 +148,16 @@ const char* partitioner_name(PartitionerKind kind) {
   return "?";
 }
 
+const char* placement_name(scenario::VariablePlacement placement) {
+  return placement == scenario::AUTO ? "auto" : "round_robin";
+}
+
+StatusOr<scenario::VariablePlacement> parse_placement(const std::string& name) {
+  for (auto p : {scenario::ROUND_ROBIN, scenario::AUTO})
+    if (name == placement_name(p)) return p;
+  return absl::InvalidArgumentError("unknown placement \"" + name + "\" (choose round_robin or auto)");
+}
+
 StatusOr<PartitionerKind> parse_partitioner_kind(const std::string& name) {
   for (auto k : {PartitionerKind::kFixed, PartitionerKind::kMinSize, PartitionerKind::kMaxSize})
     if (name == partitioner_name(k)) return k;
@@ -242,8 +252,8 @@ struct Layout {
   std::int64_t rows_per_step = 0;  // embedding rows a step draws
 };
 
-StatusOr<Layout> layout_of(const scenario::SyntheticModel& model, int ps) {
-  auto spec = model_spec(model);
+StatusOr<Layout> layout_of(const scenario::SyntheticModel& model, int ps, const scenario::PsService& prices) {
+  auto spec = model_spec(model, prices);
   if (!spec.ok()) return spec.status();
   auto vars = synthetic::build_variables(*spec, ps, /*timing_only=*/true, 0);
   if (!vars.ok()) return vars.status();
@@ -277,7 +287,7 @@ void fill_row_metrics(SweepRow& row) {
 
 std::string describe_row(const SweepRow& r) {
   return "ps " + std::to_string(r.ps) + ", " + partitioner_name(r.partitioner) + ", " + std::to_string(r.shards) +
-         " shards";
+         " shards" + (r.placement == scenario::AUTO ? ", auto placement" : "");
 }
 
 // "ps 4..7" or "ps 3" or "ps 1, 3"
@@ -366,7 +376,8 @@ void recommend(SweepResult& out, double tolerance, const std::set<int>& ps_count
   if (more != nullptr && !(more == &out.rows.front() && observations(*more).empty())) {
     const double gain = more->prediction.steps_per_second / chosen.prediction.steps_per_second - 1;
     std::string s = "at " + std::to_string(more->ps) + " ps the best (" + partitioner_name(more->partitioner) + ", " +
-                    std::to_string(more->shards) + " shards) is " +
+                    std::to_string(more->shards) + " shards" +
+                    (more->placement == scenario::AUTO ? ", auto placement" : "") + ") is " +
                     (gain >= 0 ? percent1(gain) + " faster" : percent1(-gain) + " slower");
     auto obs = observations(*more);
     if (!obs.empty()) s += ": " + join(obs, ", ");
@@ -403,6 +414,10 @@ StatusOr<SweepResult> sweep(const SweepRequest& request, const std::function<voi
     Layout layout;
   };
   std::vector<Candidate> candidates;
+  std::vector<scenario::VariablePlacement> placements;
+  for (auto p : request.placements)
+    if (std::find(placements.begin(), placements.end(), p) == placements.end()) placements.push_back(p);
+  if (placements.empty()) return absl::InvalidArgumentError("name at least one placement");
   for (int ps : ps_set) {
     for (auto kind : kinds) {
       for (int shards : shard_set) {
@@ -412,17 +427,21 @@ StatusOr<SweepResult> sweep(const SweepRequest& request, const std::function<voi
                                 std::string(partitioner.status().message()));
           continue;
         }
-        Candidate c;
-        c.row.ps = ps;
-        c.row.partitioner = kind;
-        c.row.shards = shards;
-        c.row.partitioner_config = *partitioner;
-        c.model = request.model;
-        *c.model.mutable_partitioner() = *partitioner;
-        auto layout = layout_of(c.model, ps);
-        if (!layout.ok()) return layout.status();
-        c.layout = std::move(*layout);
-        candidates.push_back(std::move(c));
+        for (auto placement : placements) {
+          Candidate c;
+          c.row.ps = ps;
+          c.row.partitioner = kind;
+          c.row.shards = shards;
+          c.row.placement = placement;
+          c.row.partitioner_config = *partitioner;
+          c.model = request.model;
+          *c.model.mutable_partitioner() = *partitioner;
+          c.model.set_placement(placement);
+          auto layout = layout_of(c.model, ps, request.profile.ps_service());
+          if (!layout.ok()) return layout.status();
+          c.layout = std::move(*layout);
+          candidates.push_back(std::move(c));
+        }
       }
     }
   }

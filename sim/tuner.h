@@ -5,8 +5,8 @@
 // servers and step functions as every other run — with the program a real
 // measurement runs (tools/tune/real_run.h): schedule `warmup` train closures
 // and join, then schedule `measured` closures and join; the second phase is
-// measured. sweep() predicts every (ps count, partitioner kind, shard count)
-// and ranks them.
+// measured. sweep() predicts every (ps count, partitioner kind, shard count,
+// placement) and ranks them.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -57,6 +57,9 @@ StatusOr<Prediction> predict(const PredictRequest& request);
 enum class PartitionerKind { kFixed, kMinSize, kMaxSize };
 // "fixed", "min_size", "max_size"
 const char* partitioner_name(PartitionerKind kind);
+// "round_robin", "auto"
+const char* placement_name(scenario::VariablePlacement placement);
+StatusOr<scenario::VariablePlacement> parse_placement(const std::string& name);
 StatusOr<PartitionerKind> parse_partitioner_kind(const std::string& name);
 
 // The partitioner of `kind` that splits the model's largest variable (in
@@ -76,6 +79,9 @@ struct SweepRequest {
   std::vector<int> ps;                     // candidate ps counts
   std::vector<PartitionerKind> partitioners;
   std::vector<int> shards;                 // candidate shard counts of the largest variable
+  // Placements to try for each (ps, partitioner, shards): round-robin
+  // (TensorFlow's) and/or automatic (core/variables/auto_placement.h).
+  std::vector<scenario::VariablePlacement> placements{scenario::ROUND_ROBIN};
   scenario::CostProfile profile;
   std::uint64_t seed = 1;
   // A configuration with fewer ps whose predicted steps/s is within this
@@ -92,6 +98,7 @@ struct SweepRow {
   int ps = 0;
   PartitionerKind partitioner = PartitionerKind::kFixed;
   int shards = 0;
+  scenario::VariablePlacement placement = scenario::ROUND_ROBIN;
   scenario::Partitioner partitioner_config;
   int warmup = 0, measured = 0;  // the closures it was predicted with
   Prediction prediction;

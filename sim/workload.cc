@@ -21,8 +21,10 @@ StatusOr<PartitionerPtr> make_partitioner(const scenario::Partitioner& p) {
 
 }  // namespace
 
-StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model) {
+StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model, const scenario::PsService& ps) {
   synthetic::ModelSpec spec;
+  spec.auto_placement = model.placement() == scenario::AUTO;
+  spec.placement_prices = PsWorkPrices{ps.per_request_us(), ps.per_row_us(), ps.per_kib_us()};
   spec.batch_size = model.batch_size();
   spec.flops_per_step = model.step_gflops() * 1e9;
   for (const auto& v : model.variable()) {

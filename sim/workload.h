@@ -14,7 +14,9 @@ using synthetic::kTrainFn;
 
 // The model a scenario (or a model file) describes. INVALID_ARGUMENT if its
 // partitioner's arguments are out of range; everything else must have passed
-// validation (sim/scenario_loader.h).
-StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model);
+// validation (sim/scenario_loader.h). `ps` prices an automatic placement
+// (both modes pass the scenario's, so both place the same way).
+StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model,
+                                          const scenario::PsService& ps = scenario::PsService());
 
 }  // namespace twinps::sim

@@ -56,7 +56,7 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   result.shape = ClusterShape{s.cluster().workers(), s.cluster().ps()};
 
   // The model, with the initial values the simulator draws for this seed.
-  auto spec = sim::model_spec(s.model());
+  auto spec = sim::model_spec(s.model(), s.ps_service());
   if (!spec.ok()) return spec.status();
   auto variables = synthetic::build_variables(*spec, result.shape.ps, /*timing_only=*/false,
                                               RandomStream(s.seed()).fork("init").next_u64());

@@ -6,6 +6,7 @@
 #include "core/data/dataset.h"
 #include "core/model/spec_convert.h"
 #include "core/ps/optimizer.h"
+#include "core/variables/auto_placement.h"
 #include "core/variables/placement.h"
 #include "core/worker/step_context.h"
 
@@ -129,6 +130,31 @@ std::vector<std::string> CompiledModel::metric_variables(Phase phase) const {
   return out;
 }
 
+// One variable build_variables() creates, before it is placed.
+struct CompiledModel::PendingVariable {
+  std::string name;
+  Shape shape;
+  VariableKind kind;
+  Initializer initializer;
+  PartitionerPtr partitioner;
+  VariableDemand demand;  // what it costs a ps per step (automatic placement)
+};
+
+namespace {
+
+VariableDemand demand_of(const std::string& name, const Shape& shape, const PartitionerPtr& partitioner) {
+  VariableDemand d;
+  d.name = name;
+  d.shape = shape;
+  if (partitioner && !shape.empty() && shape[0] > 0) {
+    const std::vector<std::int64_t> parts = partitioner->partition(shape, 4);
+    d.shards = parts.empty() ? 1 : std::max<std::int64_t>(1, parts[0]);
+  }
+  return d;
+}
+
+}  // namespace
+
 StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bool shape_only) const {
   // The cluster's optimizer is the first variable's; a variable whose group
   // has another gets it as its own (on its layout, so on its shards and in
@@ -146,51 +172,86 @@ StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bo
     if (!p.ok()) return p.status();
     model_partitioner = *p;
   }
+  auto pending = variables_to_create(model_partitioner);
+  std::vector<VariablePlan> plan;
+  if (spec().placement() == spec::AUTO) {
+    std::vector<VariableDemand> demands;
+    for (const auto& v : pending) demands.push_back(v.demand);
+    auto made = plan_auto_placement(demands, num_ps);
+    if (!made.ok()) return made.status();
+    plan = std::move(*made);
+  }
   VariablePlacer placer(num_ps, model_partitioner);
   RandomStream init(spec().init_seed());
-  auto add = [&](const std::string& name, const Shape& shape, VariableKind kind, const Initializer& initializer,
-                 const PartitionerPtr& partitioner) -> Status {
-    placer.set_partitioner(partitioner);
-    auto layout = placer.create(name, shape, kind);
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    const PendingVariable& v = pending[i];
+    placer.set_partitioner(v.partitioner);
+    auto layout = plan.empty() ? placer.create(v.name, v.shape, v.kind)
+                               : placer.create_placed(v.name, v.shape, v.kind, plan[i].shard_rows, plan[i].shard_ps);
     if (!layout.ok()) return layout.status();
-    if (auto own = own_optimizer.find(name); own != own_optimizer.end()) layout->optimizer = own->second;
-    if (kind == VariableKind::kCounter) {
+    if (auto own = own_optimizer.find(v.name); own != own_optimizer.end()) layout->optimizer = own->second;
+    if (v.kind == VariableKind::kCounter) {
       for (auto& s : counter_shard_states(*layout)) out.initial.push_back(std::move(s));
     } else if (shape_only) {
-      for (std::size_t i = 0; i < layout->shards.size(); ++i) {
+      for (std::size_t k = 0; k < layout->shards.size(); ++k) {
         ShardState s;
-        s.spec = ShardSpec{layout->shards[i].id, layout->shard_name(i), kind, layout->shards[i].rows, layout->cols(),
+        s.spec = ShardSpec{layout->shards[k].id, layout->shard_name(k), v.kind, layout->shards[k].rows, layout->cols(),
                            true};
         s.spec.optimizer = layout->optimizer;
         out.initial.push_back(std::move(s));
       }
     } else {
-      RandomStream r = init.fork(name);
-      for (auto& s : shard_states(*layout, initial_value(initializer, shape, r))) out.initial.push_back(std::move(s));
-    }
-    return absl::OkStatus();
-  };
-  for (const auto& v : graph_->variables())
-    TWINPS_RETURN_IF_ERROR(add(v.name, v.shape, VariableKind::kTrainable, v.initializer,
-                               v.has_own_partitioner ? v.partitioner : model_partitioner));
-  // Counters and metrics are never sharded: they are a few floats each.
-  TWINPS_RETURN_IF_ERROR(add(kIterations, {}, VariableKind::kCounter, Initializer::zeros(), nullptr));
-  const auto thresholds = static_cast<std::int64_t>(spec().auc_thresholds());
-  for (Phase phase : {Phase::kTrain, Phase::kEval}) {
-    const std::string p = phase_prefix(phase);
-    for (auto m : metrics_) {
-      if (m == spec::AUC) {
-        TWINPS_RETURN_IF_ERROR(add(p + "auc/confusion", {2, thresholds}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
-        TWINPS_RETURN_IF_ERROR(add(p + "auc/totals", {1, 2}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
-      } else {
-        TWINPS_RETURN_IF_ERROR(add(p + metric_name(m) + "/total", {}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
-        TWINPS_RETURN_IF_ERROR(add(p + metric_name(m) + "/count", {}, VariableKind::kAccumulator, Initializer::zeros(), nullptr));
-      }
+      RandomStream r = init.fork(v.name);
+      for (auto& s : shard_states(*layout, initial_value(v.initializer, v.shape, r))) out.initial.push_back(std::move(s));
     }
   }
   out.layouts = placer.variables();
   for (auto& layout : out.layouts)
     if (auto own = own_optimizer.find(layout.name); own != own_optimizer.end()) layout.optimizer = own->second;
+  return out;
+}
+
+// The graph's variables, then `iterations`, then the metrics, in creation
+// order, each with what it costs a ps per step: a graph variable is pulled
+// and updated every train step (an embedding by its lookups, with its
+// declared skew); `iterations` and the training metrics only receive adds;
+// the evaluation metrics are not used by training steps.
+std::vector<CompiledModel::PendingVariable> CompiledModel::variables_to_create(const PartitionerPtr& model_partitioner) const {
+  std::vector<PendingVariable> out;
+  auto add = [&](const std::string& name, const Shape& shape, VariableKind kind, const Initializer& initializer,
+                 const PartitionerPtr& partitioner) -> VariableDemand& {
+    out.push_back({name, shape, kind, initializer, partitioner, demand_of(name, shape, partitioner)});
+    return out.back().demand;
+  };
+  for (std::size_t i = 0; i < graph_->variables().size(); ++i) {
+    const auto& v = graph_->variables()[i];
+    VariableDemand& d = add(v.name, v.shape, VariableKind::kTrainable, v.initializer,
+                            v.has_own_partitioner ? v.partitioner : model_partitioner);
+    if (v.embedding) {
+      d.rows_per_step = std::max<std::int64_t>(1, std::llround(cost_.variables[i].lookups_per_step));
+      d.zipf_exponent = v.zipf_exponent;
+    }
+  }
+  // Counters and metrics are never sharded: they are a few floats each.
+  add(kIterations, {}, VariableKind::kCounter, Initializer::zeros(), nullptr).pulled = false;
+  const auto thresholds = static_cast<std::int64_t>(spec().auc_thresholds());
+  for (Phase phase : {Phase::kTrain, Phase::kEval}) {
+    const std::string p = phase_prefix(phase);
+    auto metric = [&](const std::string& name, const Shape& shape) {
+      VariableDemand& d = add(p + name, shape, VariableKind::kAccumulator, Initializer::zeros(), nullptr);
+      d.pulled = false;
+      d.per_step = phase == Phase::kTrain;
+    };
+    for (auto m : metrics_) {
+      if (m == spec::AUC) {
+        metric("auc/confusion", {2, thresholds});
+        metric("auc/totals", {1, 2});
+      } else {
+        metric(metric_name(m) + "/total", {});
+        metric(metric_name(m) + "/count", {});
+      }
+    }
+  }
   return out;
 }
 

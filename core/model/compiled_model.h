@@ -151,6 +151,8 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
       : graph_(std::move(graph)), prefix_(std::move(prefix)) {}
   struct StepVariables;
   StatusOr<StepVariables> find_variables(const VariableLookup& lookup, Phase phase) const;
+  struct PendingVariable;
+  std::vector<PendingVariable> variables_to_create(const PartitionerPtr& model_partitioner) const;
   Task<StatusOr<Value>> train(StepContext& ctx) const;
   Task<StatusOr<Value>> evaluate(StepContext& ctx) const;
   StepCost price() const;

@@ -91,7 +91,28 @@ StatusOr<VariableLayout> VariablePlacer::create(const std::string& name, const S
   }
   std::vector<std::int64_t> rows = div_split(storage_rows(shape), requested);
   TWINPS_RETURN_IF_ERROR(check_new(name, shape, static_cast<std::int64_t>(rows.size())));
-  return add(name, shape, kind, rows, nullptr);
+  return add(name, shape, kind, rows, {});
+}
+
+StatusOr<VariableLayout> VariablePlacer::create_placed(const std::string& name, const Shape& shape, VariableKind kind,
+                                                       const std::vector<std::int64_t>& shard_rows,
+                                                       const std::vector<int>& shard_ps) {
+  TWINPS_RETURN_IF_ERROR(check_new(name, shape, std::max<std::int64_t>(1, static_cast<std::int64_t>(shard_rows.size()))));
+  if (shard_rows.empty() || shard_rows.size() != shard_ps.size())
+    return invalid(name, "a placement plan needs one ps per shard and at least one shard (got " +
+                             std::to_string(shard_rows.size()) + " shards, " + std::to_string(shard_ps.size()) + " ps)");
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < shard_rows.size(); ++i) {
+    if (shard_rows[i] < 1 && shard_rows.size() > 1) return invalid(name, "shard " + std::to_string(i) + " of the plan is empty");
+    if (shard_ps[i] < 0 || shard_ps[i] >= num_ps_)
+      return invalid(name, "the plan puts shard " + std::to_string(i) + " on ps " + std::to_string(shard_ps[i]) +
+                               "; there are " + std::to_string(num_ps_));
+    sum += shard_rows[i];
+  }
+  if (sum != storage_rows(shape))
+    return invalid(name, "the plan's shards hold " + std::to_string(sum) + " rows; the variable has " +
+                             std::to_string(storage_rows(shape)));
+  return add(name, shape, kind, shard_rows, shard_ps);
 }
 
 StatusOr<VariableLayout> VariablePlacer::colocate_with(std::string_view existing, const std::string& name,
@@ -106,15 +127,16 @@ StatusOr<VariableLayout> VariablePlacer::colocate_with(std::string_view existing
                              target.shard_name(0) + "\"");
   int ps = target.shards[static_cast<std::size_t>(it->second.shard)].ps;
   TWINPS_RETURN_IF_ERROR(check_new(name, shape, 1));
-  return add(name, shape, kind, {storage_rows(shape)}, &ps);
+  return add(name, shape, kind, {storage_rows(shape)}, {ps});
 }
 
 VariableLayout VariablePlacer::add(const std::string& name, const Shape& shape, VariableKind kind,
-                                   const std::vector<std::int64_t>& shard_rows, const int* fixed_ps) {
+                                   const std::vector<std::int64_t>& shard_rows, const std::vector<int>& shard_ps) {
   VariableLayout layout{name, shape, kind, {}};
   std::int64_t offset = 0;
-  for (std::int64_t rows : shard_rows) {
-    int ps = fixed_ps ? *fixed_ps : static_cast<int>(round_robin_++ % num_ps_);
+  for (std::size_t i = 0; i < shard_rows.size(); ++i) {
+    const std::int64_t rows = shard_rows[i];
+    const int ps = shard_ps.empty() ? static_cast<int>(round_robin_++ % num_ps_) : shard_ps[i];
     layout.shards.push_back(ShardPlacement{next_shard_id_++, ps, offset, rows});
     offset += rows;
   }

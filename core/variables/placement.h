@@ -48,6 +48,15 @@ class VariablePlacer {
   StatusOr<VariableLayout> colocate_with(std::string_view existing, const std::string& name, const Shape& shape,
                                          VariableKind kind = VariableKind::kTrainable);
 
+  // Creates `name` split into shards of `shard_rows` rows (in row order),
+  // shard i on parameter server shard_ps[i]: a plan made for the whole model
+  // (variables/auto_placement.h) instead of round-robin, whose counter does
+  // not move. INVALID_ARGUMENT when the rows do not sum to the variable's, a
+  // shard is empty, the two lists differ in length or a ps index is out of range.
+  StatusOr<VariableLayout> create_placed(const std::string& name, const Shape& shape, VariableKind kind,
+                                         const std::vector<std::int64_t>& shard_rows,
+                                         const std::vector<int>& shard_ps);
+
   // Every variable in creation order.
   const std::vector<VariableLayout>& variables() const { return variables_; }
   // The variable called `name`, or null. Valid until the next create call.
@@ -65,8 +74,9 @@ class VariablePlacer {
 
  private:
   Status check_new(const std::string& name, const Shape& shape, std::int64_t shards) const;
+  // Empty `shard_ps`: round-robin.
   VariableLayout add(const std::string& name, const Shape& shape, VariableKind kind,
-                     const std::vector<std::int64_t>& shard_rows, const int* fixed_ps);
+                     const std::vector<std::int64_t>& shard_rows, const std::vector<int>& shard_ps);
 
   int num_ps_;
   PartitionerPtr partitioner_;

@@ -26,13 +26,40 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - ((a % b 
 
 // Spec V9: with N rows in k div shards, the first `extra` shards have base+1
 // rows. Requires a valid layout and 0 <= g < N (so base >= 1).
-RowLocation route(std::int64_t n, std::int64_t k, std::int64_t g) {
+RowLocation route_div(std::int64_t n, std::int64_t k, std::int64_t g) {
   const std::int64_t base = n / k;
   const std::int64_t extra = n % k;
   const std::int64_t p = std::max(floor_div(g, base + 1), floor_div(g - extra, base));
   const std::int64_t local = p < extra ? g % (base + 1) : (g - extra) % base;
   return RowLocation{static_cast<std::size_t>(p), local};
 }
+
+// Routes rows of one valid layout: with the div formula when the layout is
+// TensorFlow's div split (every placer layout but an automatic placement's),
+// else by binary search over the shards' first rows (an automatic placement
+// splits a skewed embedding into ranges of equal work, not equal rows).
+class Router {
+ public:
+  explicit Router(const VariableLayout& layout)
+      : layout_(layout), n_(layout.rows()), k_(static_cast<std::int64_t>(layout.shards.size())) {
+    const std::vector<std::int64_t> div = div_split(n_, k_);
+    for (std::size_t i = 0; i < layout.shards.size() && div_; ++i) div_ = layout.shards[i].rows == div[i];
+  }
+  // Requires 0 <= g < rows.
+  RowLocation operator()(std::int64_t g) const {
+    if (div_) return route_div(n_, k_, g);
+    const auto& shards = layout_.shards;
+    auto after = std::upper_bound(shards.begin(), shards.end(), g,
+                                  [](std::int64_t row, const ShardPlacement& s) { return row < s.row_offset; });
+    const auto shard = static_cast<std::size_t>(after - shards.begin()) - 1;
+    return RowLocation{shard, g - shards[shard].row_offset};
+  }
+
+ private:
+  const VariableLayout& layout_;
+  std::int64_t n_, k_;
+  bool div_ = true;
+};
 
 Status check_row(const VariableLayout& layout, std::int64_t g) {
   if (g < 0) return invalid(layout, "row id " + std::to_string(g) + " is negative");
@@ -55,21 +82,20 @@ Status validate_layout(const VariableLayout& layout) {
   if (k == 0) return invalid(layout, "the layout has no shards");
   if (n == 0 ? k != 1 : k > n)
     return invalid(layout, std::to_string(k) + " shards for " + std::to_string(n) + " rows");
-  const std::vector<std::int64_t> expected = div_split(n, k);
   std::int64_t offset = 0;
   for (std::size_t i = 0; i < layout.shards.size(); ++i) {
     const ShardPlacement& s = layout.shards[i];
     if (s.row_offset != offset)
       return invalid(layout, "shard " + std::to_string(i) + " starts at row " + std::to_string(s.row_offset) +
                                  "; expected " + std::to_string(offset));
-    if (s.rows != expected[i]) {
-      std::vector<std::int64_t> actual;
-      for (const ShardPlacement& t : layout.shards) actual.push_back(t.rows);
-      return invalid(layout, "shards have rows " + list_string(actual) + ", but a div split of " +
-                                 std::to_string(n) + " rows into " + std::to_string(k) + " shards is " +
-                                 list_string(expected));
-    }
+    if (n > 0 && s.rows < 1) return invalid(layout, "shard " + std::to_string(i) + " has no rows");
     offset += s.rows;
+  }
+  if (offset != n) {
+    std::vector<std::int64_t> actual;
+    for (const ShardPlacement& t : layout.shards) actual.push_back(t.rows);
+    return invalid(layout, "shards have rows " + list_string(actual) + " (" + std::to_string(offset) +
+                               " in all), but the variable has " + std::to_string(n) + " rows");
   }
   return absl::OkStatus();
 }
@@ -77,19 +103,18 @@ Status validate_layout(const VariableLayout& layout) {
 StatusOr<RowLocation> locate_row(const VariableLayout& layout, std::int64_t global_row) {
   TWINPS_RETURN_IF_ERROR(validate_layout(layout));
   TWINPS_RETURN_IF_ERROR(check_row(layout, global_row));
-  return route(layout.rows(), num_shards(layout), global_row);
+  return Router(layout)(global_row);
 }
 
 StatusOr<LookupPlan> plan_lookup(const VariableLayout& layout, const RowIds& ids) {
   TWINPS_RETURN_IF_ERROR(validate_layout(layout));
-  const std::int64_t n = layout.rows();
-  const std::int64_t k = num_shards(layout);
+  const Router route(layout);
 
   std::vector<RowLocation> where(ids.size());
   std::vector<RowIds> rows_of_shard(layout.shards.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     TWINPS_RETURN_IF_ERROR(check_row(layout, ids[i]));
-    where[i] = route(n, k, ids[i]);
+    where[i] = route(ids[i]);
     rows_of_shard[where[i].shard].push_back(where[i].local_row);
   }
 
@@ -175,11 +200,12 @@ StatusOr<std::vector<ShardUpdate>> split_sparse(const VariableLayout& layout, co
     RowLocation loc;
     std::size_t input;  // index into rows/values
   };
+  const Router route(layout);
   std::vector<Entry> entries;
   entries.reserve(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     TWINPS_RETURN_IF_ERROR(check_row(layout, rows[i]));
-    entries.push_back(Entry{route(layout.rows(), num_shards(layout), rows[i]), i});
+    entries.push_back(Entry{route(rows[i]), i});
   }
   // Stable, so that repeats of a row are summed in input order: the same
   // input always gives bit-identical sums.

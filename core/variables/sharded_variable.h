@@ -3,10 +3,12 @@
 // holds a row, how to look up embeddings with one gather per shard, how to cut
 // a gradient or a full value into per-shard pieces and glue them back.
 //
-// Everything works on a VariableLayout in the "div" layout that
-// VariablePlacer produces (spec V4: shard i has base+1 rows for i < extra,
-// else base). A layout that arrived from elsewhere is checked first, so bad
-// input gives INVALID_ARGUMENT rather than a wrong row.
+// Everything works on a VariableLayout whose shards cover its rows in order:
+// the "div" layout that VariablePlacer produces (spec V4: shard i has base+1
+// rows for i < extra, else base), routed with TensorFlow's arithmetic, or
+// the uneven ranges of an automatic placement (variables/auto_placement.h),
+// routed by binary search. A layout that arrived from elsewhere is checked
+// first, so bad input gives INVALID_ARGUMENT rather than a wrong row.
 //
 // Nothing here ever concatenates a whole sharded variable except
 // concat_shards(), which exists for dense reads and checkpoints.
@@ -21,8 +23,8 @@
 
 namespace twinps {
 
-// OK when the shards are non-empty, cover rows 0..rows() contiguously in
-// order, and have the div sizes for their count.
+// OK when the shards are non-empty and cover rows 0..rows() contiguously in
+// order (any sizes: div or an automatic placement's).
 Status validate_layout(const VariableLayout& layout);
 
 struct RowLocation {
@@ -31,7 +33,7 @@ struct RowLocation {
   bool operator==(const RowLocation&) const = default;
 };
 
-// The shard and local row of `global_row` (spec V9's arithmetic).
+// The shard and local row of `global_row` (spec V9's arithmetic for a div layout).
 // INVALID_ARGUMENT when the row is negative or past the end.
 StatusOr<RowLocation> locate_row(const VariableLayout& layout, std::int64_t global_row);
 

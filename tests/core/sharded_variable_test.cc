@@ -38,15 +38,37 @@ TEST(ValidateLayoutTest, AcceptsPlacerLayouts) {
   EXPECT_TRUE(validate_layout(make_layout("v", {0, 3}, 2)).ok());
 }
 
-TEST(ValidateLayoutTest, RejectsLayoutsThatAreNotDiv) {
+TEST(ValidateLayoutTest, AcceptsUnevenRangesAndRoutesThem) {
+  // An automatic placement's split: contiguous, not div.
+  VariableLayout v = make_layout("emb", {9, 20}, 3);
+  v.shards[0].rows = 1;
+  v.shards[1].row_offset = 1;
+  v.shards[1].rows = 2;
+  v.shards[2].row_offset = 3;
+  v.shards[2].rows = 6;
+  ASSERT_TRUE(validate_layout(v).ok()) << validate_layout(v);
+  EXPECT_EQ(*locate_row(v, 0), (RowLocation{0, 0}));
+  EXPECT_EQ(*locate_row(v, 2), (RowLocation{1, 1}));
+  EXPECT_EQ(*locate_row(v, 3), (RowLocation{2, 0}));
+  EXPECT_EQ(*locate_row(v, 8), (RowLocation{2, 5}));
+  auto plan = plan_lookup(v, {8, 0, 2, 8});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->gathers.size(), 3u);
+  EXPECT_EQ(plan->gathers[2].local_rows, (RowIds{5}));
+}
+
+TEST(ValidateLayoutTest, RejectsLayoutsThatLeaveRowsOutOrHaveEmptyShards) {
   VariableLayout v = make_layout("emb", {9, 20}, 2);
-  v.shards[0].rows = 4;
-  v.shards[1].row_offset = 4;
-  v.shards[1].rows = 5;
+  v.shards[1].rows = 3;
   Status s = validate_layout(v);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(message(s), HasSubstr("variable \"emb\": shards have rows [4, 5], but a div split of 9 rows into 2 "
-                                    "shards is [5, 4]"));
+  EXPECT_THAT(message(s), HasSubstr("variable \"emb\": shards have rows [5, 3] (8 in all), but the variable has 9 rows"));
+
+  VariableLayout empty = make_layout("emb", {9, 20}, 2);
+  empty.shards[0].rows = 0;
+  empty.shards[1].row_offset = 0;
+  empty.shards[1].rows = 9;
+  EXPECT_THAT(message(validate_layout(empty)), HasSubstr("shard 0 has no rows"));
 
   VariableLayout gap = make_layout("emb", {9, 20}, 2);
   gap.shards[1].row_offset = 6;

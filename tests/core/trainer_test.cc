@@ -117,6 +117,30 @@ TEST(TrainerTest, TheTutorialReachesAccuracyOneForMostSeeds) {
   EXPECT_GE(perfect, seeds * 8 / 10);
 }
 
+TEST(TrainerTest, AnAutomaticallyPlacedModelTrainsAsWell) {
+  // The tutorial spec with `placement: AUTO`: another layout (checked), the
+  // same learning (spec V12).
+  const std::string text = std::string(tutorial::spec_text()) + "\nplacement: AUTO\n";
+  auto automatic = compile(text, 2), round_robin = compile(tutorial::spec_text(), 2);
+  ASSERT_TRUE(automatic && round_robin);
+  auto a = automatic->build_variables(2), r = round_robin->build_variables(2);
+  ASSERT_TRUE(a.ok() && r.ok());
+  ASSERT_EQ(a->layouts.size(), r->layouts.size());
+  bool differs = false;
+  for (std::size_t i = 0; i < a->layouts.size(); ++i) {
+    ASSERT_EQ(a->layouts[i].name, r->layouts[i].name);
+    for (std::size_t s = 0; s < std::min(a->layouts[i].shards.size(), r->layouts[i].shards.size()); ++s)
+      differs |= a->layouts[i].shards[s].ps != r->layouts[i].shards[s].ps;
+  }
+  EXPECT_TRUE(differs) << "the plan placed every variable as round-robin does";
+
+  Outcome run = train(automatic, tutorial_data(1, 200, 200), tutorial_data(2, 16, 0), tutorial_options());
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  EXPECT_EQ(*run.result->epochs.back().train.accuracy, 1.0);
+  ASSERT_TRUE(run.result->eval);
+  EXPECT_EQ(*run.result->eval->accuracy, 1.0);
+}
+
 TEST(TrainerTest, TheSameSeedTrainsTheSameRun) {
   Outcome a = train_tutorial(tutorial_options(), 7), b = train_tutorial(tutorial_options(), 7);
   ASSERT_TRUE(a.result.ok() && b.result.ok());

@@ -61,15 +61,16 @@ TEST(TuneCliTest, PrintsARankedTableAndWritesTheCsv) {
   EXPECT_NE(p.out().find("host links at 1 Gb/s"), std::string::npos) << p.out();
 
   const auto csv = lines(dir + "/sweep.csv");
-  ASSERT_EQ(csv.size(), 1u + 8u);  // header, 2 ps x 2 kinds x 2 shard counts
+  ASSERT_EQ(csv.size(), 1u + 16u);  // header, 2 ps x 2 kinds x 2 shard counts x 2 placements
   EXPECT_EQ(csv[0],
             "rank,ps,partitioner,shards,steps_per_s,step_p50_s,step_p99_s,max_ps_utilisation,max_ps_bytes_share,"
-            "bytes_per_step_max_ps,recommended");
+            "bytes_per_step_max_ps,recommended,placement");
   int recommended = 0;
   double previous = 1e300;
   for (std::size_t i = 1; i < csv.size(); ++i) {
     const auto f = split(csv[i]);
-    ASSERT_EQ(f.size(), 11u) << csv[i];
+    ASSERT_EQ(f.size(), 12u) << csv[i];
+    EXPECT_TRUE(f[11] == "round_robin" || f[11] == "auto") << csv[i];
     EXPECT_EQ(std::stoi(f[0]), static_cast<int>(i));
     EXPECT_TRUE(f[1] == "1" || f[1] == "2") << csv[i];
     EXPECT_TRUE(f[2] == "fixed" || f[2] == "max_size") << csv[i];
@@ -153,16 +154,17 @@ TEST(TuneCliTest, SweepsTheCtrExamplesModelSpec) {
   EXPECT_NE(p.out().find("60 variables, batch 256"), std::string::npos) << p.out();
   EXPECT_NE(p.out().find("recommended:"), std::string::npos) << p.out();
   const auto csv = lines(dir + "/sweep.csv");
-  ASSERT_EQ(csv.size(), 1u + 8u);  // header, 2 ps x 2 kinds x 2 shard counts
+  ASSERT_EQ(csv.size(), 1u + 16u);  // header, 2 ps x 2 kinds x 2 shard counts x 2 placements
   double previous = 1e300, one_ps_one_shard = 0, best_two_ps = 0;
   for (std::size_t i = 1; i < csv.size(); ++i) {
     const auto f = split(csv[i]);
-    ASSERT_EQ(f.size(), 11u) << csv[i];
+    ASSERT_EQ(f.size(), 12u) << csv[i];
+    EXPECT_TRUE(f[11] == "round_robin" || f[11] == "auto") << csv[i];
     const double steps = std::stod(f[4]);
     EXPECT_GT(steps, 0);
     EXPECT_LE(steps, previous);  // ranked
     previous = steps;
-    if (f[1] == "1" && f[3] == "1") one_ps_one_shard = steps;
+    if (f[1] == "1" && f[3] == "1" && f[11] == "round_robin") one_ps_one_shard = steps;
     if (f[1] == "2") best_two_ps = std::max(best_two_ps, steps);
   }
   // Two ps share the 26 tables' traffic: faster than one.

@@ -44,6 +44,21 @@ std::string bytes_text(double b) {
 
 }  // namespace
 
+// What each ps holds: shards and bytes (4 per value), under the spec's placement.
+void print_per_ps(const model::CompiledModel::Variables& variables, int num_ps, bool automatic) {
+  std::vector<double> bytes(static_cast<std::size_t>(num_ps), 0);
+  std::vector<int> shards(static_cast<std::size_t>(num_ps), 0);
+  for (const auto& v : variables.layouts)
+    for (const auto& s : v.shards) {
+      bytes[static_cast<std::size_t>(s.ps)] += 4.0 * static_cast<double>(s.rows * v.cols());
+      ++shards[static_cast<std::size_t>(s.ps)];
+    }
+  std::printf("\nheld per ps (%s placement):\n", automatic ? "automatic" : "round-robin");
+  for (int p = 0; p < num_ps; ++p)
+    std::printf("  ps %-3d %4d shards  %s\n", p, shards[static_cast<std::size_t>(p)],
+                bytes_text(bytes[static_cast<std::size_t>(p)]).c_str());
+}
+
 int run_model(int argc, char** argv) {
   std::string path;
   int num_ps = 1;
@@ -103,6 +118,7 @@ int run_model(int argc, char** argv) {
     std::printf("  %-28s %-16s %3zu shard%s  %s%s\n", v.name.c_str(), shape_text(v.shape).c_str(), v.shards.size(),
                 v.shards.size() == 1 ? " " : "s", where.c_str(), rule.c_str());
   }
+  print_per_ps(*variables, num_ps, spec.placement() == model::spec::AUTO);
   const model::StepCost& cost = m.step_cost();
   std::printf("\none training step (batch %lld):\n", static_cast<long long>(m.batch_size()));
   Table t;

@@ -32,7 +32,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: twinps tune --model FILE --workers N [--ps 1,2,4,8] [--shards 1,2,4,8,16]\n"
-    "                   [--partitioners fixed,min_size,max_size] [--profile FILE] [--bandwidth-gbps G]\n"
+    "                   [--partitioners fixed,min_size,max_size] [--placements round_robin,auto]\n"
+    "                   [--profile FILE] [--bandwidth-gbps G]\n"
     "                   [--seed S] [--tolerance F] [--csv FILE] [--top K]\n"
     "       twinps tune --validate [options]   (twinps tune --validate --help)\n"
     "\n"
@@ -95,6 +96,24 @@ bool parse_list(const std::string& flag, const std::string& text, std::vector<in
   return true;
 }
 
+bool parse_placements(const std::string& text, std::vector<scenario::VariablePlacement>& out) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto p = sim::parse_placement(item);
+    if (!p.ok()) {
+      std::fprintf(stderr, "twinps tune: --placements: %s\n", std::string(p.status().message()).c_str());
+      return false;
+    }
+    out.push_back(*p);
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "twinps tune: --placements: name at least one of round_robin, auto\n");
+    return false;
+  }
+  return true;
+}
+
 bool parse_kinds(const std::string& text, std::vector<sim::PartitionerKind>& out) {
   std::stringstream in(text);
   std::string item;
@@ -130,8 +149,8 @@ std::string seconds_string(double s) {
 }
 
 void print_table(const sim::SweepResult& r, int top) {
-  std::printf("%4s  %3s  %-11s  %6s  %12s  %10s  %10s  %8s  %s\n", "rank", "ps", "partitioner", "shards", "steps/s",
-              "step p50", "step p99", "max util", "bytes/step of the busiest ps");
+  std::printf("%4s  %3s  %-11s  %6s  %-11s  %12s  %10s  %10s  %8s  %s\n", "rank", "ps", "partitioner", "shards",
+              "placement", "steps/s", "step p50", "step p99", "max util", "bytes/step of the busiest ps");
   std::size_t hidden = 0;
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const auto& row = r.rows[i];
@@ -139,8 +158,9 @@ void print_table(const sim::SweepResult& r, int top) {
       ++hidden;
       continue;
     }
-    std::printf("%4d  %3d  %-11s  %6d  %12.1f  %10s  %10s  %7.0f%%  %8s (ps %d, %2.0f%%)%s\n", row.rank, row.ps,
-                sim::partitioner_name(row.partitioner), row.shards, row.prediction.steps_per_second,
+    std::printf("%4d  %3d  %-11s  %6d  %-11s  %12.1f  %10s  %10s  %7.0f%%  %8s (ps %d, %2.0f%%)%s\n", row.rank,
+                row.ps, sim::partitioner_name(row.partitioner), row.shards, sim::placement_name(row.placement),
+                row.prediction.steps_per_second,
                 seconds_string(row.prediction.step_p50_s).c_str(), seconds_string(row.prediction.step_p99_s).c_str(),
                 row.max_ps_utilisation * 100, bytes_string(row.bytes_per_step_max_ps).c_str(), row.busiest_ps,
                 row.max_ps_bytes_share * 100, row.recommended ? "  <- recommended" : "");
@@ -148,14 +168,33 @@ void print_table(const sim::SweepResult& r, int top) {
   if (hidden > 0) std::printf("  (%zu more: --top 0 shows all, --csv writes all)\n", hidden);
 }
 
+// Automatic placement against round-robin, for the same (ps, partitioner,
+// shards): the busiest ps's utilisation and the steps/s of each, for the
+// recommended configuration's ps count.
+void print_placement_comparison(const sim::SweepResult& r) {
+  const auto& chosen = r.rows[static_cast<std::size_t>(r.recommended)];
+  const sim::SweepRow* rr = nullptr;
+  const sim::SweepRow* aut = nullptr;
+  for (const auto& row : r.rows) {
+    if (row.ps != chosen.ps || row.partitioner != chosen.partitioner || row.shards != chosen.shards) continue;
+    (row.placement == scenario::AUTO ? aut : rr) = &row;
+  }
+  if (!rr || !aut) return;
+  std::printf("  auto placement against round-robin here: busiest ps %.0f%% against %.0f%% busy, %.1f against %.1f "
+              "steps/s (%+.1f%%)\n",
+              aut->max_ps_utilisation * 100, rr->max_ps_utilisation * 100, aut->prediction.steps_per_second,
+              rr->prediction.steps_per_second,
+              100 * (aut->prediction.steps_per_second / rr->prediction.steps_per_second - 1));
+}
+
 bool write_csv(std::ofstream& csv, const sim::SweepResult& r) {
   csv << "rank,ps,partitioner,shards,steps_per_s,step_p50_s,step_p99_s,max_ps_utilisation,max_ps_bytes_share,"
-         "bytes_per_step_max_ps,recommended\n";
+         "bytes_per_step_max_ps,recommended,placement\n";
   for (const auto& row : r.rows) {
-    csv << format("%d,%d,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d\n", row.rank, row.ps,
+    csv << format("%d,%d,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%s\n", row.rank, row.ps,
                   sim::partitioner_name(row.partitioner), row.shards, row.prediction.steps_per_second,
                   row.prediction.step_p50_s, row.prediction.step_p99_s, row.max_ps_utilisation, row.max_ps_bytes_share,
-                  row.bytes_per_step_max_ps, row.recommended ? 1 : 0);
+                  row.bytes_per_step_max_ps, row.recommended ? 1 : 0, sim::placement_name(row.placement));
   }
   csv.flush();
   return static_cast<bool>(csv);
@@ -168,7 +207,7 @@ int run_tune(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--validate") return run_tune_validate(argc, argv);
   std::string model_path, profile_path, ps_list = "1,2,4,8", shard_list = "1,2,4,8,16",
-                                        kinds = "fixed,min_size,max_size", csv_path;
+                                        kinds = "fixed,min_size,max_size", placements = "round_robin,auto", csv_path;
   sim::SweepRequest req;
   double bandwidth_gbps = 0;
   int top = 10;
@@ -182,6 +221,8 @@ int run_tune(int argc, char** argv) {
       ("shards", po::value(&shard_list)->default_value(shard_list),
        "shard counts of the largest variable to try, comma-separated")
       ("partitioners", po::value(&kinds)->default_value(kinds), "partitioner kinds to try: fixed, min_size, max_size")
+      ("placements", po::value(&placements)->default_value(placements),
+       "placements to try: round_robin (TensorFlow's, in creation order), auto (balanced by expected work per step)")
       ("profile", po::value(&profile_path), "costs: a CostProfile text file; absent: the schema's defaults")
       ("bandwidth-gbps", po::value(&bandwidth_gbps)->notifier(positive()), "host link bandwidth, overriding the profile's")
       ("seed", value_or(&req.seed, req.seed), "seed of every simulated run")
@@ -201,7 +242,7 @@ int run_tune(int argc, char** argv) {
     return kExitBadInput;
   }
   if (!parse_list("ps", ps_list, req.ps) || !parse_list("shards", shard_list, req.shards) ||
-      !parse_kinds(kinds, req.partitioners))
+      !parse_kinds(kinds, req.partitioners) || !parse_placements(placements, req.placements))
     return kExitBadInput;
 
   model_path = find_data(model_path);  // scenarios/models/... also outside the checkout
@@ -256,10 +297,12 @@ int run_tune(int argc, char** argv) {
   if (!result->skipped.empty()) std::printf("\n");
   print_table(*result, top);
   const auto& chosen = result->rows[static_cast<std::size_t>(result->recommended)];
-  std::printf("\nrecommended: %d ps, %s partitioner, %d shards: %.1f steps/s\n  why: %s\n", chosen.ps,
-              sim::partitioner_name(chosen.partitioner), chosen.shards, chosen.prediction.steps_per_second,
-              result->reason.c_str());
-  std::printf("  as a model file: partitioner { %s }\n", chosen.partitioner_config.ShortDebugString().c_str());
+  std::printf("\nrecommended: %d ps, %s partitioner, %d shards, %s placement: %.1f steps/s\n  why: %s\n", chosen.ps,
+              sim::partitioner_name(chosen.partitioner), chosen.shards, sim::placement_name(chosen.placement),
+              chosen.prediction.steps_per_second, result->reason.c_str());
+  std::printf("  as a model file: partitioner { %s }%s\n", chosen.partitioner_config.ShortDebugString().c_str(),
+              chosen.placement == scenario::AUTO ? " placement: AUTO" : "");
+  print_placement_comparison(*result);
   int simulated = 0, least = chosen.measured, most = chosen.measured;
   for (const auto& row : result->rows) {
     simulated += row.same_as_earlier ? 0 : 1;

@@ -85,13 +85,62 @@ double step_flops(const ModelSpec& spec) {
   return 4.0 * static_cast<double>(spec.batch_size) * elements;
 }
 
+namespace {
+
+// What each variable, then `iterations` and the flag, costs a ps per step
+// (for automatic placement): the shards a partitioner asks for, the rows a
+// step looks up and how, whether steps pull and push it.
+std::vector<VariableDemand> demands_of(const ModelSpec& spec) {
+  std::vector<VariableDemand> out;
+  for (const auto& v : spec.variables) {
+    VariableDemand d;
+    d.name = v.name;
+    d.shape = v.shape;
+    const PartitionerPtr& p = v.partitioner ? v.partitioner : spec.partitioner;
+    if (p && !v.shape.empty() && v.shape[0] > 0) {
+      const std::vector<std::int64_t> parts = p->partition(v.shape, 4);
+      d.shards = parts.empty() ? 1 : std::max<std::int64_t>(1, parts[0]);
+    }
+    d.rows_per_step = v.rows_per_step;
+    d.zipf_exponent = v.zipf_exponent;
+    d.updated = !v.read_only;
+    d.per_step = v.per_step;
+    out.push_back(std::move(d));
+  }
+  VariableDemand iterations{kIterationsVar, {}};
+  iterations.pulled = false;  // steps only add 1
+  out.push_back(iterations);
+  // Read by a step only when its closure is infinite (Schedule.infinite),
+  // which the model does not know: priced as not used, like a variable
+  // used only while hot.
+  VariableDemand flag{kInfiniteFlagVar, {}};
+  flag.updated = false;
+  flag.per_step = false;
+  out.push_back(flag);
+  return out;
+}
+
+}  // namespace
+
 StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timing_only, std::uint64_t init_seed) {
   Variables out;
   VariablePlacer placer(num_ps, spec.partitioner);
+  std::vector<VariablePlan> plan;
+  if (spec.auto_placement) {
+    auto made = plan_auto_placement(demands_of(spec), num_ps, spec.placement_prices);
+    if (!made.ok()) return made.status();
+    plan = std::move(*made);
+  }
+  // The variable at `i` in demands_of's order, placed by the plan or round-robin.
+  auto create = [&](std::size_t i, const std::string& name, const Shape& shape, VariableKind kind) {
+    if (plan.empty()) return placer.create(name, shape, kind);
+    return placer.create_placed(name, shape, kind, plan[i].shard_rows, plan[i].shard_ps);
+  };
   RandomStream init(init_seed);
-  for (const auto& v : spec.variables) {
+  for (std::size_t i = 0; i < spec.variables.size(); ++i) {
+    const auto& v = spec.variables[i];
     placer.set_partitioner(v.partitioner ? v.partitioner : spec.partitioner);
-    auto layout = placer.create(v.name, v.shape, VariableKind::kTrainable);
+    auto layout = create(i, v.name, v.shape, VariableKind::kTrainable);
     if (!layout.ok()) return layout.status();
     if (timing_only) {
       for (std::size_t i = 0; i < layout->shards.size(); ++i) {
@@ -107,10 +156,10 @@ StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timi
     }
   }
   placer.set_partitioner(spec.partitioner);
-  auto iterations = placer.create(kIterationsVar, {}, VariableKind::kCounter);
+  auto iterations = create(spec.variables.size(), kIterationsVar, {}, VariableKind::kCounter);
   if (!iterations.ok()) return iterations.status();
   for (auto& s : counter_shard_states(*iterations)) out.initial.push_back(std::move(s));
-  auto flag = placer.create(kInfiniteFlagVar, {}, VariableKind::kAccumulator);
+  auto flag = create(spec.variables.size() + 1, kInfiniteFlagVar, {}, VariableKind::kAccumulator);
   if (!flag.ok()) return flag.status();
   for (auto& s : shard_states(*flag, Matrix::Zero(1, 1))) out.initial.push_back(std::move(s));
   out.layouts = placer.variables();

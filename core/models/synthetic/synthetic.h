@@ -32,6 +32,7 @@
 
 #include "core/messages/messages.h"
 #include "core/ps/optimizer_config.h"
+#include "core/variables/auto_placement.h"
 #include "core/variables/layout.h"
 #include "core/variables/partitioner.h"
 #include "core/worker/function_registry.h"
@@ -68,6 +69,10 @@ struct ModelSpec {
   // spec's CompiledModel::step_cost().train_flops), charged at the cost
   // model's per-GFLOP price, instead of the gradient kernels described above.
   double flops_per_step = 0;
+  // Shards placed by core/variables/auto_placement.h (priced with
+  // `placement_prices`) instead of round-robin in creation order.
+  bool auto_placement = false;
+  PsWorkPrices placement_prices;
 };
 
 // Floating-point operations of one numeric train step's compute (see above);
@@ -80,8 +85,8 @@ double step_flops(const ModelSpec& spec);
 Matrix compute_gradient(const Matrix& w, int batch);
 
 // The variables the coordinator creates for the model on `num_ps` parameter
-// servers: the declared ones (sharded by the partitioner, placed round robin),
-// then `iterations` and the flag `do_infinite_step`.
+// servers: the declared ones (sharded by the partitioner, placed round robin
+// or by the automatic plan), then `iterations` and the flag `do_infinite_step`.
 struct Variables {
   std::vector<VariableLayout> layouts;
   std::vector<ShardState> initial;  // uniform(-0.05, 0.05) from init_seed; shape-only when timing_only
