@@ -65,6 +65,8 @@ TEST(CliFlagsTest, EachBadValueNamesItsFlagAndTheWholeCommand) {
       {{"bench", "ps", "--mode", "fast"},
        "twinps bench ps: --mode must be pipelined, sequential or push-pull (got 'fast')"},
       {{"bench", "ps", "--window", "0"}, "twinps bench ps: --window must be positive (got 0)"},
+      {{"bench", "ps", "--optimizer", "momentum"},
+       "twinps bench ps: --optimizer must be none, sgd or adam (got 'momentum')"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(joined(c.args));

@@ -63,6 +63,11 @@ struct BenchConfig {
   bool row_pulls = false;
   std::int64_t rows_per_pull = 0;  // 0: rows / 8 (at least 1)
   std::string mode = "pipelined";
+  // What a push does on the ps: "sgd" or "adam" (the optimizer's apply, with
+  // a learning rate so small that values stay put) or "none" (the ps stores
+  // the pushed values, as a key-value store such as ps-lite's default
+  // handler does: comparisons with a store-only server are like for like).
+  std::string optimizer = "sgd";
   int repeats = 5;
   double window = 2.0;
   double warmup = 1.0;
@@ -138,7 +143,7 @@ class LoadGenerator {
     PushRequest push;
     Update u;
     u.shard = shard_of(k);
-    u.op = Update::Op::kApplyGradient;
+    u.op = c_.optimizer == "none" ? Update::Op::kAssign : Update::Op::kApplyGradient;
     u.sparse = c_.row_pulls;
     u.rows = rows_[static_cast<std::size_t>(k)];
     u.values = std::move(buffers_[static_cast<std::size_t>(k)]);  // the last pull's values travel back
@@ -271,10 +276,12 @@ Status create_keys(const BenchConfig& c, const std::function<std::string(const T
   std::map<int, CreateShardsRequest> per_ps;
   for (int k = 0; k < c.keys; ++k) {
     auto& req = per_ps[ps_of(c, k)];
-    req.optimizer.kind = OptimizerConfig::Kind::kSgd;
+    req.optimizer.kind = c.optimizer == "adam" ? OptimizerConfig::Kind::kAdam : OptimizerConfig::Kind::kSgd;
     req.optimizer.learning_rate = LearningRateSchedule::constant(1e-9);  // values stay put, and finite
+    // Store-only keys are accumulators: a push assigns, no optimizer runs.
+    const VariableKind kind = c.optimizer == "none" ? VariableKind::kAccumulator : VariableKind::kTrainable;
     ShardState shard;
-    shard.spec = ShardSpec{shard_of(k), "key_" + std::to_string(k), VariableKind::kTrainable, c.rows, cols_of(c)};
+    shard.spec = ShardSpec{shard_of(k), "key_" + std::to_string(k), kind, c.rows, cols_of(c)};
     shard.value = Matrix::Constant(c.rows, cols_of(c), 0.5f);
     req.shards.push_back(std::move(shard));
   }
@@ -342,7 +349,8 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
          "--start-at-ns", std::to_string(start_ns), "--servers", std::to_string(c.servers), "--workers",
          std::to_string(c.workers), "--keys", std::to_string(c.keys), "--values-per-key",
          std::to_string(c.values_per_key), "--rows", std::to_string(c.rows), "--pull", c.row_pulls ? "rows" : "dense",
-         "--rows-per-pull", std::to_string(c.rows_per_pull), "--mode", c.mode, "--repeats", std::to_string(c.repeats),
+         "--rows-per-pull", std::to_string(c.rows_per_pull), "--mode", c.mode, "--optimizer", c.optimizer,
+         "--repeats", std::to_string(c.repeats),
          "--window", std::to_string(c.window), "--data-plane", c.data_plane, "--max-message-mb",
          std::to_string(c.max_message_mb)};
     args.insert(args.end(), rest.begin(), rest.end());
@@ -397,13 +405,13 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
   if (c.quiet) return kExitOk;
   const double key_bytes = static_cast<double>(c.values_per_key) * sizeof(float);
   std::printf("twinps bench ps: %d server(s) x %d worker(s) as processes, %d key(s) of %s (%lldx%lld floats), "
-              "%s pulls, mode %s, data plane %s\n",
+              "%s pulls, mode %s, optimizer %s, data plane %s\n",
               c.servers, c.workers, c.keys,
               key_bytes >= (1 << 20) ? format("%.0f MiB", key_bytes / (1 << 20)).c_str()
                                      : format("%.0f KiB", key_bytes / 1024).c_str(),
               static_cast<long long>(c.rows), static_cast<long long>(cols_of(c)),
               c.row_pulls ? format("row (%lld rows)", static_cast<long long>(c.rows_per_pull)).c_str() : "dense",
-              c.mode.c_str(), c.data_plane.c_str());
+              c.mode.c_str(), c.optimizer.c_str(), c.data_plane.c_str());
   Table t;
   t.row("push->pull pairs/s", show(summarize(pairs), "%.0f"));
   t.row("GB/s (push+pull bytes)", show(summarize([&] {
@@ -523,6 +531,9 @@ int run_bench_ps(int argc, char** argv) {
        "rows pulled per key with --pull rows (0: rows/8)")
       ("mode", value_or(&c.mode, std::string("pipelined"))->notifier(one_of({"pipelined", "sequential", "push-pull"})),
        "pipelined, sequential or push-pull (see --help text)")
+      ("optimizer", value_or(&c.optimizer, std::string("sgd"))->notifier(one_of({"none", "sgd", "adam"})),
+       "what a push does on the ps: sgd or adam (the optimizer's apply), none (store the values, as a key-value "
+       "store does)")
       ("repeats", value_or(&c.repeats, 5)->notifier(at_least(1)), "measurement windows")
       ("window", value_or(&c.window, 2.0)->notifier(positive()), "seconds per window")
       ("warmup", value_or(&c.warmup, 1.0)->notifier(at_least(0.0)), "seconds of load before the first window")

@@ -1,0 +1,37 @@
+// `twinps bench ps --optimizer`: what a push does on the ps, so that a
+// comparison with a store-only server (ps-lite's default handler) is like
+// for like.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "tests/tools/process.h"
+
+namespace twinps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Process;
+using testing::twinps;
+
+TEST(BenchPsTest, EachOptimizerChoiceRunsAndSaysWhichItWas) {
+  for (const char* optimizer : {"none", "sgd", "adam"}) {
+    SCOPED_TRACE(optimizer);
+    // Rows pulls too: a store-only ps assigns sparse pushes row by row.
+    for (const char* pull : {"dense", "rows"}) {
+      Process p = twinps({"bench", "ps", "--optimizer", optimizer, "--values-per-key", "65536", "--rows", "64",
+                          "--pull", pull, "--repeats", "1", "--window", "0.3", "--warmup", "0.1"});
+      ASSERT_TRUE(p.wait(120s)) << "bench ps did not finish";
+      ASSERT_EQ(p.exit_code(), 0) << p.err();
+      const std::string out = p.out();
+      EXPECT_NE(out.find(std::string("optimizer ") + optimizer), std::string::npos) << out;
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(push->pull pairs/s\s+([0-9]+))"))) << out;
+      EXPECT_GT(std::stoi(m[1]), 0) << out;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace twinps
