@@ -16,6 +16,7 @@ namespace twinps::sim {
 // sanitizers flags as reading an uninitialized optional (a false positive).
 int Topology::add_host(std::string name) {
   via_.clear();
+  tree_checked_ = false;
   const auto v = boost::add_vertex(graph_);
   graph_[v] = Vertex{std::move(name), false};
   return static_cast<int>(v);
@@ -23,6 +24,7 @@ int Topology::add_host(std::string name) {
 
 int Topology::add_switch(std::string name) {
   via_.clear();
+  tree_checked_ = false;
   const auto v = boost::add_vertex(graph_);
   graph_[v] = Vertex{std::move(name), true};
   return static_cast<int>(v);
@@ -30,6 +32,7 @@ int Topology::add_switch(std::string name) {
 
 int Topology::add_link(int a, int b, LinkParams params) {
   via_.clear();
+  tree_checked_ = false;
   const int id = static_cast<int>(ends_.size());
   boost::add_edge(static_cast<std::size_t>(a), static_cast<std::size_t>(b),
                   Edge{id, params, static_cast<double>(params.latency) + 1.0}, graph_);
@@ -54,8 +57,59 @@ struct ViaRecorder : boost::default_dijkstra_visitor {
 };
 }  // namespace
 
+bool Topology::build_tree() {
+  tree_checked_ = true;
+  tree_.clear();
+  const std::size_t n = boost::num_vertices(graph_);
+  is_tree_ = n > 0 && boost::num_edges(graph_) == n - 1;
+  if (!is_tree_) return false;
+  // Breadth first from vertex 0; a graph with n - 1 edges that reaches every
+  // vertex is a tree.
+  tree_.assign(n, TreeVertex{});
+  std::vector<bool> seen(n, false);
+  std::vector<std::size_t> queue{0};
+  seen[0] = true;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    const std::size_t v = queue[i];
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, graph_))) {
+      const std::size_t w = boost::target(e, graph_);
+      if (seen[w]) continue;
+      seen[w] = true;
+      tree_[w] = TreeVertex{static_cast<int>(v), graph_[e].id, tree_[v].depth + 1};
+      queue.push_back(w);
+    }
+  }
+  is_tree_ = queue.size() == n;
+  if (!is_tree_) tree_.clear();
+  return is_tree_;
+}
+
+int Topology::tree_route(int from, int to, int* out, int max) const {
+  // Up from both ends to their lowest common ancestor: `from`'s half runs
+  // child to parent, `to`'s half (collected backwards) parent to child.
+  int up[64], down[64];
+  int n_up = 0, n_down = 0;
+  int a = from, b = to;
+  auto at = [&](int v) -> const TreeVertex& { return tree_[static_cast<std::size_t>(v)]; };
+  while (a != b && n_up < 64 && n_down < 64) {
+    if (at(a).depth >= at(b).depth) {
+      up[n_up++] = directed(at(a).link, a);
+      a = at(a).parent;
+    } else {
+      down[n_down++] = directed(at(b).link, at(b).parent);
+      b = at(b).parent;
+    }
+  }
+  const int hops = n_up + n_down;
+  for (int i = 0; i < n_up && i < max; ++i) out[i] = up[i];
+  for (int i = 0; i < n_down && n_up + i < max; ++i) out[n_up + i] = down[n_down - 1 - i];
+  return hops;
+}
+
 int Topology::route(int from, int to, int* out, int max) {
   if (from == to) return 0;
+  if (!tree_checked_) build_tree();
+  if (is_tree_) return tree_route(from, to, out, max);
   const std::size_t n = boost::num_vertices(graph_);
   if (via_.size() != n) via_.assign(n, {});
   auto& via = via_[static_cast<std::size_t>(from)];
@@ -280,10 +334,10 @@ double NetworkModel::estimated_bytes(ClusterShape shape, int hosts_per_rack) {
   const double switches = hosts_per_rack <= 0 ? 1.0 : 1.0 + std::ceil(tasks / hosts_per_rack);
   const double vertices = tasks + switches;
   const double links = tasks + (hosts_per_rack <= 0 ? 0.0 : switches - 1);
-  // Route tables: one int64 per (source, vertex); per task its host link,
-  // departure delay and graph vertex; per link its parameters, slowdowns and
-  // both directions' state.
-  return vertices * (vertices * 8.0 + 32.0) + tasks * 64.0 + links * 256.0;
+  // The topology is a tree: per vertex its parent, link and depth (routes
+  // climb it; no per-source tables); per task its host link, departure delay
+  // and graph vertex; per link its parameters, slowdowns and both directions' state.
+  return vertices * (12.0 + 32.0) + tasks * 64.0 + links * 256.0;
 }
 
 int NetworkModel::slot(const TaskId& t) const {

@@ -121,8 +121,26 @@ class Topology {
   std::pair<int, int> link_ends(int link) const { return ends_[static_cast<std::size_t>(link)]; }
 
  private:
+  // Every topology the network model builds is a tree (hosts on one switch,
+  // or on rack switches under a core): the path between two hosts is the one
+  // through their lowest common ancestor, found by climbing parent links, in
+  // O(vertices) memory. The per-source tables below (vertices^2 entries, a
+  // gigabyte at 11,000 tasks, and a Dijkstra per source) are for any other graph.
+  bool build_tree();
+  int tree_route(int from, int to, int* out, int max) const;
+  int directed(int link, int from) const {
+    return 2 * link + (ends_[static_cast<std::size_t>(link)].first == from ? 0 : 1);
+  }
+
   Graph graph_;
   std::vector<std::pair<int, int>> ends_;           // by link id
+  // The tree, when the graph is one (rooted at vertex 0): per vertex its
+  // parent, the link to it and its depth; empty until first used or not a tree.
+  struct TreeVertex {
+    int parent = -1, link = -1, depth = 0;
+  };
+  std::vector<TreeVertex> tree_;
+  bool tree_checked_ = false, is_tree_ = false;
   // Per source vertex, computed on first use: for each vertex, the vertex it
   // is reached from (high 32 bits) and the directed link (low 32), -1: none.
   std::vector<std::vector<std::int64_t>> via_;
@@ -132,9 +150,8 @@ class NetworkModel final : public LinkModel {
  public:
   NetworkModel(ClusterShape shape, NetworkOptions options);
   // About how much memory a model of this cluster holds once every task has
-  // sent a message: mostly the route tables (Topology::route caches, per
-  // source vertex, an entry for every vertex: vertices^2 entries). The
-  // scenario resource estimate (sim/resource_estimate.h) uses it; keep it in
+  // sent a message (the topology is a tree, so routes need no per-source
+  // tables: see Topology). The scenario resource estimate (sim/resource_estimate.h) uses it; keep it in
   // step with the tables here.
   static double estimated_bytes(ClusterShape shape, int hosts_per_rack);
   // With hosts: tasks on one host share it (its link, its loopback), and

@@ -97,7 +97,7 @@ ResourceEstimate estimate_resources(const scenario::Scenario& s) {
   double memory = 0, cpu = 0;
   keep_largest(mem_best, memory,
                {NetworkModel::estimated_bytes(shape, s.network().hosts_per_rack()), biggest_job,
-                "the network model's route tables for " + count(tasks) + " tasks"});
+                "the network model of " + count(tasks) + " tasks"});
   keep_largest(mem_best, memory, {tasks * kBytesPerTask, biggest_job, "the state of " + count(tasks) + " tasks"});
   keep_largest(mem_best, memory,
                {closures * kBytesPerClosure, closures_field, count(closures) + " closures scheduled"});

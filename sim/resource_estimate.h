@@ -7,8 +7,8 @@
 // The estimate is a sum of terms, each tied to the fields it grows with and
 // to costs measured on this project's machines (2-core EPYC):
 //  memory
-//   * the network model's route tables: (tasks + switches)^2 x 8 bytes
-//     (`cluster.workers`, `cluster.ps`; NetworkModel::estimated_bytes);
+//   * the network model: per vertex of its tree (tasks + switches) and per
+//     link (`cluster.workers`, `cluster.ps`; NetworkModel::estimated_bytes);
 //   * per task: ~10 KiB (nodes, transports, coroutines, coordinator state);
 //   * per closure scheduled: ~1.2 KiB (closure, RemoteValue, records), summed
 //     over the program's `schedule.count`s;

@@ -78,7 +78,7 @@ void InMemoryNetwork::finish(const std::shared_ptr<PendingCall>& call, StatusOr<
   call->finished = true;
   if (call->deadline_timer != kNoTimer) engine_.cancel(call->deadline_timer);
   call->cancel_registration.reset();
-  pending_.erase(call->id);
+  forget(*call);
   auto done = std::move(call->done);
   done(std::move(result));
 }
@@ -92,7 +92,7 @@ void InMemoryNetwork::start_call(Endpoint& caller, const TaskId& to, Request req
   call->caller_slot = caller.executor().node();
   call->caller_incarnation = engine_.incarnation(call->caller_slot);
   call->done = std::move(done);
-  pending_[call->id] = call;
+  remember(call);
 
   // Completes the call from an event on the caller's node (never inside call()).
   auto complete_at = [this](const std::shared_ptr<PendingCall>& c, Time when, StatusOr<Response> result) {
@@ -218,20 +218,37 @@ void InMemoryNetwork::on_lost(const std::shared_ptr<PendingCall>& call) {
   });
 }
 
+InMemoryNetwork::CallsById* InMemoryNetwork::calls_of(const TaskId& task) {
+  if (task.index < 0) return nullptr;
+  auto& by_index = pending_[static_cast<std::size_t>(task.job)];
+  if (static_cast<std::size_t>(task.index) >= by_index.size()) by_index.resize(static_cast<std::size_t>(task.index) + 1);
+  return &by_index[static_cast<std::size_t>(task.index)];
+}
+
+void InMemoryNetwork::remember(const std::shared_ptr<PendingCall>& call) {
+  for (const TaskId* t : {&call->from, &call->to})
+    if (CallsById* calls = calls_of(*t)) calls->emplace(call->id, call);
+}
+
+void InMemoryNetwork::forget(const PendingCall& call) {
+  for (const TaskId* t : {&call.from, &call.to})
+    if (CallsById* calls = calls_of(*t)) calls->erase(call.id);
+}
+
 void InMemoryNetwork::detach(const TaskId& task, Endpoint* endpoint) {
   if (find_endpoint(task) != endpoint) return;
   endpoint_slot(task) = nullptr;
   // Calls in flight to the dead task fail as a reset connection would; calls it
   // made can never be answered to it, so they are dropped.
-  std::vector<std::shared_ptr<PendingCall>> affected;
-  for (auto& [id, call] : pending_)
-    if (call->to == task || call->from == task) affected.push_back(call);
+  std::vector<std::shared_ptr<PendingCall>> affected;  // in call id order
+  if (CallsById* calls = calls_of(task))
+    for (auto& [id, call] : *calls) affected.push_back(call);
   for (auto& call : affected) {
     if (call->from == task) {
       call->finished = true;
       if (call->deadline_timer != kNoTimer) engine_.cancel(call->deadline_timer);
       call->cancel_registration.reset();
-      pending_.erase(call->id);
+      forget(*call);
       continue;
     }
     engine_.post_at(call->caller_slot, call->caller_incarnation, engine_.now(), [this, call, task] {

@@ -84,7 +84,17 @@ class InMemoryNetwork {
   // up its callee, so this is an array rather than a tree.
   std::vector<Endpoint*> endpoints_[std::size(kAllJobs)];
   std::map<TaskId, std::pair<Status, int>> injected_failures_;
-  std::map<std::uint64_t, std::shared_ptr<PendingCall>> pending_;  // by call id, for failing them on detach
+  // Calls in flight by task (under both caller and callee), then call id, for
+  // failing a task's calls when it detaches: indexed by task so that a run
+  // whose 11,000 tasks all detach at its end does not scan every call in
+  // flight for each (that was a fifth of a 10,000-worker run's time).
+  // By job, then task index, as endpoints_ (a tree keyed by task cost a
+  // tenth of such a run in lookups).
+  using CallsById = std::map<std::uint64_t, std::shared_ptr<PendingCall>>;
+  std::vector<CallsById> pending_[std::size(kAllJobs)];
+  CallsById* calls_of(const TaskId& task);  // null for a task that cannot exist (negative index)
+  void remember(const std::shared_ptr<PendingCall>& call);
+  void forget(const PendingCall& call);
   std::uint64_t next_call_id_ = 1;
   std::uint64_t delivered_ = 0;
   std::uint64_t bytes_ = 0;

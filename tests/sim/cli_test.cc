@@ -207,11 +207,11 @@ TEST_F(SimCliTest, AScenarioThatCannotFitIsRefusedNamingTheField) {
     std::string text, flags, field;
   };
   const Case cases[] = {
-      {"65536 workers in 6 GiB",
+      {"65536 workers in 0.3 GiB",
        "fidelity: TIMING_ONLY\ncluster { workers: 65536 ps: 4 }\nmodel { variable { name: \"e\" shape: [1000, 8] } }\n"
        "program { schedule { count: 10 } }\nprogram { join {} }\n",
-       "--max-memory-gb 6", "cluster.workers: the run would need about 32.7 GiB of memory, most of it for the network "
-                            "model's route tables for 65541 tasks; this run may use 6.0 GiB (--max-memory-gb)"},
+       "--max-memory-gb 0.3", "cluster.workers: the run would need about 663 MiB of memory, most of it for the state "
+                              "of 65541 tasks; this run may use 307 MiB (--max-memory-gb)"},
       {"a batch of a million",
        "cluster { workers: 2 ps: 1 }\nmodel { variable { name: \"w\" shape: [1000, 64] } batch_size: 1000000 }\n"
        "program { schedule { count: 100 } }\nprogram { join {} }\n",
