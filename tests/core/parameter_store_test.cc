@@ -570,11 +570,11 @@ TEST(ParameterStoreShapeOnlyTest, CountsSizesAndStepsWithoutValues) {
   dense.shard = 1;
   dense.shape_only_rows = 1000;
   dense.shape_only_bytes = 1000 * 16 * 4;
-  ASSERT_TRUE(store.push(PushRequest{{}, {sparse, dense}, {}}, 7, TaskId::worker(0)).ok());
+  ASSERT_TRUE(store.push(PushRequest{{}, {sparse, dense}, kNoSyncStep, {}}, 7, TaskId::worker(0)).ok());
   EXPECT_EQ(store.stats().rows_updated, 1010u);
   EXPECT_EQ(store.stats().optimizer_steps, 2u);
   EXPECT_EQ(store.stats().bytes_pushed, static_cast<std::uint64_t>(10 * 72 + 64000));
-  EXPECT_TRUE(store.push(PushRequest{{}, {sparse}, {}}, 7, TaskId::worker(0))->duplicate);
+  EXPECT_TRUE(store.push(PushRequest{{}, {sparse}, kNoSyncStep, {}}, 7, TaskId::worker(0))->duplicate);
   auto exported = store.export_shards(ExportShardsRequest{{1}});
   ASSERT_TRUE(exported.ok());
   EXPECT_EQ(exported->shards[0].step, 2);
@@ -596,15 +596,15 @@ TEST(ParameterStoreShapeOnlyTest, RefusesValuesForShapeOnlyShardsAndCountsForRea
   ASSERT_TRUE(store.create_shards(req).ok());
 
   Update with_values = dense_grad(9, mat({{1, 2}}));
-  EXPECT_EQ(store.push(PushRequest{{}, {with_values}, {}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.push(PushRequest{{}, {with_values}, kNoSyncStep, {}}).status().code(), StatusCode::kInvalidArgument);
   Update too_many;
   too_many.shard = 9;
   too_many.sparse = true;
   too_many.shape_only_rows = 2;
-  EXPECT_EQ(store.push(PushRequest{{}, {too_many}, {}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.push(PushRequest{{}, {too_many}, kNoSyncStep, {}}).status().code(), StatusCode::kInvalidArgument);
   Update count_for_real = dense_grad(kDense, mat({{1, 1}}));
   count_for_real.shape_only_rows = 1;
-  EXPECT_EQ(store.push(PushRequest{{}, {count_for_real}, {}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.push(PushRequest{{}, {count_for_real}, kNoSyncStep, {}}).status().code(), StatusCode::kInvalidArgument);
   PullItem rows_by_count{kEmb, false, {}};
   rows_by_count.shape_only_rows = 1;
   EXPECT_EQ(store.pull(PullRequest{{rows_by_count}}).status().code(), StatusCode::kInvalidArgument);

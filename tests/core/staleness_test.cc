@@ -42,7 +42,7 @@ StatusOr<PushResponse> push_gradient(ParameterStore& store, std::int64_t read_ve
   u.shard = kDense;
   u.values = mat({{1, 1}});
   u.read_version = read_version;
-  return store.push(PushRequest{{}, {u}, {}});
+  return store.push(PushRequest{{}, {u}, kNoSyncStep, {}});
 }
 
 TEST(StalenessTest, APullReturnsTheShardsVersionAndEachGradientIsMeasuredAgainstTheOneItWasComputedFrom) {
@@ -83,7 +83,7 @@ TEST(StalenessTest, GradientsWithoutAReadVersionAreCountedUnmeasuredAndOtherUpda
   count.shard = kCounter;
   count.op = Update::Op::kAdd;
   count.counter_delta = 1;
-  ASSERT_TRUE(store.push(PushRequest{{}, {count}, {}}).ok());
+  ASSERT_TRUE(store.push(PushRequest{{}, {count}, kNoSyncStep, {}}).ok());
   EXPECT_EQ(store.stats().staleness.total, 0u);
   EXPECT_EQ(store.stats().staleness.unmeasured, 1u);
   EXPECT_EQ(version_read(store), 1) << "the unversioned gradient was still applied";
@@ -96,8 +96,8 @@ TEST(StalenessTest, ADuplicatePushIsNotMeasuredAgain) {
   u.values = mat({{1, 1}});
   u.read_version = 0;
   const TaskId worker = TaskId::worker(0);
-  ASSERT_TRUE(store.push(PushRequest{{}, {u}, {}}, 7, worker).ok());
-  auto again = store.push(PushRequest{{}, {u}, {}}, 7, worker);
+  ASSERT_TRUE(store.push(PushRequest{{}, {u}, kNoSyncStep, {}}, 7, worker).ok());
+  auto again = store.push(PushRequest{{}, {u}, kNoSyncStep, {}}, 7, worker);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->duplicate);
   EXPECT_EQ(again->staleness.total, 0u);

@@ -81,12 +81,16 @@ inline std::vector<Request> sample_requests(std::int64_t big = 8) {
   dense.read_version = 41;  // the version the gradient was computed from
   Update sparse{2, Update::Op::kAssign, true, {4, 1}, ramp(2, 3), 0};
   Update counter{3, Update::Op::kAdd, false, {}, Matrix(), 11};
-  out.push_back(PushRequest{sample_fence(), {dense, sparse, counter}, PullRequest{{PullItem{2, false, {1, 0}}}}});
+  out.push_back(PushRequest{sample_fence(), {dense, sparse, counter}, kNoSyncStep, PullRequest{{PullItem{2, false, {1, 0}}}}});
   out.push_back(ExportShardsRequest{{3, 1, 4}});
   out.push_back(FenceRequest{sample_fence()});
+  out.push_back(ApplySyncStepRequest{sample_fence(), 17});
+  // Sync mode: a push and a closure tagged with their step.
+  out.push_back(PushRequest{sample_fence(), {dense}, 16, {}});
   out.push_back(SetupWorkerRequest{sample_fence(), {sample_layout(), VariableLayout{"scalar", {}, VariableKind::kTrainable, {}}}});
   out.push_back(CreateResourceRequest{5, 4, "make_iterator", sample_values(big)});
   out.push_back(RunClosureRequest{9, "train_step", sample_values(big), sample_fence(), 3});
+  out.push_back(RunClosureRequest{10, "train_step", {}, sample_fence(), 3, 16});
   return out;
 }
 
@@ -227,9 +231,14 @@ struct RequestEq {
     expect_eq(a.fence, b.fence);
     expect_eq(a.updates, b.updates);
     expect_eq(a.then_pull.items, b.then_pull.items);
+    EXPECT_EQ(a.sync_step, b.sync_step);
   }
   void operator()(const ExportShardsRequest& a) const { EXPECT_EQ(a.shards, std::get<ExportShardsRequest>(other).shards); }
   void operator()(const FenceRequest& a) const { expect_eq(a.fence, std::get<FenceRequest>(other).fence); }
+  void operator()(const ApplySyncStepRequest& a) const {
+    expect_eq(a.fence, std::get<ApplySyncStepRequest>(other).fence);
+    EXPECT_EQ(a.step, std::get<ApplySyncStepRequest>(other).step);
+  }
   void operator()(const SetupWorkerRequest& a) const {
     auto& b = std::get<SetupWorkerRequest>(other);
     expect_eq(a.fence, b.fence);
@@ -249,6 +258,7 @@ struct RequestEq {
     expect_eq(a.args, b.args);
     expect_eq(a.fence, b.fence);
     EXPECT_EQ(a.worker_incarnation, b.worker_incarnation);
+    EXPECT_EQ(a.sync_step, b.sync_step);
   }
 };
 inline void expect_eq(const Request& a, const Request& b) {

@@ -37,7 +37,7 @@ struct PsFixture {
     u.shard = 1;
     u.sparse = true;
     u.shape_only_rows = rows;
-    return PushRequest{{}, {u}, {}};
+    return PushRequest{{}, {u}, kNoSyncStep, {}};
   }
 
   LocalEngine engine;

@@ -150,7 +150,7 @@ TEST(SecurityTest, APeerWithoutTheTokenIsRefusedEverywhereWhileTrainingGoesOn) {
     attempts.push_back({TaskId::ps(0), PullRequest{{PullItem{1, true, {}}}}});
     attempts.push_back({TaskId::ps(0), PushRequest{Fence{}, {Update{1, Update::Op::kAssign, false, {},
                                                                    Matrix::Constant(2, 2, 7.0f), 0}},
-                                                   {}}});
+                                                   kNoSyncStep, {}}});
     attempts.push_back({TaskId::worker(0), RunClosureRequest{1, "train_step", {}, Fence{}, 0}});
     attempts.push_back({TaskId::worker(1), HealthRequest{}});
     for (auto& [to, request] : attempts) {
