@@ -232,6 +232,7 @@ void encode(const PushRequest& in, wire::PushRequest* out, AttachmentWriter* a) 
     if (u.read_version != Update::kUnknownVersion) w->set_read_version(u.read_version);
   }
   if (!in.then_pull.items.empty()) encode(in.then_pull, out->mutable_then_pull(), a);
+  if (in.sync_step != kNoSyncStep) out->set_sync_step(in.sync_step);
 }
 Status decode(const wire::PushRequest& in, PushRequest* out, const AttachmentReader* a) {
   TWINPS_WITHIN("fence", from_proto(in.fence(), &out->fence));
@@ -253,6 +254,11 @@ Status decode(const wire::PushRequest& in, PushRequest* out, const AttachmentRea
     }
   }
   TWINPS_WITHIN("then_pull", decode(in.then_pull(), &out->then_pull, a));
+  if (in.has_sync_step()) {
+    if (in.sync_step() < 0)
+      return absl::InvalidArgumentError("sync_step: " + std::to_string(in.sync_step()) + " is negative");
+    out->sync_step = in.sync_step();
+  }
   return absl::OkStatus();
 }
 
@@ -269,6 +275,17 @@ void encode(const FenceRequest& in, wire::FenceRequest* out, AttachmentWriter*) 
 }
 Status decode(const wire::FenceRequest& in, FenceRequest* out, const AttachmentReader*) {
   TWINPS_WITHIN("fence", from_proto(in.fence(), &out->fence));
+  return absl::OkStatus();
+}
+
+void encode(const ApplySyncStepRequest& in, wire::ApplySyncStepRequest* out, AttachmentWriter*) {
+  to_proto(in.fence, out->mutable_fence());
+  out->set_step(in.step);
+}
+Status decode(const wire::ApplySyncStepRequest& in, ApplySyncStepRequest* out, const AttachmentReader*) {
+  TWINPS_WITHIN("fence", from_proto(in.fence(), &out->fence));
+  if (in.step() < 0) return absl::InvalidArgumentError("step: " + std::to_string(in.step()) + " is negative");
+  out->step = in.step();
   return absl::OkStatus();
 }
 
@@ -316,6 +333,7 @@ void encode(const RunClosureRequest& in, wire::RunClosureRequest* out, Attachmen
   encode_args(in.args, out->mutable_args(), a);
   to_proto(in.fence, out->mutable_fence());
   out->set_worker_incarnation(in.worker_incarnation);
+  if (in.sync_step != kNoSyncStep) out->set_sync_step(in.sync_step);
 }
 Status decode(const wire::RunClosureRequest& in, RunClosureRequest* out, const AttachmentReader* a) {
   out->id = in.id();
@@ -323,6 +341,11 @@ Status decode(const wire::RunClosureRequest& in, RunClosureRequest* out, const A
   TWINPS_RETURN_IF_ERROR(decode_args(in.args(), &out->args, a));
   TWINPS_WITHIN("fence", from_proto(in.fence(), &out->fence));
   out->worker_incarnation = in.worker_incarnation();
+  if (in.has_sync_step()) {
+    if (in.sync_step() < 0)
+      return absl::InvalidArgumentError("sync_step: " + std::to_string(in.sync_step()) + " is negative");
+    out->sync_step = in.sync_step();
+  }
   return absl::OkStatus();
 }
 
@@ -366,8 +389,10 @@ void encode(const StalenessHistogram& in, wire::StalenessHistogram* out) {
   out->set_sum(in.sum);
   out->set_max(in.max);
   out->set_unmeasured(in.unmeasured);
+  out->set_dropped(in.dropped);
 }
 Status decode(const wire::StalenessHistogram& in, StalenessHistogram* out) {
+  out->dropped = in.dropped();
   if (in.counts_size() == 0 && in.total() == 0) {
     out->unmeasured = in.unmeasured();
     return absl::OkStatus();
@@ -737,6 +762,7 @@ void to_proto(const Request& in, wire::Request* out, AttachmentWriter* a) {
     void operator()(const SetupWorkerRequest& r) const { encode(r, out->mutable_setup_worker(), a); }
     void operator()(const CreateResourceRequest& r) const { encode(r, out->mutable_create_resource(), a); }
     void operator()(const RunClosureRequest& r) const { encode(r, out->mutable_run_closure(), a); }
+    void operator()(const ApplySyncStepRequest& r) const { encode(r, out->mutable_apply_sync_step(), a); }
   } visitor{out, a};
   std::visit(visitor, in);
 }
@@ -762,6 +788,9 @@ Status from_proto(const wire::Request& in, Request* out, const AttachmentReader*
       break;
     case wire::Request::kRunClosure:
       s = decode_alternative<RunClosureRequest>("run_closure", in.run_closure(), out, a);
+      break;
+    case wire::Request::kApplySyncStep:
+      s = decode_alternative<ApplySyncStepRequest>("apply_sync_step", in.apply_sync_step(), out, a);
       break;
     case wire::Request::KIND_NOT_SET: s = invalid("kind", "no request set (or one this build does not know)"); break;
   }

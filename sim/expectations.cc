@@ -74,6 +74,8 @@ std::uint64_t counter_value(const CoordinatorStats& s, scenario::StatCheck::Coun
     case scenario::StatCheck::PS_FAILURES_RETRIED: return s.ps_failures_retried;
     case scenario::StatCheck::TIMEOUTS_RETRIED: return s.timeouts_retried;
     case scenario::StatCheck::ERRORS_RAISED: return s.errors_raised;
+    case scenario::StatCheck::SYNC_STEPS: return s.sync_steps;
+    case scenario::StatCheck::DROPPED_GRADIENTS: return s.staleness.dropped;
   }
   return 0;
 }

@@ -83,12 +83,19 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     const char* name = request_name(call.request);
     const auto* push = std::get_if<PushRequest>(&call.request);
     const Fence fence = push ? push->fence : Fence{};
+    // Sync mode: applying a step runs the optimizer over the rows of its
+    // averaged gradients, which its small request does not show; it costs
+    // what a push of those rows costs.
+    const bool applies_step = std::holds_alternative<ApplySyncStepRequest>(call.request);
     handler_(std::move(call), [this, served, start, waited, request_bytes, items = shape.items, row_ids = shape.rows,
-                               rows_before, name, push = push != nullptr, fence](StatusOr<Response> result) mutable {
+                               rows_before, name, push = push != nullptr, fence,
+                               applies_step](StatusOr<Response> result) mutable {
       const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
       const std::uint64_t rows = rows_updated_() - rows_before;
       if (push && pushes_) pushes_->push_back(PushRecord{start, self_.index, fence, result.ok()});
-      const Duration service = model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push);
+      const Duration service =
+          applies_step ? model_.service(request_bytes, reply_bytes, rows, items, true)
+                       : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push);
       served->service = service;
       stats_.bytes_in += request_bytes;
       stats_.bytes_out += reply_bytes;

@@ -87,6 +87,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
     row("evaluation", text + fmt(" (%.0f examples)", r.eval->examples));
   }
   if (!r.stats.staleness.empty()) row("gradient staleness", r.stats.staleness.describe());
+  if (r.stats.sync_steps > 0) row("sync steps applied", std::to_string(r.stats.sync_steps));
   if (r.final_iterations) row("iterations", std::to_string(*r.final_iterations));
   if (r.parameter_hash) {
     char hex[32];

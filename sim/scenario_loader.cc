@@ -429,11 +429,13 @@ void Validator::coordinator() {
   positive(p(c, "ps_call_timeout_s"), c.ps_call_timeout_s(), "ps_call_timeout_s");
   if (c.queue_capacity() < 0) error(p(c, "queue_capacity"), "must not be negative");
   if (c.transient_timeouts() < -1) error(p(c, "transient_timeouts"), "must be -1 (workers / 10) or more");
-  if (c.mode() == scenario::SYNC)
-    error(p(c, "mode"), "SYNC is not implemented yet (issue 13): use ASYNC, or SSP with a staleness_bound");
   if (c.staleness_bound() < 0) error(p(c, "staleness_bound"), "must not be negative");
   if (c.has_staleness_bound() && c.mode() != scenario::SSP)
     error(p(c, "staleness_bound"), "is for mode SSP only");
+  if (c.backup_workers() < 0) error(p(c, "backup_workers"), "must not be negative");
+  else if (c.has_backup_workers() && c.mode() != scenario::SYNC) error(p(c, "backup_workers"), "is for mode SYNC only");
+  else if (c.backup_workers() >= s_.cluster().workers())
+    error(p(c, "backup_workers"), "must be fewer than the workers (" + std::to_string(s_.cluster().workers()) + ")");
 }
 
 void Validator::program() {

@@ -34,6 +34,7 @@ CoordinatorOptions coordinator_options(const scenario::Coordinator& co) {
            : co.mode() == scenario::SYNC ? TrainingMode::kSync
                                          : TrainingMode::kAsync;
   o.staleness_bound = co.staleness_bound();
+  o.backup_workers = co.backup_workers();
   return o;
 }
 

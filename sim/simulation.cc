@@ -74,6 +74,8 @@ void add_stats(CoordinatorStats& total, const CoordinatorStats& s) {
   total.staleness.merge(s.staleness);
   total.ssp_waits += s.ssp_waits;
   total.ssp_wait_time += s.ssp_wait_time;
+  total.sync_steps += s.sync_steps;
+  total.sync_wait_time += s.sync_wait_time;
   if (total.closures_per_worker.size() < s.closures_per_worker.size())
     total.closures_per_worker.resize(s.closures_per_worker.size(), 0);
   for (std::size_t i = 0; i < s.closures_per_worker.size(); ++i) total.closures_per_worker[i] += s.closures_per_worker[i];

@@ -40,6 +40,7 @@ struct SpecWorkload {
   // --staleness-bound): used when the scenario's coordinator sets no mode.
   TrainingMode mode = TrainingMode::kAsync;
   std::int64_t staleness_bound = 0;
+  std::int64_t backup_workers = 0;  // mode sync
 };
 
 // The synthetic model that times `model`'s train step. Metric accumulators

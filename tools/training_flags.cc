@@ -137,9 +137,13 @@ void ModelFlags::add_training_options(po::options_description& opts) {
       ("eval-mode", value_or(&eval_mode, std::string("distributed"))->notifier(one_of({"distributed", "direct"})),
        "distributed (eval closures on the workers, metrics on a ps) or direct (on the coordinator, every record once)")
       ("mode", po::value<std::string>(),
-       "async (any idle worker runs the next closure) or ssp (no worker more than --staleness-bound closures ahead "
-       "of the slowest live one); overrides the spec's training.mode (sync: not implemented yet)")
-      ("staleness-bound", po::value<std::int64_t>(), "--mode ssp: closures a worker may run ahead of the slowest (>= 0)");
+       "async (any idle worker runs the next closure), ssp (no worker more than --staleness-bound closures ahead "
+       "of the slowest live one) or sync (every step's gradients averaged on the ps, one update per step); "
+       "overrides the spec's training.mode")
+      ("staleness-bound", po::value<std::int64_t>(), "--mode ssp: closures a worker may run ahead of the slowest (>= 0)")
+      ("backup-workers", po::value<std::int64_t>(),
+       "--mode sync: a step is applied once workers - B of its closures completed; the late ones' gradients are "
+       "dropped (0 <= B < workers)");
 }
 
 void ModelFlags::add_data_options(po::options_description& opts, bool with_train) {
@@ -233,14 +237,18 @@ StatusOr<ModelRun> load_model_run(const ModelFlags& f, const po::variables_map& 
   {
     // Already checked in the spec (training.mode); the flags override it.
     const std::string mode = flag<std::string>(vm, "mode").value_or(t.mode());
-    if (mode == "sync")
-      return bad_flag("--mode sync is not implemented yet (issue 13): use async, or ssp with --staleness-bound");
-    if (mode != "async" && mode != "ssp") return bad_flag("--mode must be async or ssp, not '" + mode + "'");
-    run.mode = mode == "ssp" ? TrainingMode::kSsp : TrainingMode::kAsync;
+    if (mode != "async" && mode != "ssp" && mode != "sync")
+      return bad_flag("--mode must be async, ssp or sync, not '" + mode + "'");
+    run.mode = mode == "ssp" ? TrainingMode::kSsp : mode == "sync" ? TrainingMode::kSync : TrainingMode::kAsync;
     const auto bound = flag<std::int64_t>(vm, "staleness-bound");
     if (bound && *bound < 0) return bad_flag("--staleness-bound must not be negative");
     if (bound && run.mode != TrainingMode::kSsp) return bad_flag("--staleness-bound is for --mode ssp only");
     run.staleness_bound = run.mode == TrainingMode::kSsp ? bound.value_or(t.staleness_bound()) : 0;
+    // Fewer than the workers is checked by the command, which knows them (check_backup_workers).
+    const auto backup = flag<std::int64_t>(vm, "backup-workers");
+    if (backup && *backup < 0) return bad_flag("--backup-workers must not be negative");
+    if (backup && run.mode != TrainingMode::kSync) return bad_flag("--backup-workers is for --mode sync only");
+    run.backup_workers = run.mode == TrainingMode::kSync ? backup.value_or(t.backup_workers()) : 0;
   }
 
   // Data: the tutorial's generated records by default for the built-in tutorial.

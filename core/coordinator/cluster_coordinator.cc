@@ -23,8 +23,11 @@ ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, con
       queue_(runtime.executor, options.queue_capacity, shape.workers),
       state_changed_(runtime.executor),
       ssp_changed_(runtime.executor),
+      sync_changed_(runtime.executor),
       scope_(runtime.executor) {
   if (options_.mode == TrainingMode::kSsp) ssp_.emplace(shape.workers, options_.staleness_bound);
+  if (options_.mode == TrainingMode::kSync && options_.backup_workers >= 0 && options_.backup_workers < shape.workers)
+    sync_.emplace(shape.workers, static_cast<int>(options_.backup_workers));
   workers_.resize(static_cast<std::size_t>(shape.workers));
   for (int i = 0; i < shape.workers; ++i) {
     auto& w = workers_[static_cast<std::size_t>(i)];
@@ -37,10 +40,15 @@ ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, con
 
 ClusterCoordinator::~ClusterCoordinator() { stop(); }
 
-Status check_training_mode(const CoordinatorOptions& options) {
-  if (options.mode == TrainingMode::kSync)
-    return absl::UnimplementedError(
-        "training mode sync is not implemented yet (issue 13): use async or ssp with a staleness bound");
+Status check_training_mode(const CoordinatorOptions& options, int workers) {
+  if (options.backup_workers < 0)
+    return absl::InvalidArgumentError("backup workers must be >= 0, not " + std::to_string(options.backup_workers));
+  if (options.mode != TrainingMode::kSync && options.backup_workers != 0)
+    return absl::InvalidArgumentError(std::string("backup workers are for mode sync, not ") +
+                                      training_mode_name(options.mode));
+  if (options.mode == TrainingMode::kSync && options.backup_workers >= workers)
+    return absl::InvalidArgumentError("backup workers (" + std::to_string(options.backup_workers) +
+                                      ") must be fewer than the workers (" + std::to_string(workers) + ")");
   if (options.staleness_bound < 0)
     return absl::InvalidArgumentError("staleness bound must be >= 0, not " + std::to_string(options.staleness_bound));
   if (options.mode != TrainingMode::kSsp && options.staleness_bound != 0)
@@ -73,7 +81,7 @@ Task<StatusOr<Response>> ClusterCoordinator::control_call(const TaskId& to, Requ
 Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, OptimizerConfig optimizer,
                                        std::vector<ShardState> initial) {
   if (started_) co_return absl::FailedPreconditionError("the coordinator has already started");
-  TWINPS_CO_RETURN_IF_ERROR(check_training_mode(options_));
+  TWINPS_CO_RETURN_IF_ERROR(check_training_mode(options_, shape_.workers));
   variables_ = VariableDirectory(std::move(variables));
   optimizer_ = optimizer;
   const Time started_at = runtime_.executor.now();
@@ -390,6 +398,7 @@ void ClusterCoordinator::stop() {
   generation_cancel_.cancel();
   state_changed_.notify_all();
   ssp_changed_.notify_all();
+  sync_changed_.notify_all();
   for (auto& w : workers_) w.dispatch_started->notify_all();  // monitors see stopping_ and end
   ps_monitor_stop_.cancel();
 }
@@ -437,11 +446,18 @@ Task<void> ClusterCoordinator::worker_loop(int index) {
       co_await wait_for_slowest(w);
       continue;
     }
+    if (sync_ && (sync_applying_ || !sync_->may_start(index))) {
+      co_await wait_for_next_step(w);
+      continue;
+    }
     ClosureQueue::Work work = co_await queue_.next_work(index);
     if (work.stop) break;
     if (work.resource) {
       co_await process_resource(w, std::move(*work.resource));
     } else {
+      // A step may have begun being applied while this worker waited for
+      // work: its closure then belongs to the next step.
+      if (sync_) co_await wait_while_applying();
       co_await process_closure(w, std::move(work.closure));
     }
   }
@@ -458,6 +474,61 @@ Task<void> ClusterCoordinator::wait_for_slowest(WorkerHandle& w) {
   runtime_.trace.span(w.task, "coordinator", "ssp wait", start, runtime_.executor.now() - start,
                       {TraceArg{"clock", static_cast<double>(ssp_->clock(w.index))},
                        TraceArg{"slowest", static_cast<double>(ssp_->slowest())}});
+}
+
+Task<void> ClusterCoordinator::wait_for_next_step(WorkerHandle& w) {
+  // A worker that completed its closure of the step waits here; it applies
+  // the step itself when the step becomes ready (a worker's death or a
+  // closure that ended without completing can make it ready), so some waiting
+  // worker always does it.
+  const Time start = runtime_.executor.now();
+  while (!stopping_ && w.state != WorkerState::kDead && (sync_applying_ || !sync_->may_start(w.index))) {
+    if (!sync_applying_ && sync_->ready(queue_.queued() > 0)) {
+      co_await apply_sync_step_if_ready();
+      continue;
+    }
+    co_await sync_changed_.wait();
+  }
+  stats_.sync_wait_time += runtime_.executor.now() - start;
+}
+
+Task<void> ClusterCoordinator::wait_while_applying() {
+  while (!stopping_ && sync_applying_) co_await sync_changed_.wait();
+}
+
+Task<void> ClusterCoordinator::apply_sync_step_if_ready() {
+  if (sync_applying_ || !sync_->ready(queue_.queued() > 0)) co_return;
+  sync_applying_ = true;
+  const Time start = runtime_.executor.now();
+  const std::int64_t step = sync_->step();
+  const std::int64_t gradients = sync_->completed();
+  // Every ps applies the step's means, and only then does the next step
+  // begin: its closures read the updated values.
+  std::vector<Future<StatusOr<Response>>> answers;
+  for (int p = 0; p < shape_.ps; ++p) {
+    CallOptions opts;
+    opts.deadline = add_saturating(runtime_.executor.now(), options_.rpc_timeout);
+    opts.cancel = ps_lost_.token();
+    answers.push_back(call_async(runtime_.executor, runtime_.transport, TaskId::ps(p),
+                                 ApplySyncStepRequest{Fence{runtime_.incarnation, generation_}, step}, opts));
+  }
+  for (int p = 0; p < shape_.ps; ++p) {
+    auto r = co_await answers[static_cast<std::size_t>(p)];
+    // A fenced answer means an error is being raised (its generation was
+    // cancelled); anything else is a ps failure, raised like any other (P1).
+    if (!r.ok() && error_kind(r.status()) != ErrorKind::kFenced && !stopping_)
+      queue_.report_error(with_failed_task(Status(r.status().code(), "applying sync step " + std::to_string(step) +
+                                                                         " on ps:" + std::to_string(p) + ": " +
+                                                                         describe(r.status())),
+                                           TaskId::ps(p)));
+  }
+  sync_->advance();
+  ++stats_.sync_steps;
+  sync_applying_ = false;
+  sync_changed_.notify_all();
+  runtime_.trace.span(runtime_.self, "coordinator", "apply sync step", start, runtime_.executor.now() - start,
+                      {TraceArg{"step", static_cast<double>(step)},
+                       TraceArg{"closures", static_cast<double>(gradients)}});
 }
 
 Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure) {
@@ -510,8 +581,10 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
 
   auto watch = std::make_shared<DispatchWatch>();
   auto on_generation_cancel = generation_cancel_.token().on_cancel([watch] { watch->cancel.cancel(); });
+  // Sync: the closure joins the current step; its pushes carry the step.
+  const std::int64_t sync_step = sync_ ? sync_->start(w.index) : kNoSyncStep;
   RunClosureRequest req{closure->id, closure->fn, std::move(args), Fence{runtime_.incarnation, closure->generation},
-                        w.incarnation};
+                        w.incarnation, sync_step};
   CallOptions opts;
   opts.cancel = watch->cancel.token();
   const Time closure_deadline =
@@ -534,9 +607,19 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
         ssp_->tick(w.index);
         ssp_changed_.notify_all();
       }
+      if (sync_) {
+        // Applied before the closure counts as finished, so that join()
+        // returns only after the last step's gradients are in the values.
+        sync_->finish(w.index, sync_step, true);
+        sync_changed_.notify_all();
+        co_await apply_sync_step_if_ready();
+        // Another worker may be applying the step this closure belonged to.
+        co_await wait_while_applying();
+      }
       queue_.mark_finished();
     } else {
       fail(absl::InternalError(w.task.short_name() + " answered RunClosure with another message"));
+      finish_sync_closure(w, sync_step);
     }
     co_return;
   }
@@ -613,6 +696,15 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
       fail(error);
       break;
   }
+  finish_sync_closure(w, sync_step);
+}
+
+void ClusterCoordinator::finish_sync_closure(WorkerHandle& w, std::int64_t sync_step) {
+  if (!sync_) return;
+  // After the closure was put back (or failed): a step must not be applied
+  // as if no work were left while this closure waits to run again.
+  sync_->finish(w.index, sync_step, false);
+  sync_changed_.notify_all();
 }
 
 Task<void> ClusterCoordinator::monitor_worker(int index) {
@@ -692,6 +784,10 @@ void ClusterCoordinator::mark_worker_dead(WorkerHandle& w, const Status& cause) 
     ssp_->leave(w.index);
     ssp_changed_.notify_all();
   }
+  if (sync_) {
+    sync_->leave(w.index);
+    sync_changed_.notify_all();
+  }
   // W2/R8: drop its pending resource builds and abort every resource it held.
   queue_.clear_tagged(w.index);
   for (auto& r : w.resources) r.output.set_aborted(cause);
@@ -715,6 +811,10 @@ Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
         if (ssp_) {
           ssp_->rejoin(w.index);
           ssp_changed_.notify_all();
+        }
+        if (sync_) {
+          sync_->rejoin(w.index);
+          sync_changed_.notify_all();
         }
         log_dispatch(w.index, DispatchRecord::Kind::kWorkerRecovered, 0);
         runtime_.trace.instant(w.task, "coordinator", "worker_recovered", runtime_.executor.now());

@@ -76,15 +76,18 @@ struct CoordinatorOptions {
   // Keep a log of every dispatch (tests and scenario expectations read it).
   bool record_dispatch_log = false;
   // How workers' closures may run relative to each other (training_mode.h):
-  // async, or SSP with `staleness_bound` (>= 0) closures of lead over the
-  // slowest live worker. kSync is refused by the coordinator's checks.
+  // async, SSP with `staleness_bound` (>= 0) closures of lead over the
+  // slowest live worker, or sync with `backup_workers` (0 <= B < workers):
+  // each step is applied once workers - B of its closures completed.
   TrainingMode mode = TrainingMode::kAsync;
   std::int64_t staleness_bound = 0;
+  std::int64_t backup_workers = 0;
 };
 
-// The options' problems (a negative staleness bound, a mode not
-// implemented), naming the option; OK when a coordinator can use them.
-Status check_training_mode(const CoordinatorOptions& options);
+// The options' problems for a cluster of `workers` (a negative staleness
+// bound, backup workers not fewer than the workers, an option for another
+// mode), naming the option; OK when a coordinator can use them.
+Status check_training_mode(const CoordinatorOptions& options, int workers);
 
 // What the coordinator did, for summaries and tests.
 struct CoordinatorStats {
@@ -101,6 +104,10 @@ struct CoordinatorStats {
   // and the time spent waiting, summed over workers.
   std::uint64_t ssp_waits = 0;
   Duration ssp_wait_time = 0;
+  // Sync: steps applied on the parameter servers, and the time workers
+  // spent waiting for their step to be applied, summed over workers.
+  std::uint64_t sync_steps = 0;
+  Duration sync_wait_time = 0;
   std::uint64_t ps_failures_retried = 0;
   std::uint64_t timeouts_retried = 0;
   std::uint64_t errors_raised = 0;
@@ -209,6 +216,15 @@ class ClusterCoordinator {
   Task<void> worker_loop(int index);
   // SSP: waits until `w` may start a closure (or it died, or stop()).
   Task<void> wait_for_slowest(WorkerHandle& w);
+  // Sync: waits until `w` may take a closure of the current step (or it
+  // died, or stop()); applies the step itself when it is ready.
+  Task<void> wait_for_next_step(WorkerHandle& w);
+  // Sync: while a step is being applied, no closure starts.
+  Task<void> wait_while_applying();
+  // Sync: applies the current step on every ps if it is ready (SyncSteps::ready).
+  Task<void> apply_sync_step_if_ready();
+  // Sync: a closure of `sync_step` on `w` ended without completing.
+  void finish_sync_closure(WorkerHandle& w, std::int64_t sync_step);
   Task<void> process_closure(WorkerHandle& w, std::shared_ptr<Closure> closure);
   Task<void> process_resource(WorkerHandle& w, ResourceClosure rc);
   Task<void> monitor_worker(int index);
@@ -248,6 +264,11 @@ class ClusterCoordinator {
   // workers waiting on them whenever one ticks, leaves or rejoins.
   std::optional<SspClock> ssp_;
   Notifier ssp_changed_;
+  // Sync (options_.mode == kSync): the steps, whether one is being applied,
+  // and a wake-up for workers waiting on them whenever they change.
+  std::optional<SyncSteps> sync_;
+  bool sync_applying_ = false;
+  Notifier sync_changed_;
   CoordinatorStats stats_;
   std::vector<DispatchRecord> dispatch_log_;
   TaskScope scope_;  // last member: destroyed first, before the state its tasks use

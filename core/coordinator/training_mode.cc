@@ -32,4 +32,37 @@ void SspClock::rejoin(int w) {
   live_[i] = true;
 }
 
+int SyncSteps::required() const {
+  const int live = static_cast<int>(std::count(live_.begin(), live_.end(), true));
+  return std::min(workers_ - backup_, live);
+}
+
+std::int64_t SyncSteps::start(int w) {
+  joined_[index(w)] = true;
+  ++running_;
+  return step_;
+}
+
+void SyncSteps::finish(int w, std::int64_t step, bool completed) {
+  if (step != step_) return;
+  --running_;
+  if (completed) {
+    ++completed_;
+  } else {
+    joined_[index(w)] = false;
+  }
+}
+
+bool SyncSteps::ready(bool work_queued) const {
+  if (completed_ == 0) return false;
+  return completed_ >= required() || (running_ == 0 && !work_queued);
+}
+
+void SyncSteps::advance() {
+  ++step_;
+  running_ = 0;
+  completed_ = 0;
+  std::fill(joined_.begin(), joined_.end(), false);
+}
+
 }  // namespace twinps

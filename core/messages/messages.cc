@@ -30,20 +30,23 @@ struct RequestSize {
     return n;
   }
   std::size_t operator()(const PushRequest& r) const {
-    std::size_t n = 16 + (*this)(r.then_pull);
+    std::size_t n = 16 + (*this)(r.then_pull) + (r.sync_step == kNoSyncStep ? 0 : 8);
     for (const auto& u : r.updates)
       n += 16 + size_of(u.rows) + byte_size(u.values) + static_cast<std::size_t>(u.shape_only_bytes);
     return n;
   }
   std::size_t operator()(const ExportShardsRequest& r) const { return 4 * r.shards.size(); }
   std::size_t operator()(const FenceRequest&) const { return 16; }
+  std::size_t operator()(const ApplySyncStepRequest&) const { return 24; }
   std::size_t operator()(const SetupWorkerRequest& r) const {
     std::size_t n = 16;
     for (const auto& v : r.variables) n += v.name.size() + 8 * v.shape.size() + 24 * v.shards.size();
     return n;
   }
   std::size_t operator()(const CreateResourceRequest& r) const { return 16 + r.fn.size() + size_of(r.args); }
-  std::size_t operator()(const RunClosureRequest& r) const { return 32 + r.fn.size() + size_of(r.args); }
+  std::size_t operator()(const RunClosureRequest& r) const {
+    return 32 + r.fn.size() + size_of(r.args) + (r.sync_step == kNoSyncStep ? 0 : 8);
+  }
 };
 
 struct ResponseSize {
@@ -70,6 +73,7 @@ struct RequestName {
   const char* operator()(const PushRequest&) const { return "Push"; }
   const char* operator()(const ExportShardsRequest&) const { return "ExportShards"; }
   const char* operator()(const FenceRequest&) const { return "Fence"; }
+  const char* operator()(const ApplySyncStepRequest&) const { return "ApplySyncStep"; }
   const char* operator()(const SetupWorkerRequest&) const { return "SetupWorker"; }
   const char* operator()(const CreateResourceRequest&) const { return "CreateResource"; }
   const char* operator()(const RunClosureRequest&) const { return "RunClosure"; }

@@ -5,7 +5,7 @@
 // serialised form.
 //
 // Who talks to whom (TensorFlow's device filters: workers never talk to each other):
-//   coordinator -> ps      CreateShards, Pull, Push, ExportShards, Fence, Health
+//   coordinator -> ps      CreateShards, Pull, Push, ExportShards, Fence, ApplySyncStep, Health
 //   coordinator -> worker  SetupWorker, CreateResource, RunClosure, Health
 //   worker      -> ps      Pull, Push
 #include <cstdint>
@@ -123,12 +123,22 @@ struct Update {
   static constexpr std::int64_t kUnknownVersion = -1;
   std::int64_t read_version = kUnknownVersion;
 };
+// Synchronous training (core/coordinator/training_mode.h): the step a
+// closure's gradients belong to; kNoSyncStep outside sync mode.
+inline constexpr std::int64_t kNoSyncStep = -1;
+
 struct PushRequest {
   Fence fence;
   std::vector<Update> updates;
   // Reads served after the updates are applied: the next step's pull rides on
   // this step's push, one round trip instead of two.
   PullRequest then_pull;
+  // Sync mode: the gradients (kApplyGradient updates) are not applied at once
+  // but added to this step's aggregate on the ps, applied as one averaged
+  // update by ApplySyncStep, or dropped when the step was already applied.
+  // Other updates (metrics, counters) are applied at once as always. Last, so
+  // that a push written field by field outside sync mode need not name it.
+  std::int64_t sync_step = kNoSyncStep;
 };
 struct PushResponse {
   bool duplicate = false;  // the request id was seen before; nothing applied again
@@ -145,6 +155,14 @@ struct ExportShardsResponse {
 
 struct FenceRequest {
   Fence fence;
+};
+
+// Sync mode: applies the gradients aggregated for every step up to `step`
+// (one averaged update per shard and step); from then on gradients tagged
+// with those steps are dropped as late. Fenced like a push.
+struct ApplySyncStepRequest {
+  Fence fence;
+  std::int64_t step = 0;
 };
 
 // ---------------------------------------------------------------- worker
@@ -166,6 +184,7 @@ struct RunClosureRequest {
   std::vector<Value> args;
   Fence fence;
   Incarnation worker_incarnation = 0;  // the incarnation the coordinator set up; a restarted worker refuses
+  std::int64_t sync_step = kNoSyncStep;  // sync mode: the step the closure's pushes are tagged with
 };
 struct RunClosureResponse {
   Value result;
@@ -174,7 +193,8 @@ struct RunClosureResponse {
 };
 
 using Request = std::variant<HealthRequest, CreateShardsRequest, PullRequest, PushRequest, ExportShardsRequest,
-                             FenceRequest, SetupWorkerRequest, CreateResourceRequest, RunClosureRequest>;
+                             FenceRequest, SetupWorkerRequest, CreateResourceRequest, RunClosureRequest,
+                             ApplySyncStepRequest>;
 using Response =
     std::variant<EmptyResponse, HealthResponse, PullResponse, PushResponse, ExportShardsResponse, RunClosureResponse>;
 

@@ -100,14 +100,17 @@ class Validator {
       error(p(t, "eval_every_epochs"), "must be >= 0, got " + std::to_string(t.eval_every_epochs()));
     if (t.eval_steps() < 0)
       error(p(t, "eval_steps"), "must be >= 0 (0: one pass), got " + std::to_string(t.eval_steps()));
-    if (t.mode() == "sync")
-      error(p(t, "mode"), "\"sync\" is not implemented yet (issue 13): use \"async\", or \"ssp\" with a staleness_bound");
-    else if (t.mode() != "async" && t.mode() != "ssp")
-      error(p(t, "mode"), "must be \"async\" or \"ssp\", got \"" + t.mode() + "\"");
+    if (t.mode() != "async" && t.mode() != "ssp" && t.mode() != "sync")
+      error(p(t, "mode"), "must be \"async\", \"ssp\" or \"sync\", got \"" + t.mode() + "\"");
     if (t.staleness_bound() < 0)
       error(p(t, "staleness_bound"), "must be >= 0, got " + std::to_string(t.staleness_bound()));
     else if (t.has_staleness_bound() && t.mode() != "ssp")
       error(p(t, "staleness_bound"), "is for mode \"ssp\" only");
+    // Fewer than the workers is checked where the cluster is known (train, scenarios).
+    if (t.backup_workers() < 0)
+      error(p(t, "backup_workers"), "must be >= 0, got " + std::to_string(t.backup_workers()));
+    else if (t.has_backup_workers() && t.mode() != "sync")
+      error(p(t, "backup_workers"), "is for mode \"sync\" only");
   }
 
   // A name for a new input or layer: non-empty and unused.

@@ -388,6 +388,7 @@ void ParameterStore::remember(const DedupKey& key) {
 }
 
 StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestId request_id, const TaskId& caller) {
+  if (request.sync_step < kNoSyncStep) return invalid("Push: sync step " + std::to_string(request.sync_step) + " is negative");
   if (is_stale(request.fence)) {
     ++stats_.fenced_pushes;
     return fenced("push", request.fence);
@@ -404,16 +405,95 @@ StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestI
   } else {
     for (std::size_t i = 0; i < request.updates.size(); ++i)
       if (Status s = validate_update(i, request.updates[i]); !s.ok()) return invalid(std::string(s.message()));
+    StalenessHistogram applied;  // of the gradients applied now (aggregated ones count when their step is)
     for (const Update& u : request.updates) {
-      if (u.op == Update::Op::kApplyGradient) measure_staleness(u, response.staleness);
+      const bool gradient = u.op == Update::Op::kApplyGradient;
+      if (gradient && request.sync_step != kNoSyncStep) {
+        aggregate(request.sync_step, u, response.staleness);
+        continue;
+      }
+      if (gradient) measure_staleness(u, applied);
       apply_update(u);
     }
-    stats_.staleness.merge(response.staleness);
+    response.staleness.merge(applied);
+    stats_.staleness.merge(applied);
     ++stats_.push_requests;
     if (request_id != 0) remember(key);
   }
   if (!request.then_pull.items.empty()) response.pulled = read(request.then_pull);
   return response;
+}
+
+// ---------------------------------------------------------------- Sync steps
+
+void ParameterStore::aggregate(std::int64_t step, const Update& u, StalenessHistogram& into) {
+  if (step <= sync_applied_step_) {
+    // The step was applied without this gradient (a straggler's, or one a
+    // backup worker made unnecessary): dropped, never applied late.
+    ++into.dropped;
+    ++stats_.staleness.dropped;
+    return;
+  }
+  const Shard& shard = shards_.at(u.shard);
+  SyncAggregate& a = sync_pending_[step][u.shard];
+  // Measured now, when it counts: nothing moves the shard before the step is
+  // applied, so this is the staleness it is applied with.
+  measure_staleness(u, into);
+  measure_staleness(u, a.staleness);
+  ++a.contributions;
+  if (shard.spec.shape_only) {
+    a.dense = a.dense || !u.sparse;
+    a.shape_only_rows = std::max(a.shape_only_rows, u.shape_only_rows);
+    a.shape_only_bytes = std::max(a.shape_only_bytes, u.shape_only_bytes);
+    return;
+  }
+  if (a.sum.size() == 0) a.sum = Matrix::Zero(shard.spec.rows, shard.spec.cols);
+  if (!u.sparse) {
+    a.dense = true;
+    a.sum += u.values;
+    return;
+  }
+  for (std::size_t i = 0; i < u.rows.size(); ++i) {
+    a.sum.row(static_cast<Eigen::Index>(u.rows[i])) += u.values.row(static_cast<Eigen::Index>(i));
+    a.rows.insert(u.rows[i]);
+  }
+}
+
+void ParameterStore::apply_aggregate(ShardId id, SyncAggregate& a) {
+  if (!shards_.count(id) || a.contributions == 0) return;  // replaced by a restore meanwhile
+  const Shard& shard = shards_.at(id);
+  Update mean;
+  mean.shard = id;
+  mean.op = Update::Op::kApplyGradient;
+  mean.sparse = !a.dense;
+  const float scale = 1.0f / static_cast<float>(a.contributions);
+  if (shard.spec.shape_only) {
+    mean.shape_only_rows = a.dense ? shard.spec.rows : std::min(a.shape_only_rows, shard.spec.rows);
+    mean.shape_only_bytes = a.shape_only_bytes;
+  } else if (a.dense) {
+    mean.values = a.sum * scale;
+  } else {
+    mean.rows.assign(a.rows.begin(), a.rows.end());
+    mean.values.resize(static_cast<Eigen::Index>(mean.rows.size()), a.sum.cols());
+    for (std::size_t r = 0; r < mean.rows.size(); ++r)
+      mean.values.row(static_cast<Eigen::Index>(r)) = a.sum.row(static_cast<Eigen::Index>(mean.rows[r])) * scale;
+  }
+  apply_update(mean);
+  stats_.staleness.merge(a.staleness);
+}
+
+Status ParameterStore::apply_sync_step(const ApplySyncStepRequest& request) {
+  if (request.step < 0) return invalid("ApplySyncStep: step " + std::to_string(request.step) + " is negative");
+  if (is_stale(request.fence)) {
+    ++stats_.fenced_pushes;
+    return fenced("ApplySyncStep", request.fence);
+  }
+  while (!sync_pending_.empty() && sync_pending_.begin()->first <= request.step) {
+    for (auto& [shard, aggregate] : sync_pending_.begin()->second) apply_aggregate(shard, aggregate);
+    sync_pending_.erase(sync_pending_.begin());
+  }
+  sync_applied_step_ = std::max(sync_applied_step_, request.step);
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- Export, Fence
@@ -442,6 +522,9 @@ Status ParameterStore::set_fence(const Fence& fence) {
     fence_.generation = std::max(fence_.generation, fence.generation);
   } else {
     fence_ = fence;
+    // Another coordinator counts its sync steps from 0: the old one's are forgotten.
+    sync_pending_.clear();
+    sync_applied_step_ = -1;
   }
   return absl::OkStatus();
 }

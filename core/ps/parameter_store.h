@@ -28,6 +28,18 @@
 // call deadline, far fewer pushes than the window on any realistic ps. Refused
 // pushes are not remembered, so their retries are judged afresh.
 //
+// Synchronous training (PushRequest::sync_step, core/coordinator/training_mode.h):
+// a push tagged with step k does not apply its gradients; it adds each to
+// step k's aggregate of its shard (a sum and a count of contributions, its
+// staleness measured then: nothing else moves the shard until the step is
+// applied). apply_sync_step(k) applies, for every shard with an aggregate,
+// the mean of its contributions as ONE optimizer update (the shard's step
+// moves by one), in step order for every step <= k. A gradient tagged with a
+// step already applied is dropped, never applied, and counted
+// (StalenessHistogram::dropped). Updates other than gradients in a tagged
+// push (metrics, counters) apply at once. The steps start afresh when
+// another coordinator fences the store.
+//
 // Shape-only shards (ShardSpec::shape_only, for timing-only simulation of big
 // clusters) hold no values: pulls answer the byte size the values would take,
 // pushes carry a row count and byte size, and applying one only counts it
@@ -114,6 +126,12 @@ class ParameterStore {
   // accumulators kAdd/kAssign, counters kAdd (dense, no values).
   StatusOr<PushResponse> push(const PushRequest& request, RequestId request_id = 0, const TaskId& caller = {});
 
+  // Sync mode: applies every aggregate of steps <= request.step (see above).
+  // Fenced like a push; a step at or below the last applied is a no-op.
+  Status apply_sync_step(const ApplySyncStepRequest& request);
+  // The last sync step applied (-1: none yet).
+  std::int64_t applied_sync_step() const { return sync_applied_step_; }
+
   // The full state of the given shards (every shard, in id order, if none given).
   StatusOr<ExportShardsResponse> export_shards(const ExportShardsRequest& request) const;
 
@@ -155,6 +173,19 @@ class ParameterStore {
   // since the sender's read.
   void measure_staleness(const Update& u, StalenessHistogram& into) const;
   void remember(const DedupKey& key);
+  // Sync mode: one shard's gradients for one step, summed until applied.
+  struct SyncAggregate {
+    Matrix sum;                  // the shard's shape; rows no contribution touched stay zero
+    std::set<std::int64_t> rows;  // rows touched by sparse contributions
+    bool dense = false;          // a dense contribution came: the mean is applied densely
+    std::int64_t contributions = 0;
+    std::int64_t shape_only_rows = 0, shape_only_bytes = 0;  // shape-only shards: the largest contribution
+    StalenessHistogram staleness;  // of the contributions, merged into stats() when applied
+  };
+  // Adds gradient `u` (validated) to step `step`'s aggregate of its shard.
+  void aggregate(std::int64_t step, const Update& u, StalenessHistogram& into);
+  // Applies one aggregate: the mean of its contributions, one optimizer update.
+  void apply_aggregate(ShardId shard, SyncAggregate& a);
 
   Options options_;
   std::map<ShardId, Shard> shards_;
@@ -172,6 +203,8 @@ class ParameterStore {
   std::unordered_set<DedupKey, DedupHash> seen_;
   std::deque<DedupKey> seen_order_;  // oldest first, for evicting from seen_
   ParameterStoreStats stats_;
+  std::map<std::int64_t, std::map<ShardId, SyncAggregate>> sync_pending_;  // by step, then shard
+  std::int64_t sync_applied_step_ = -1;
 };
 
 }  // namespace twinps

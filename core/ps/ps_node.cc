@@ -50,6 +50,10 @@ StatusOr<Response> ParameterServerNode::dispatch(IncomingCall& call) {
     if (!exported.ok()) return exported.status();
     return Response(std::move(*exported));
   }
+  if (auto* r = std::get_if<ApplySyncStepRequest>(&request)) {
+    TWINPS_RETURN_IF_ERROR(store_.apply_sync_step(*r));
+    return Response(EmptyResponse{});
+  }
   if (auto* r = std::get_if<FenceRequest>(&request)) {
     TWINPS_RETURN_IF_ERROR(store_.set_fence(r->fence));
     return Response(EmptyResponse{});

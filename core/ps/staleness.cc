@@ -23,10 +23,13 @@ void StalenessHistogram::merge(const StalenessHistogram& other) {
   sum += other.sum;
   max = std::max(max, other.max);
   unmeasured += other.unmeasured;
+  dropped += other.dropped;
 }
 
 std::string StalenessHistogram::describe() const {
-  if (total == 0) return "none measured" + (unmeasured ? " (" + std::to_string(unmeasured) + " unmeasured)" : "");
+  const std::string late = dropped ? " (" + std::to_string(dropped) + " dropped as late)" : "";
+  if (total == 0)
+    return "none measured" + (unmeasured ? " (" + std::to_string(unmeasured) + " unmeasured)" : "") + late;
   char head[96];
   std::snprintf(head, sizeof head, "max %lld, mean %.2f over %llu gradients;", static_cast<long long>(max), mean(),
                 static_cast<unsigned long long>(total));
@@ -43,7 +46,7 @@ std::string StalenessHistogram::describe() const {
     out += " " + range + ":" + std::to_string(counts[i]);
   }
   if (unmeasured) out += " (" + std::to_string(unmeasured) + " unmeasured)";
-  return out;
+  return out + late;
 }
 
 }  // namespace twinps

@@ -31,13 +31,18 @@ struct StalenessHistogram {
   // Gradients applied without a read version (the sender pulled no value of
   // that shard first), which cannot be measured.
   std::uint64_t unmeasured = 0;
+  // Synchronous training (core/ps/sync_steps.h): gradients that arrived for
+  // a step the ps had already applied, dropped and never applied (a
+  // straggler's, or one beyond the N a backup worker made unnecessary).
+  std::uint64_t dropped = 0;
 
   void record(std::int64_t staleness);
   void merge(const StalenessHistogram& other);
   double mean() const { return total ? static_cast<double>(sum) / static_cast<double>(total) : 0.0; }
-  bool empty() const { return total == 0 && unmeasured == 0; }
+  bool empty() const { return total == 0 && unmeasured == 0 && dropped == 0; }
   // "max 3, mean 1.42 over 480 gradients; 0:12 1:200 2:250 3:18", the
-  // buckets named by their range ("5-6", ">1024") and only those not empty.
+  // buckets named by their range ("5-6", ">1024") and only those not empty;
+  // then "(N unmeasured)" and "(N dropped as late)" when there are any.
   std::string describe() const;
   bool operator==(const StalenessHistogram&) const = default;
 };

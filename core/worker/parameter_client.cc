@@ -250,6 +250,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const Pus
   std::map<int, Future<StatusOr<Response>>> answers;
   for (auto& [ps, req] : *writes) {
     req.fence = fence_;
+    req.sync_step = sync_step_;
     for (const auto& u : req.updates) bytes_pushed_ += byte_size(u.values) + static_cast<std::uint64_t>(u.shape_only_bytes);
     answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), std::move(req),
                                    call_options(next_request_id())));

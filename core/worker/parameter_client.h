@@ -107,6 +107,10 @@ class ParameterClient {
   // gradients and pulls the next step's parameters at once.
   Task<StatusOr<PullResult>> push_pull(const PushBatch& push, const PullBatch& pull);
 
+  // Sync mode: every push carries this step (PushRequest::sync_step), so the
+  // ps aggregates the gradients with the other workers' of the same step.
+  void set_sync_step(std::int64_t step) { sync_step_ = step; }
+
   // Bytes this client sent and received in pull/push payloads.
   std::uint64_t bytes_pulled() const { return bytes_pulled_; }
   std::uint64_t bytes_pushed() const { return bytes_pushed_; }
@@ -133,6 +137,7 @@ class ParameterClient {
   std::uint64_t bytes_pushed_ = 0;
   std::map<std::pair<int, ShardId>, std::int64_t> read_versions_;  // (ps, shard) -> version last read
   StalenessHistogram staleness_;
+  std::int64_t sync_step_ = kNoSyncStep;
 };
 
 }  // namespace twinps

@@ -122,6 +122,7 @@ Task<void> WorkerNode::run_closure(IncomingCall call, Responder respond) {
   }
   ++closures_run_;
   ParameterClient ps(runtime_, req.fence, call.cancelled, options_.ps_call_timeout, push_counter_);
+  ps.set_sync_step(req.sync_step);
   const std::shared_ptr<const VariableDirectory> variables = variables_;
   StepContext ctx(runtime_, *variables, std::move(req.args), std::move(resolved), ps, call.cancelled,
                   runtime_.random.fork("closure", req.id));

@@ -84,9 +84,13 @@ inline std::vector<Request> sample_requests(std::int64_t big = 8) {
   out.push_back(PushRequest{sample_fence(), {dense, sparse, counter}, PullRequest{{PullItem{2, false, {1, 0}}}}});
   out.push_back(ExportShardsRequest{{3, 1, 4}});
   out.push_back(FenceRequest{sample_fence()});
+  out.push_back(ApplySyncStepRequest{sample_fence(), 17});
+  // Sync mode: a push and a closure tagged with their step.
+  out.push_back(PushRequest{sample_fence(), {dense}, {}, 16});
   out.push_back(SetupWorkerRequest{sample_fence(), {sample_layout(), VariableLayout{"scalar", {}, VariableKind::kTrainable, {}}}});
   out.push_back(CreateResourceRequest{5, 4, "make_iterator", sample_values(big)});
   out.push_back(RunClosureRequest{9, "train_step", sample_values(big), sample_fence(), 3});
+  out.push_back(RunClosureRequest{10, "train_step", {}, sample_fence(), 3, 16});
   return out;
 }
 
@@ -103,6 +107,7 @@ inline std::vector<Response> sample_responses(std::int64_t big = 8) {
   std::get<PushResponse>(out.back()).pulled.items = {PulledValue{ramp(2, 3), 0}};
   for (std::int64_t s : {0, 3, 3, 40}) std::get<PushResponse>(out.back()).staleness.record(s);
   std::get<PushResponse>(out.back()).staleness.unmeasured = 2;
+  std::get<PushResponse>(out.back()).staleness.dropped = 3;  // sync mode: gradients for a step already applied
   out.emplace_back(std::in_place_type<ExportShardsResponse>);
   std::get<ExportShardsResponse>(out.back()).shards = {sample_shard(1, big, 2), sample_shard(7, 1, 1)};
   out.emplace_back(std::in_place_type<RunClosureResponse>);
@@ -227,9 +232,14 @@ struct RequestEq {
     expect_eq(a.fence, b.fence);
     expect_eq(a.updates, b.updates);
     expect_eq(a.then_pull.items, b.then_pull.items);
+    EXPECT_EQ(a.sync_step, b.sync_step);
   }
   void operator()(const ExportShardsRequest& a) const { EXPECT_EQ(a.shards, std::get<ExportShardsRequest>(other).shards); }
   void operator()(const FenceRequest& a) const { expect_eq(a.fence, std::get<FenceRequest>(other).fence); }
+  void operator()(const ApplySyncStepRequest& a) const {
+    expect_eq(a.fence, std::get<ApplySyncStepRequest>(other).fence);
+    EXPECT_EQ(a.step, std::get<ApplySyncStepRequest>(other).step);
+  }
   void operator()(const SetupWorkerRequest& a) const {
     auto& b = std::get<SetupWorkerRequest>(other);
     expect_eq(a.fence, b.fence);
@@ -249,6 +259,7 @@ struct RequestEq {
     expect_eq(a.args, b.args);
     expect_eq(a.fence, b.fence);
     EXPECT_EQ(a.worker_incarnation, b.worker_incarnation);
+    EXPECT_EQ(a.sync_step, b.sync_step);
   }
 };
 inline void expect_eq(const Request& a, const Request& b) {

@@ -1,8 +1,10 @@
 // Training modes in the simulator (core/coordinator/training_mode.h) and the
 // staleness the ps measures (core/ps/staleness.h): scenarios/ssp_straggler
 // keeps every gradient within its bound-derived promise where the same run
-// asynchronously does not, replays with its pinned trace hash, and bad mode
-// fields are refused naming the field.
+// asynchronously does not, replays with its pinned trace hash;
+// scenarios/sync_backup_worker applies only staleness-0 gradients, drops the
+// straggler's and is not held back by it, where sync without a backup worker
+// is; and bad mode fields are refused naming the field.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -53,6 +55,47 @@ TEST(TrainingModeSimTest, TheSameRunAsynchronouslyIsStalerAndFaster) {
   EXPECT_EQ(async.stats.ssp_waits, 0u);
 }
 
+LoadedScenario sync_backup_worker() {
+  return load_scenario_file((testing::scenarios_dir() / "sync_backup_worker.textproto").string());
+}
+
+TEST(TrainingModeSimTest, SyncWithABackupWorkerAppliesOnlyFreshGradientsAndDropsTheStragglers) {
+  LoadedScenario loaded = sync_backup_worker();
+  ASSERT_TRUE(loaded.ok()) << loaded.errors.front().to_string();
+  SimResult r = Simulation(loaded.scenario).run();
+  ASSERT_TRUE(r.setup_error.ok()) << describe(r.setup_error);
+  for (const auto& e : check_expectations(loaded.scenario, r))
+    EXPECT_TRUE(e.passed) << e.what << " (observed: " << e.observed << ")";
+  EXPECT_EQ(r.stats.staleness.max, 0) << r.stats.staleness.describe();
+  EXPECT_GT(r.stats.staleness.total, 0u);
+  EXPECT_GT(r.stats.staleness.dropped, 0u);
+  // What the closures were told is what the ps did: every gradient it
+  // aggregated was applied (the last step too, before join returned), and
+  // it dropped the same late ones.
+  EXPECT_EQ(r.stats.staleness, r.ps_staleness);
+  // More steps than the 50 a barrier on all four workers allows: the three
+  // fast ones step without the straggler.
+  EXPECT_GT(r.stats.sync_steps, 50u);
+  // Pinned: the same seed gives this run, event for event (as in scenario_test.cc).
+  EXPECT_EQ(r.trace_hash, 0xc7c1c8e3a37ed680ull) << std::hex << r.trace_hash;
+  EXPECT_EQ(Simulation(loaded.scenario).run().trace_hash, r.trace_hash);
+}
+
+TEST(TrainingModeSimTest, SyncWithoutABackupWorkerWaitsForTheStragglerEveryStep) {
+  LoadedScenario loaded = sync_backup_worker();
+  ASSERT_TRUE(loaded.ok());
+  SimResult backup = Simulation(loaded.scenario).run();
+  loaded.scenario.mutable_coordinator()->clear_backup_workers();
+  SimResult all = Simulation(loaded.scenario).run();
+  ASSERT_TRUE(all.setup_error.ok()) << describe(all.setup_error);
+  // One closure per worker and step, every step waits for all four: 50 steps of 4.
+  EXPECT_EQ(all.stats.sync_steps, 50u);
+  for (std::uint64_t n : all.stats.closures_per_worker) EXPECT_EQ(n, 50u);
+  EXPECT_EQ(all.stats.staleness.dropped, 0u);
+  EXPECT_EQ(all.stats.staleness.max, 0);
+  EXPECT_GT(all.end_time, backup.end_time) << "the backup worker's gain: steps do not wait for the straggler";
+}
+
 TEST(TrainingModeSimTest, BadModeFieldsAreRefusedNamingTheField) {
   const std::string base = R"(cluster { workers: 2 ps: 1 }
 model { variable { name: "w" shape: [4, 1] } }
@@ -63,7 +106,9 @@ program { schedule { count: 2 } }
     const char* field;
     const char* message;
   } cases[] = {
-      {"coordinator { mode: SYNC }", "coordinator.mode", "not implemented"},
+      {"coordinator { mode: SYNC backup_workers: 2 }", "coordinator.backup_workers", "fewer than the workers (2)"},
+      {"coordinator { mode: SYNC backup_workers: -1 }", "coordinator.backup_workers", "must not be negative"},
+      {"coordinator { backup_workers: 1 }", "coordinator.backup_workers", "SYNC only"},
       {"coordinator { mode: SSP staleness_bound: -1 }", "coordinator.staleness_bound", "must not be negative"},
       {"coordinator { staleness_bound: 2 }", "coordinator.staleness_bound", "SSP only"},
   };

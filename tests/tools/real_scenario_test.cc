@@ -119,6 +119,9 @@ TEST(RealScenarioTest, PsKilledRaisesAtJoin) { expect_both_modes_agree("ps_failu
 
 TEST(RealScenarioTest, Partition) { expect_both_modes_agree("partition.textproto"); }
 
+// Sync training with a straggler and one backup worker: about 7 s of real time.
+TEST(RealScenarioTest, SyncWithABackupWorker) { expect_both_modes_agree("sync_backup_worker.textproto"); }
+
 // Every scenario that runs in both modes, with TWINPS_REAL_ALL=1 (about a
 // minute of real time).
 TEST(RealScenarioTest, EveryScenarioThatRunsInBothModes) {

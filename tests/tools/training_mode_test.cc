@@ -52,14 +52,35 @@ TEST(TrainingModeRealTest, SspOverGrpcKeepsEveryGradientWithinTheBoundAndReports
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainingModeRealTest, SyncOverGrpcAppliesOnlyStalenessZeroGradientsAndReachesTheTutorialsAccuracy) {
+  const std::string dir = testing::temp_dir("sync-real");
+  // The tutorial, 3 workers of which 1 is a backup: each step is applied
+  // once 2 of its closures completed; the third's gradients, if late, are dropped.
+  Process p = train({"--in-process", "--workers", "3", "--ps", "2", "--mode", "sync", "--backup-workers", "1",
+                     "--report", dir + "/r.json"});
+  ASSERT_TRUE(p.wait(120s));
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  EXPECT_THAT(p.out(), HasSubstr("gradient staleness"));
+  EXPECT_THAT(p.out(), HasSubstr("sync steps applied"));
+  const auto r = read_json(dir + "/r.json");
+  const auto st = r["staleness"];
+  EXPECT_GT(st["gradients"].get<std::uint64_t>(), 0u) << st.dump();
+  EXPECT_EQ(st["max"].get<std::int64_t>(), 0) << st.dump();
+  EXPECT_GT(r["sync_steps"].get<std::uint64_t>(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainingModeRealTest, BadModesAndBoundsExitTwoNamingTheFlagOrField) {
   const std::string dir = testing::temp_dir("ssp-bad");
   struct Case {
     std::vector<std::string> args;
     const char* says;
   } cases[] = {
-      {{"--mode", "sync"}, "--mode sync is not implemented yet"},
-      {{"--mode", "bsp"}, "--mode must be async or ssp"},
+      {{"--mode", "bsp"}, "--mode must be async, ssp or sync"},
+      {{"--mode", "sync", "--backup-workers", "-1"}, "--backup-workers must not be negative"},
+      {{"--backup-workers", "1"}, "--backup-workers is for --mode sync only"},
+      {{"--mode", "sync", "--workers", "3", "--backup-workers", "3"},
+       "--backup-workers (or the spec's training.backup_workers) 3 must be fewer than the workers (3)"},
       {{"--mode", "ssp", "--staleness-bound", "-1"}, "--staleness-bound must not be negative"},
       {{"--staleness-bound", "2"}, "--staleness-bound is for --mode ssp only"},
   };
@@ -75,7 +96,9 @@ TEST(TrainingModeRealTest, BadModesAndBoundsExitTwoNamingTheFlagOrField) {
   std::ifstream in(tutorial);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const auto& [training, says] : std::vector<std::pair<std::string, std::string>>{
-           {"training { mode: \"sync\" ", "training.mode"},
+           {"training { mode: \"bsp\" ", "training.mode"},
+           {"training { backup_workers: 1 ", "training.backup_workers"},
+           {"training { mode: \"sync\" backup_workers: -2 ", "training.backup_workers"},
            {"training { staleness_bound: 3 ", "training.staleness_bound"}}) {
     const std::string spec = dir + "/spec.textproto";
     std::string edited = text;

@@ -160,6 +160,7 @@ StatusOr<std::shared_ptr<const sim::SpecWorkload>> load_spec_workload(const scen
   w->options = run->options;
   w->mode = run->mode;
   w->staleness_bound = run->staleness_bound;
+  w->backup_workers = run->backup_workers;
   return std::shared_ptr<const sim::SpecWorkload>(std::move(w));
 }
 
@@ -170,22 +171,33 @@ Status apply_training_mode(const po::variables_map& vm, const sim::SpecWorkload*
   auto* co = s.mutable_coordinator();
   if (vm.count("mode")) {
     const std::string mode = vm["mode"].as<std::string>();
-    if (mode == "sync")
-      return absl::InvalidArgumentError(
-          "--mode sync is not implemented yet (issue 13): use async, or ssp with --staleness-bound");
-    if (mode != "async" && mode != "ssp")
-      return absl::InvalidArgumentError("--mode must be async or ssp, not '" + mode + "'");
-    co->set_mode(mode == "ssp" ? scenario::SSP : scenario::ASYNC);
+    if (mode != "async" && mode != "ssp" && mode != "sync")
+      return absl::InvalidArgumentError("--mode must be async, ssp or sync, not '" + mode + "'");
+    co->set_mode(mode == "ssp" ? scenario::SSP : mode == "sync" ? scenario::SYNC : scenario::ASYNC);
     co->clear_staleness_bound();
+    co->clear_backup_workers();
   } else if (spec && !co->has_mode()) {
-    co->set_mode(spec->mode == TrainingMode::kSsp ? scenario::SSP : scenario::ASYNC);
+    co->set_mode(spec->mode == TrainingMode::kSsp    ? scenario::SSP
+                 : spec->mode == TrainingMode::kSync ? scenario::SYNC
+                                                     : scenario::ASYNC);
     if (spec->mode == TrainingMode::kSsp) co->set_staleness_bound(spec->staleness_bound);
+    if (spec->mode == TrainingMode::kSync && spec->backup_workers > 0) co->set_backup_workers(spec->backup_workers);
   }
   if (vm.count("staleness-bound")) {
     const auto bound = vm["staleness-bound"].as<std::int64_t>();
     if (bound < 0) return absl::InvalidArgumentError("--staleness-bound must not be negative");
     if (co->mode() != scenario::SSP) return absl::InvalidArgumentError("--staleness-bound is for --mode ssp only");
     co->set_staleness_bound(bound);
+  }
+  if (vm.count("backup-workers")) {
+    const auto backup = vm["backup-workers"].as<std::int64_t>();
+    if (backup < 0) return absl::InvalidArgumentError("--backup-workers must not be negative");
+    if (co->mode() != scenario::SYNC) return absl::InvalidArgumentError("--backup-workers is for --mode sync only");
+    if (backup >= s.cluster().workers())
+      return absl::InvalidArgumentError("--backup-workers (" + std::to_string(backup) +
+                                        ") must be fewer than the workers (" + std::to_string(s.cluster().workers()) +
+                                        ")");
+    co->set_backup_workers(backup);
   }
   return absl::OkStatus();
 }

@@ -114,6 +114,7 @@ void print_summary(const training::TrainResult& r, const CoordinatorStats& stats
   t.row("records read", format("%lld (%lld passes completed by workers)", static_cast<long long>(r.read.records_read),
                                static_cast<long long>(r.read.passes_completed)));
   if (!stats.staleness.empty()) t.row("gradient staleness", stats.staleness.describe());
+  if (stats.sync_steps > 0) t.row("sync steps applied", std::to_string(stats.sync_steps));
   if (r.read.records_skipped > 0 || r.read.files_cut_short > 0)
     t.row("bad records skipped", format("%lld (%lld files cut short)", static_cast<long long>(r.read.records_skipped),
                                         static_cast<long long>(r.read.files_cut_short)));
@@ -126,6 +127,14 @@ void print_summary(const training::TrainResult& r, const CoordinatorStats& stats
 Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& registry, const TrainSettings& s,
                               CheckpointManager* manager, Report& report) {
   const ModelRun& run = s.run;
+  // Checked here, where every runtime knows its workers (--workers or TF_CONFIG).
+  if (run.mode == TrainingMode::kSync && run.backup_workers >= c.shape().workers) {
+    std::fprintf(stderr,
+                 "twinps train: --backup-workers (or the spec's training.backup_workers) %lld must be fewer than the "
+                 "workers (%d)\n",
+                 static_cast<long long>(run.backup_workers), c.shape().workers);
+    co_return kExitBadInput;
+  }
   training::TrainerOptions options = run.options;
   options.checkpoints = manager;
   options.checkpoint_every_epochs = s.checkpoint_every_epochs;
@@ -204,7 +213,9 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
     const StalenessHistogram& st = c.stats().staleness;
     report.json["staleness"] = {{"gradients", st.total},       {"max", st.max},
                                 {"mean", st.mean()},           {"unmeasured", st.unmeasured},
-                                {"counts", st.counts},         {"bounds", StalenessHistogram::kBounds}};
+                                {"counts", st.counts},         {"bounds", StalenessHistogram::kBounds},
+                                {"dropped", st.dropped}};
+    report.json["sync_steps"] = c.stats().sync_steps;
   }
   const double seconds = to_seconds(result->training_finished - result->training_started);
   report.json["examples_per_second"] =
@@ -416,6 +427,7 @@ int run_train(int argc, char** argv) {
   s.coordinator.record_dispatch_log = !s.report_path.empty();
   s.coordinator.mode = s.run.mode;
   s.coordinator.staleness_bound = s.run.staleness_bound;
+  s.coordinator.backup_workers = s.run.backup_workers;
 
   auto checkpoints = open_checkpoints(s);
   if (!checkpoints.ok()) {
