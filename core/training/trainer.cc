@@ -354,6 +354,13 @@ Task<StatusOr<TrainResult>> Trainer::run(ClusterCoordinator& coordinator) {
   if (options_.progress_every > 0 && callbacks_.on_progress) progress.spawn(run.report_progress());
   auto result = co_await run.train();
   run.finished = true;
+  if (!result.ok()) {
+    // The chief's own calls to a ps (metrics, iterations, evaluation,
+    // checkpoints) end CANCELLED once the heartbeats give that ps up. The ps's
+    // UNAVAILABLE, pending in the coordinator, is what happened (P1): raise it.
+    auto pending = co_await coordinator.done();
+    if (!pending.ok()) co_return pending.status();
+  }
   co_return result;
 }
 

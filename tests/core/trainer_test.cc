@@ -234,6 +234,31 @@ TEST(TrainerTest, ARestartedCoordinatorResumesFromTheNewestCheckpointAtIteration
   EXPECT_EQ(*evaluator.result().accuracy, *r.eval->accuracy);
 }
 
+// P1: a ps that hangs while the chief itself calls it (here: zeroing the
+// metrics as the second epoch begins) is given up by the heartbeats, which
+// cancels the chief's call. The run raises the ps's UNAVAILABLE naming it,
+// not the CANCELLED that followed from giving it up.
+TEST(TrainerTest, APsHungDuringTheChiefsOwnCallRaisesTheHeartbeatsUnavailable) {
+  FunctionRegistry registry;
+  register_training_functions(registry);
+  LocalClusterOptions lo;
+  lo.shape = ClusterShape{3, 2};
+  LocalCluster cluster(registry, lo);
+  TrainerCallbacks callbacks;
+  int epochs_seen = 0;
+  callbacks.on_epoch = [&](const EpochResult&) {
+    if (++epochs_seen == 1) cluster.pause(TaskId::ps(0));  // before the next epoch's metrics are reset
+  };
+  Trainer trainer(compile(tutorial::spec_text()), registry, tutorial_data(1, 200, 200), std::nullopt,
+                  tutorial_options(), callbacks);
+  auto r = cluster.run(trainer.run(cluster.coordinator()));
+  ASSERT_TRUE(r) << "the run did not end";
+  ASSERT_FALSE(r->ok());
+  EXPECT_EQ(epochs_seen, 1);
+  EXPECT_EQ(r->status().code(), absl::StatusCode::kUnavailable) << describe(r->status());
+  EXPECT_THAT(std::string(r->status().message()), HasSubstr("ps:0 did not answer 3 health checks in a row"));
+}
+
 TEST(TrainerTest, CheckpointsWithinEpochsEveryNStepsJoinFirst) {
   InMemoryStorage storage;
   CheckpointManager manager(storage, /*max_to_keep=*/10);
