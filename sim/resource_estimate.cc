@@ -77,7 +77,7 @@ ResourceEstimate estimate_resources(const scenario::Scenario& s) {
     const auto& a = s.program(i);
     if (!a.has_schedule()) continue;
     closures += a.schedule().count();
-    if (a.schedule().function() == kTrainFn) steps += a.schedule().count();
+    if (a.schedule().function() == kTrainFn) steps += static_cast<double>(a.schedule().count()) * s.model().steps_per_closure();
     if (largest_schedule < 0 || a.schedule().count() > s.program(largest_schedule).schedule().count())
       largest_schedule = i;
   }

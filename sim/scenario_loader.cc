@@ -335,6 +335,7 @@ void Validator::workload() {
   if (m.has_partitioner()) partitioner_ok(p(m, "partitioner"), m.partitioner());
   if (m.has_optimizer()) positive(p(m, "optimizer")(m.optimizer(), "learning_rate"), m.optimizer().learning_rate(), "learning_rate");
   if (m.batch_size() < 1) error(p(m, "batch_size"), "must be at least 1");
+  if (m.steps_per_closure() < 1) error(p(m, "steps_per_closure"), "must be at least 1");
   if (!(m.step_gflops() >= 0)) error(p(m, "step_gflops"), "must not be negative");
 }
 

@@ -38,6 +38,7 @@ StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel
   scenario::SyntheticModel out;
   out.set_batch_size(static_cast<std::int32_t>(spec.batch_size()));
   out.set_step_gflops(cost.train_flops / 1e9);
+  out.set_steps_per_closure(static_cast<std::int32_t>(spec.training().steps_per_execution()));
   if (spec.has_partitioner()) *out.mutable_partitioner() = scenario_partitioner(spec.partitioner());
   if (spec.placement() == model::spec::AUTO) out.set_placement(scenario::AUTO);
   for (std::size_t i = 0; i < variables.size(); ++i) {

@@ -99,8 +99,11 @@ StatusOr<Prediction> predict(const PredictRequest& request) {
   const ActionRecord& scheduled = r.actions[2];
   const ActionRecord& joined = r.actions[3];
   const Duration span = joined.ended - scheduled.started;
+  // A closure runs the model's steps_per_closure steps: figures are per step.
+  const int per_closure = request.model.steps_per_closure();
+  const double measured_steps = static_cast<double>(measured) * per_closure;
   Prediction p;
-  p.steps_per_second = span > 0 ? measured / to_seconds(span) : 0;
+  p.steps_per_second = span > 0 ? measured_steps / to_seconds(span) : 0;
   p.simulated_seconds = to_seconds(r.end_time);
   p.events = r.events;
 
@@ -109,14 +112,14 @@ StatusOr<Prediction> predict(const PredictRequest& request) {
   for (std::size_t i = static_cast<std::size_t>(warmup); i < r.values.size(); ++i) ids.insert(r.values[i].closure);
   std::vector<Duration> steps;
   for (const auto& st : r.steps)
-    if (st.ok && st.fn == kTrainFn && ids.count(st.closure)) steps.push_back(st.duration);
+    if (st.ok && st.fn == kTrainFn && ids.count(st.closure)) steps.push_back(st.duration / per_closure);
   p.step_p50_s = quantile_s(steps, 0.5);
   p.step_p99_s = quantile_s(std::move(steps), 0.99);
 
   if (!scheduled.cpu_at_start.empty()) {
     auto used = [&](int slot) {
       const auto k = static_cast<std::size_t>(slot);
-      return to_seconds(joined.cpu_at_end[k] - scheduled.cpu_at_start[k]) / measured;
+      return to_seconds(joined.cpu_at_end[k] - scheduled.cpu_at_start[k]) / measured_steps;
     };
     p.chief_cpu_per_step_s = used(0);
     for (int w = 0; w < request.workers; ++w) p.worker_cpu_per_step_s += used(1 + w);
@@ -132,7 +135,7 @@ StatusOr<Prediction> predict(const PredictRequest& request) {
     const double in = busy_fraction(b.downlink.busy - a.downlink.busy, span);
     p.ps_utilisation.push_back(std::max({service, out, in}));
     const auto bytes = (b.service.bytes_in + b.service.bytes_out) - (a.service.bytes_in + a.service.bytes_out);
-    p.ps_bytes_per_step.push_back(static_cast<double>(bytes) / measured);
+    p.ps_bytes_per_step.push_back(static_cast<double>(bytes) / measured_steps);
   }
   return p;
 }

@@ -27,6 +27,7 @@ StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model,
   spec.placement_prices = PsWorkPrices{ps.per_request_us(), ps.per_row_us(), ps.per_kib_us()};
   spec.batch_size = model.batch_size();
   spec.flops_per_step = model.step_gflops() * 1e9;
+  spec.steps_per_closure = model.steps_per_closure();
   for (const auto& v : model.variable()) {
     synthetic::Variable var;
     var.name = v.name();

@@ -277,6 +277,7 @@ TEST(SpecTimingTest, TheCtrSpecIsTimedWithItsOwnVariablesLayoutAndLookups) {
       EXPECT_DOUBLE_EQ(v.zipf_exponent(), 1.1) << v.name();
     }
   EXPECT_EQ(embeddings, 52);  // wide and deep, 26 each
+  EXPECT_EQ(timed->steps_per_closure(), 10) << "the spec's training.steps_per_execution";
 }
 
 TEST(SpecTimingTest, ALayersOwnPartitionerAndBagsOfIdsCarryOver) {
@@ -314,8 +315,8 @@ TEST(SpecTimingTest, ATimingOnlyScenarioTimesTheSpecWithTheSyntheticStep) {
   const SimResult r = simulation.run();
   ASSERT_TRUE(r.setup_error.ok()) << describe(r.setup_error);
   ASSERT_TRUE(r.finished);
-  EXPECT_EQ(r.final_iterations, 20);
   EXPECT_EQ(r.stats.completed, 20u);
+  EXPECT_EQ(r.final_iterations, 200) << "20 closures of the spec's steps_per_execution (10) steps";
   // Both ps served embedding rows.
   for (const auto& ps : r.ps) EXPECT_GT(ps.service.bytes_in, 0u);
 }

@@ -101,6 +101,25 @@ TEST(PredictTest, MorePsHelpABandwidthBoundModel) {
   for (double b : four->ps_bytes_per_step) EXPECT_NEAR(b / total, 0.25, 0.01);
 }
 
+// A model spec's steps_per_execution: each closure runs that many steps.
+// The figures stay per step (the same pushes per step, so the same bytes),
+// and a step gets cheaper when the chief's dispatch of each closure was a
+// cost of its own.
+TEST(PredictTest, StepsPerClosureAreCountedAsStepsAndSaveTheDispatch) {
+  PredictRequest one = dense_request(2);
+  one.profile.mutable_network()->set_host_bandwidth_gbps(100);
+  one.profile.mutable_network()->set_host_latency_us(2000);  // a closure's dispatch round trip costs 4 ms
+  PredictRequest ten = one;
+  ten.model.set_steps_per_closure(10);
+  auto a = predict(one), b = predict(ten);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (std::size_t i = 0; i < a->ps_bytes_per_step.size(); ++i)
+    EXPECT_NEAR(b->ps_bytes_per_step[i] / a->ps_bytes_per_step[i], 1.0, 0.01);
+  EXPECT_GT(b->steps_per_second, 1.1 * a->steps_per_second);
+  EXPECT_GT(b->simulated_seconds * b->steps_per_second, 64 * 10 * 0.999) << "64 closures of 10 steps were measured";
+}
+
 TEST(PredictTest, RefusesWhatCannotRun) {
   PredictRequest r = dense_request(1);
   r.workers = 0;

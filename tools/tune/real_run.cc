@@ -63,7 +63,9 @@ Task<StatusOr<RealRunResult>> program(ClusterCoordinator& c, Plan plan) {
   if (Status s = co_await schedule_and_join(c, r.measured, iterator); !s.ok()) co_return s;
   r.seconds = to_seconds(c.now() - t0);
   if (plan.around_measurement) plan.around_measurement(false);
-  r.steps_per_second = r.seconds > 0 ? r.measured / r.seconds : 0;
+  // A closure runs the model's steps_per_closure steps.
+  r.measured_steps = std::int64_t{r.measured} * plan.spec.steps_per_closure;
+  r.steps_per_second = r.seconds > 0 ? static_cast<double>(r.measured_steps) / r.seconds : 0;
   co_return r;
 }
 

@@ -36,7 +36,8 @@ struct RealRunOptions {
 
 struct RealRunResult {
   int warmup = 0;
-  int measured = 0;
+  int measured = 0;            // closures
+  std::int64_t measured_steps = 0;  // steps in them (the model's steps_per_closure each)
   double seconds = 0;  // wall time of the measured closures
   double steps_per_second = 0;
   std::map<TaskId, double> cpu_s;  // with measure_cpu: CPU seconds of each process over the measured closures

@@ -75,14 +75,14 @@ struct Row {
 double run_delay_per_step(const RealRunResult& r) {
   double sum = 0;
   for (const auto& [task, seconds] : r.run_delay_s) sum += seconds;
-  return r.measured > 0 ? sum / r.measured : 0;
+  return r.measured_steps > 0 ? sum / static_cast<double>(r.measured_steps) : 0;
 }
 
 RoleCpu measured_cpu(const RealRunResult& r) {
   RoleCpu out;
-  if (r.measured <= 0) return out;
+  if (r.measured_steps <= 0) return out;
   for (const auto& [task, seconds] : r.cpu_s) {
-    const double per_step = seconds / r.measured;
+    const double per_step = seconds / static_cast<double>(r.measured_steps);
     if (task.job == Job::kChief) out.chief += per_step;
     else if (task.job == Job::kWorker) out.workers += per_step;
     else if (task.job == Job::kPs) out.ps += per_step;

@@ -221,7 +221,7 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
   if (first == 1) {
     auto iterator = ctx.resource<SyntheticIterator>(0);
     if (!iterator.ok()) co_return iterator.status();
-    ++(*iterator)->position;
+    (*iterator)->position += spec_.steps_per_closure;
   }
   const double extra_s =
       args.size() > first && std::holds_alternative<double>(args[first]) ? std::get<double>(args[first]) : 0;
@@ -245,6 +245,15 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
     }
   }
 
+  for (int k = 0; k < spec_.steps_per_closure; ++k) {
+    if (k > 0 && ctx.cancelled().cancelled()) co_return cancelled();
+    Status stepped = co_await step(ctx);
+    if (!stepped.ok()) co_return stepped;
+  }
+  co_return Value(std::int64_t{spec_.steps_per_closure});
+}
+
+Task<Status> Workload::step(StepContext& ctx) {
   // Which variables this step uses, and how it reads each.
   struct Use {
     const Variable* var;
@@ -309,9 +318,7 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
   auto iterations = ctx.variable(kIterationsVar);
   if (!iterations.ok()) co_return iterations.status();
   push.add_counter(**iterations, 1);
-  Status pushed = co_await ctx.ps().push(push);
-  if (!pushed.ok()) co_return pushed;
-  co_return Value(std::int64_t{1});
+  co_return co_await ctx.ps().push(push);
 }
 
 }  // namespace twinps::synthetic

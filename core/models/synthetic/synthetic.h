@@ -73,6 +73,10 @@ struct ModelSpec {
   // `placement_prices`) instead of round-robin in creation order.
   bool auto_placement = false;
   PsWorkPrices placement_prices;
+  // Steps each train closure runs, one after another (a model spec's
+  // training.steps_per_execution): fewer closures to dispatch, the same
+  // pulls, compute and pushes per step.
+  int steps_per_closure = 1;
 };
 
 // Floating-point operations of one numeric train step's compute (see above);
@@ -121,6 +125,7 @@ class Workload {
 
  private:
   Task<StatusOr<Value>> train(StepContext& ctx);
+  Task<Status> step(StepContext& ctx);  // one step: pull, compute, push
   RowIds draw_rows(const Variable& v, std::int64_t rows, RandomStream& r) const;
   // Timing-only: the distinct rows of each shard among a step's draws.
   std::vector<std::int64_t> draw_rows_per_shard(const Variable& v, const VariableLayout& layout, RandomStream& r);
