@@ -440,6 +440,7 @@ void Validator::coordinator() {
 }
 
 void Validator::program() {
+  bool scheduled = false, paced = false;  // for `for_s`: a schedule, then a join, came before
   for (int i = 0; i < s_.program_size(); ++i) {
     const auto& a = s_.program(i);
     const Path p = root_(s_, "program", i);
@@ -456,6 +457,12 @@ void Validator::program() {
           error(sp(sc, "function"), "unknown function \"" + sc.function() + "\" (choose \"train\" or \"fail\")");
         if (sc.count() < 1) error(sp(sc, "count"), "must be at least 1");
         time_ok(sp(sc, "extra_s"), sc.extra_s(), "extra_s");
+        if (sc.has_for_s()) {
+          time_ok(sp(sc, "for_s"), sc.for_s(), "for_s");
+          if (sc.has_count()) error(sp(sc, "for_s"), "give either count or for_s, not both");
+          if (!paced) error(sp(sc, "for_s"), "needs a schedule action and a join before it, to measure the pace");
+        }
+        scheduled = true;
         break;
       }
       case scenario::Action::kSleepS: time_ok(p(a, "sleep_s"), a.sleep_s(), "sleep_s"); break;
@@ -466,7 +473,7 @@ void Validator::program() {
         if (!s_.has_tutorial() && !s_.has_model_spec())
           error(p(a, "train"), "train {} runs the tutorial or a model spec; this scenario has a synthetic `model`");
         break;
-      case scenario::Action::kJoin:
+      case scenario::Action::kJoin: paced = paced || scheduled; break;
       case scenario::Action::kDone: break;
       case scenario::Action::KIND_NOT_SET: error(p, "an action needs a kind (schedule, join, done, sleep_s, ...)");
     }

@@ -1,5 +1,8 @@
 #include "sim/scenario_program.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/runtime/sync.h"
 #include "core/worker/parameter_client.h"
 #include "sim/workload.h"
@@ -113,10 +116,19 @@ Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& 
   finish();
 }
 
+int ScenarioProgram::closures_to_schedule(const scenario::Schedule& s, int workers) const {
+  if (!(s.for_s() > 0)) return s.count();
+  // The loader refuses for_s without a schedule and a join before it; a pace
+  // of 0 (that join ended at once) schedules the least.
+  const double wanted = std::round(pace_ * s.for_s());
+  return static_cast<int>(std::clamp(wanted, 8.0 * workers, 1e6));
+}
+
 Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start, int index,
                                        const scenario::Action& a, const PerWorkerValues& iterator) {
   auto ps_counters = [this] { return hooks_.ps_counters ? hooks_.ps_counters() : std::vector<PsReport>{}; };
   auto task_cpu = [this] { return hooks_.task_cpu ? hooks_.task_cpu() : std::vector<Duration>{}; };
+  auto task_waiting = [this] { return hooks_.task_waiting ? hooks_.task_waiting() : std::vector<Duration>{}; };
   ActionRecord rec;
   rec.program_start = start;
   rec.index = index;
@@ -125,10 +137,13 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
   rec.started = ex.now();
   rec.ps_at_start = ps_counters();
   rec.cpu_at_start = task_cpu();
+  rec.waiting_at_start = task_waiting();
   switch (a.kind_case()) {
     case scenario::Action::kSchedule: {
       const auto& s = a.schedule();
-      for (int k = 0; k < s.count(); ++k) {
+      const int count = closures_to_schedule(s, c.shape().workers);
+      last_schedule_ = {count, rec.started};
+      for (int k = 0; k < count; ++k) {
         // schedule() usually completes without suspending, and resuming this
         // frame from it is a tail call only when the compiler makes it one
         // (not in sanitizer or -O0 builds): a long loop would grow the stack
@@ -148,7 +163,11 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
       }
       break;
     }
-    case scenario::Action::kJoin: rec.status = co_await c.join(); break;
+    case scenario::Action::kJoin:
+      rec.status = co_await c.join();
+      if (last_schedule_.count > 0 && ex.now() > last_schedule_.started)
+        pace_ = last_schedule_.count / to_seconds(ex.now() - last_schedule_.started);
+      break;
     case scenario::Action::kDone: rec.status = (co_await c.done()).status(); break;
     case scenario::Action::kSleepS: co_await sleep_for(ex, from_seconds(a.sleep_s())); break;
     case scenario::Action::kSetInfiniteStep: {
@@ -167,6 +186,7 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
   rec.ended = ex.now();
   rec.ps_at_end = ps_counters();
   rec.cpu_at_end = task_cpu();
+  rec.waiting_at_end = task_waiting();
   rec.generation_after = c.generation();
   rec.values_end = result_.values.size();
   if (!a.label().empty()) rec.iterations = co_await read_iterations(c);

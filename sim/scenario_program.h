@@ -27,6 +27,9 @@ class ScenarioProgram {
     // CPU time the simulated hosts charged every task (ActionRecord.cpu_at_*);
     // empty: none kept.
     std::function<std::vector<Duration>()> task_cpu;
+    // Real runs: each task's time runnable without a core, by slot
+    // (ActionRecord.waiting_at_*); empty: none kept.
+    std::function<std::vector<Duration>()> task_waiting;
     // A `train` action: the trainer on this coordinator; empty: a train action
     // fails with UNIMPLEMENTED, saying so.
     std::function<Task<Status>(ClusterCoordinator& c, int start, const std::string& label)> train;
@@ -57,6 +60,8 @@ class ScenarioProgram {
   Task<void> run_action(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start, int index,
                         const scenario::Action& a, const PerWorkerValues& iterator);
   Task<void> watch(Executor& ex, std::size_t value, RemoteValue rv);
+  // A schedule action's closures: its count, or enough for its for_s at pace_.
+  int closures_to_schedule(const scenario::Schedule& s, int workers) const;
 
   std::vector<scenario::Action> actions_;
   synthetic::Workload* workload_;
@@ -65,6 +70,11 @@ class ScenarioProgram {
   Hooks hooks_;
   std::vector<RemoteValue> remote_values_;  // parallel to result_.values
   bool done_ = false;
+  struct {
+    int count = 0;
+    Time started = 0;
+  } last_schedule_;   // the newest schedule action
+  double pace_ = 0;  // closures per second of that action, measured at the join after it
 };
 
 // The scenario's coordinator settings, with the dispatch log kept (the

@@ -106,6 +106,9 @@ struct ActionRecord {
   // and ended, by slot (the chief, the workers, then the ps); empty without
   // hosts. `twinps tune --validate` compares it with what each process used.
   std::vector<Duration> cpu_at_start, cpu_at_end;
+  // Real runs: how long each process had been runnable without a core (its
+  // threads' run delay), by slot; empty in the simulator.
+  std::vector<Duration> waiting_at_start, waiting_at_end;
 };
 
 struct ValueRecord {

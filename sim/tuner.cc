@@ -36,11 +36,6 @@ std::string steps_string(double v) {
   return buf;
 }
 
-void add_schedule(scenario::Scenario& s, int count) {
-  s.add_program()->mutable_schedule()->set_count(count);
-  s.add_program()->mutable_join();
-}
-
 // busy / span, at most 1: busy time is counted when a request's service or a
 // message's transmission begins, so a phase can be charged a little of the
 // next.
@@ -51,93 +46,131 @@ double busy_fraction(Duration busy, Duration span) {
 
 }  // namespace
 
-StatusOr<Prediction> predict(const PredictRequest& request) {
+namespace {
+
+Status check_request(const PredictRequest& request) {
   if (request.workers < 1)
     return absl::InvalidArgumentError("workers must be at least 1 (got " + std::to_string(request.workers) + ")");
   if (request.ps < 1) return absl::InvalidArgumentError("ps must be at least 1 (got " + std::to_string(request.ps) + ")");
   if (request.warmup < 0 || request.measured < 0)
     return absl::InvalidArgumentError("warmup and measured must not be negative");
-  const int warmup = request.warmup > 0 ? request.warmup : 4 * request.workers;
-  const int measured = request.measured > 0 ? request.measured : 20 * request.workers;
+  return absl::OkStatus();
+}
 
-  // The program of tools/tune/real_run.h, unlabelled: a labelled action
-  // would read `iterations` from its ps after it, a request a real run
-  // does not make.
+}  // namespace
+
+scenario::Scenario throughput_scenario(const PredictRequest& request, CostsOf costs, double measured_for_s) {
   scenario::Scenario s;
-  s.set_name("tune prediction");
+  s.set_name("throughput");
   s.set_seed(request.seed);
   s.set_fidelity(request.timing_only ? scenario::TIMING_ONLY : scenario::NUMERIC);
   s.mutable_cluster()->set_workers(request.workers);
   s.mutable_cluster()->set_ps(request.ps);
   *s.mutable_model() = request.model;
-  apply_profile(request.profile, s);
+  if (costs == CostsOf::kProfile) {
+    apply_profile(request.profile, s);
+  } else {
+    // A real cluster's costs are this machine's: no step time is injected.
+    s.mutable_compute()->mutable_step_time()->set_constant_s(0);
+  }
   for (const auto& [worker, factor] : request.stragglers) {
     auto* st = s.mutable_compute()->add_straggler();
     st->set_worker(worker);
     st->set_factor(factor);
   }
-  add_schedule(s, warmup);
-  add_schedule(s, measured);
-  s.set_time_limit_s(kTimeLimitS);
-  if (auto errors = validate_scenario(s, "the prediction's scenario"); !errors.empty()) {
-    std::string message;
-    for (const auto& e : errors) message += (message.empty() ? "" : "; ") + e.to_string();
-    return absl::InvalidArgumentError(message);
-  }
+  // Unlabelled actions: a labelled one would read `iterations` from its ps
+  // after it, a request outside the measurement.
+  s.add_program()->mutable_schedule()->set_count(request.warmup > 0 ? request.warmup : 4 * request.workers);
+  s.add_program()->mutable_join();
+  auto* measured = s.add_program()->mutable_schedule();
+  if (request.measured > 0 || !(measured_for_s > 0))
+    measured->set_count(request.measured > 0 ? request.measured : 20 * request.workers);
+  else
+    measured->set_for_s(measured_for_s);
+  s.add_program()->mutable_join();
+  // A real run that needs more than half an hour is stuck, not slow.
+  s.set_time_limit_s(costs == CostsOf::kProfile ? kTimeLimitS : 1800);
+  return s;
+}
 
-  Simulation simulation(s);
-  SimResult r = simulation.run();
+StatusOr<Prediction> read_throughput(const SimResult& r, const PredictRequest& request) {
   if (!r.setup_error.ok()) return r.setup_error;
+  if (!r.starts.empty() && !r.starts.back().start_status.ok()) return r.starts.back().start_status;
   if (!r.finished)
-    return absl::DeadlineExceededError("the program did not finish within " + std::to_string(kTimeLimitS) +
-                                       " simulated seconds");
+    return absl::DeadlineExceededError("the program did not finish within " +
+                                       std::to_string(to_seconds(r.time_limit)) + " s");
   for (const auto& a : r.actions)
     if (!a.status.ok()) return a.status;
-  if (r.actions.size() != 4 || r.values.size() != static_cast<std::size_t>(warmup + measured))
-    return absl::InternalError("the prediction's program did not run as written");
-
+  if (r.actions.size() != 4) return absl::InternalError("the throughput program did not run as written");
   const ActionRecord& scheduled = r.actions[2];
   const ActionRecord& joined = r.actions[3];
+  const std::size_t warmup = r.actions[0].values_end;
+  const std::size_t closures = scheduled.values_end - warmup;
+  if (closures == 0 || r.values.size() != scheduled.values_end)
+    return absl::InternalError("the throughput program did not run as written");
   const Duration span = joined.ended - scheduled.started;
   // A closure runs the model's steps_per_closure steps: figures are per step.
   const int per_closure = request.model.steps_per_closure();
-  const double measured_steps = static_cast<double>(measured) * per_closure;
+  const double measured_steps = static_cast<double>(closures) * per_closure;
   Prediction p;
+  p.warmup = static_cast<int>(warmup);
+  p.measured = static_cast<int>(closures);
+  p.measured_seconds = to_seconds(span);
   p.steps_per_second = span > 0 ? measured_steps / to_seconds(span) : 0;
   p.simulated_seconds = to_seconds(r.end_time);
   p.events = r.events;
 
-  // Step times of the measured closures (by closure id).
+  // Step times of the measured closures (by closure id), where recorded.
   std::set<std::uint64_t> ids;
-  for (std::size_t i = static_cast<std::size_t>(warmup); i < r.values.size(); ++i) ids.insert(r.values[i].closure);
+  for (std::size_t i = warmup; i < r.values.size(); ++i) ids.insert(r.values[i].closure);
   std::vector<Duration> steps;
   for (const auto& st : r.steps)
     if (st.ok && st.fn == kTrainFn && ids.count(st.closure)) steps.push_back(st.duration / per_closure);
   p.step_p50_s = quantile_s(steps, 0.5);
   p.step_p99_s = quantile_s(std::move(steps), 0.99);
 
-  if (!scheduled.cpu_at_start.empty()) {
-    auto used = [&](int slot) {
-      const auto k = static_cast<std::size_t>(slot);
-      return to_seconds(joined.cpu_at_end[k] - scheduled.cpu_at_start[k]) / measured_steps;
-    };
-    p.chief_cpu_per_step_s = used(0);
-    for (int w = 0; w < request.workers; ++w) p.worker_cpu_per_step_s += used(1 + w);
-    for (int i = 0; i < request.ps; ++i) p.ps_cpu_per_step_s += used(1 + request.workers + i);
+  // CPU per step of every task, by slot (the chief, the workers, the ps).
+  const std::size_t slots = 1 + static_cast<std::size_t>(request.workers + request.ps);
+  if (scheduled.cpu_at_start.size() == slots && joined.cpu_at_end.size() == slots) {
+    for (std::size_t k = 0; k < slots; ++k)
+      p.cpu_per_step_s.push_back(to_seconds(joined.cpu_at_end[k] - scheduled.cpu_at_start[k]) / measured_steps);
+    p.chief_cpu_per_step_s = p.cpu_per_step_s[0];
+    for (int w = 0; w < request.workers; ++w) p.worker_cpu_per_step_s += p.cpu_per_step_s[1 + w];
+    for (int i = 0; i < request.ps; ++i) p.ps_cpu_per_step_s += p.cpu_per_step_s[1 + request.workers + i];
   }
+  if (scheduled.waiting_at_start.size() == slots && joined.waiting_at_end.size() == slots)
+    for (std::size_t k = 0; k < slots; ++k)
+      p.waiting_per_step_s.push_back(to_seconds(joined.waiting_at_end[k] - scheduled.waiting_at_start[k]) /
+                                     measured_steps);
 
-  const int threads = s.ps_service().threads();
-  for (std::size_t i = 0; i < static_cast<std::size_t>(request.ps); ++i) {
-    const PsReport& a = scheduled.ps_at_start[i];
-    const PsReport& b = joined.ps_at_end[i];
-    const double service = busy_fraction(b.service.busy - a.service.busy, span * threads);
-    const double out = busy_fraction(b.uplink.busy - a.uplink.busy, span);
-    const double in = busy_fraction(b.downlink.busy - a.downlink.busy, span);
-    p.ps_utilisation.push_back(std::max({service, out, in}));
-    const auto bytes = (b.service.bytes_in + b.service.bytes_out) - (a.service.bytes_in + a.service.bytes_out);
-    p.ps_bytes_per_step.push_back(static_cast<double>(bytes) / measured_steps);
+  // The simulator's ps service model, where it ran.
+  const auto ps = static_cast<std::size_t>(request.ps);
+  if (scheduled.ps_at_start.size() == ps && joined.ps_at_end.size() == ps) {
+    const int threads = request.profile.ps_service().threads();
+    for (std::size_t i = 0; i < ps; ++i) {
+      const PsReport& a = scheduled.ps_at_start[i];
+      const PsReport& b = joined.ps_at_end[i];
+      const double service = busy_fraction(b.service.busy - a.service.busy, span * threads);
+      const double out = busy_fraction(b.uplink.busy - a.uplink.busy, span);
+      const double in = busy_fraction(b.downlink.busy - a.downlink.busy, span);
+      p.ps_utilisation.push_back(std::max({service, out, in}));
+      const auto bytes = (b.service.bytes_in + b.service.bytes_out) - (a.service.bytes_in + a.service.bytes_out);
+      p.ps_bytes_per_step.push_back(static_cast<double>(bytes) / measured_steps);
+    }
   }
   return p;
+}
+
+StatusOr<Prediction> predict(const PredictRequest& request) {
+  TWINPS_RETURN_IF_ERROR(check_request(request));
+  scenario::Scenario s = throughput_scenario(request, CostsOf::kProfile);
+  if (auto errors = validate_scenario(s, "the prediction's scenario"); !errors.empty()) {
+    std::string message;
+    for (const auto& e : errors) message += (message.empty() ? "" : "; ") + e.to_string();
+    return absl::InvalidArgumentError(message);
+  }
+  Simulation simulation(s);
+  return read_throughput(simulation.run(), request);
 }
 
 // ---------------------------------------------------------------- sweep

@@ -14,6 +14,7 @@
 
 #include "core/runtime/status.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
+#include "sim/simulation.h"
 
 namespace twinps::sim {
 
@@ -30,7 +31,9 @@ struct PredictRequest {
 };
 
 struct Prediction {
-  double steps_per_second = 0;   // measured closures / simulated time from their schedule to the end of their join
+  int warmup = 0, measured = 0;   // closures of the two phases
+  double measured_seconds = 0;    // from the measured closures' schedule to the end of their join
+  double steps_per_second = 0;   // measured steps / that time
   double step_p50_s = 0, step_p99_s = 0;
   // Per ps, busy fraction over the measured phase: of its busiest resource —
   // its service threads, its host link out or its host link in — so that a ps
@@ -44,7 +47,28 @@ struct Prediction {
   // what `twinps tune --validate` compares with each process's measured CPU.
   // Zero without hosts in the profile.
   double chief_cpu_per_step_s = 0, worker_cpu_per_step_s = 0, ps_cpu_per_step_s = 0;
+  // The same per task, by slot (the chief, the workers, the ps): empty
+  // where nothing measured CPU.
+  std::vector<double> cpu_per_step_s;
+  // Real runs: seconds per step each task was runnable but had no core, by slot.
+  std::vector<double> waiting_per_step_s;
 };
+
+// The program a prediction and a real measurement both run — one program, in
+// both modes (`twinps tune --validate` compares them): schedule the warm-up
+// closures and join, then schedule the measured closures and join. Measured:
+// `request.measured` closures, or with it 0 and `measured_for_s` > 0, as many
+// as the warm-up's pace fills that many seconds (Schedule.for_s), or else 20
+// per worker. kProfile: the simulator's costs from `request.profile`;
+// kThisMachine: none (a real cluster has this machine's own).
+enum class CostsOf { kProfile, kThisMachine };
+scenario::Scenario throughput_scenario(const PredictRequest& request, CostsOf costs, double measured_for_s = 0);
+
+// What that program's run shows, simulated or real (tools/real_scenario.h):
+// steps per second of the measured phase and, where they were recorded, step
+// times, CPU per step, and the ps service model's utilisation and bytes. The
+// first failed action's error, or DEADLINE_EXCEEDED if it did not finish.
+StatusOr<Prediction> read_throughput(const SimResult& result, const PredictRequest& request);
 
 // INVALID_ARGUMENT for a request the simulator cannot run (a model or profile
 // that fails the scenario checks, workers or ps < 1, negative counts);

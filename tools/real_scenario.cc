@@ -1,7 +1,10 @@
 #include "tools/real_scenario.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 
 #include <google/protobuf/text_format.h>
@@ -16,22 +19,35 @@
 #include "sim/real_mode.h"
 #include "sim/scenario_program.h"
 #include "sim/workload.h"
+#include "tools/data_plane_flag.h"
 #include "tools/process_cluster.h"
+#include "tools/tune/calibration.h"
 
 namespace twinps::cli {
 
 namespace {
 
-// The worker processes' command line: the model, its step time, its calls' deadline.
+// The worker processes' command line: the model, its step time, its calls'
+// deadline. A straggler is a machine `factor` times slower: its step time
+// and, rounded, its arithmetic (each gradient computed that many times).
 ProcessClusterOptions cluster_options(const scenario::Scenario& s, const std::string& model_path,
-                                      const std::string& work_dir, bool partitions) {
+                                      const std::string& work_dir, bool partitions, const std::string& data_plane) {
   ProcessClusterOptions o;
   o.workers = s.cluster().workers();
   o.ps = s.cluster().ps();
   o.log_dir = work_dir;
-  o.worker_args = {"--model", model_path, "--ps-call-timeout", std::to_string(s.coordinator().ps_call_timeout_s())};
+  o.ps_args = {"--data-plane", data_plane};
+  o.worker_args = {"--data-plane", data_plane, "--model", model_path, "--ps-call-timeout",
+                   std::to_string(s.coordinator().ps_call_timeout_s())};
   for (int w = 0; w < o.workers; ++w)
     o.task_args[TaskId::worker(w)] = {"--inject-step-delay", std::to_string(sim::real_step_delay_s(s, w))};
+  for (const auto& g : s.compute().straggler()) {
+    const auto factor = std::llround(g.factor());
+    if (factor >= 2) {
+      auto& args = o.task_args[TaskId::worker(g.worker())];
+      args.insert(args.end(), {"--inject-compute-factor", std::to_string(factor)});
+    }
+  }
   if (partitions) o.cut_detection = from_seconds(s.network().connection_timeout_s());
   return o;
 }
@@ -42,11 +58,25 @@ bool has_partition(const scenario::Scenario& s) {
   return false;
 }
 
+// Every process's schedstat figure (CPU time or run delay), by slot: this
+// process as the chief, then the workers, then the ps.
+std::vector<Duration> per_slot(const ProcessCluster& cluster, const ClusterShape& shape, double (*read)(int pid)) {
+  std::vector<Duration> out;
+  out.push_back(from_seconds(read(::getpid())));
+  for (int i = 0; i < shape.workers; ++i) out.push_back(from_seconds(read(cluster.pid(TaskId::worker(i)))));
+  for (int i = 0; i < shape.ps; ++i) out.push_back(from_seconds(read(cluster.pid(TaskId::ps(i)))));
+  return out;
+}
+
 }  // namespace
 
-StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::string& work_dir) {
+StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::string& work_dir,
+                                    const RealScenarioOptions& options) {
   if (auto obstacles = sim::real_mode_obstacles(s); !obstacles.empty())
     return absl::InvalidArgumentError("cannot run on real processes: " + obstacles.front());
+  net::GrpcTransportOptions transport;
+  if (!apply_data_plane("sim --real", options.data_plane, &transport))
+    return absl::InvalidArgumentError("unknown data plane '" + options.data_plane + "'");
   const auto wall_start = std::chrono::steady_clock::now();
   RealRun run;
   sim::SimResult& result = run.result;
@@ -75,13 +105,15 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
     out << text;
     if (!out) return absl::UnavailableError("cannot write " + model_path);
   }
-  auto cluster = ProcessCluster::start(cluster_options(s, model_path, work_dir, has_partition(s)));
+  auto cluster =
+      ProcessCluster::start(cluster_options(s, model_path, work_dir, has_partition(s), options.data_plane));
   if (!cluster.ok()) return cluster.status();
 
   // The coordinator: this process, calling out through its own cut.
   net::RealNodeOptions no;
   no.task = TaskId::chief();
   no.resolve = net::address_map((*cluster)->addresses());
+  no.transport = transport;
   const Duration cut_detection = from_seconds(s.network().connection_timeout_s());
   no.wrap_transport = [&cluster, cut_detection](Executor& ex, Transport& inner) {
     return (*cluster)->chief_cut().wrap(ex, inner, cut_detection);
@@ -133,6 +165,10 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   }
   Time started_at = origin;
   sim::ScenarioProgram::Hooks hooks;
+  if (options.measure_cpu) {
+    hooks.task_cpu = [&] { return per_slot(**cluster, result.shape, process_cpu_seconds); };
+    hooks.task_waiting = [&] { return per_slot(**cluster, result.shape, process_run_delay_seconds); };
+  }
   hooks.on_started = [&] {
     started_at = ex.now();
     for (const auto& fault : later) {
@@ -168,6 +204,7 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   }
   program.settle_values();
   run.problems = (*cluster)->problems();
+  run.servers_alive = (*cluster)->check_alive();
   run.setup_s = to_seconds(started_at - origin);
   // The program's frames use the coordinator: they go first.
   scope.destroy_all();

@@ -27,10 +27,21 @@ struct RealRun {
   // Faults that fell due while the cluster was still being set up, fired
   // once it was: each with how late.
   std::vector<std::string> late_faults;
+  // At the end: OK, or which server exited (not by a fault) and its stderr —
+  // usually why a run failed.
+  Status servers_alive;
+};
+
+struct RealScenarioOptions {
+  std::string data_plane = "tcp";  // as `twinps serve --data-plane` (tools/data_plane_flag.h)
+  // Read every process's CPU time and run delay (/proc schedstat) as each
+  // action starts and ends (ActionRecord.cpu_at_*, waiting_at_*).
+  bool measure_cpu = false;
 };
 
 // `scenario` must have passed validate_scenario() and have no real-mode
 // obstacles (sim/real_mode.h). The servers' logs go under `work_dir`.
-StatusOr<RealRun> run_real_scenario(const scenario::Scenario& scenario, const std::string& work_dir);
+StatusOr<RealRun> run_real_scenario(const scenario::Scenario& scenario, const std::string& work_dir,
+                                    const RealScenarioOptions& options = {});
 
 }  // namespace twinps::cli

@@ -52,6 +52,25 @@ TEST(ScenarioLoaderTest, MessageFaultProbabilitiesAndTimesAreChecked) {
             "f.textproto:6:18: message_faults.loss_detection_s: loss_detection_s must be positive (got 0)");
 }
 
+TEST(ScenarioLoaderTest, ForSecondsNeedsAPaceBeforeItAndNoCount) {
+  const std::string head = "cluster { workers: 1 ps: 1 } model { variable { name: \"w\" shape: [1] } }\n";
+  EXPECT_EQ(first_error(head + "program { schedule { for_s: 2 } }\n"),
+            "f.textproto:2:22: program[0].schedule.for_s: needs a schedule action and a join before it, to measure "
+            "the pace");
+  EXPECT_EQ(first_error(head + "program { schedule { count: 2 } }\nprogram { schedule { for_s: 2 } }\n"),
+            "f.textproto:3:22: program[1].schedule.for_s: needs a schedule action and a join before it, to measure "
+            "the pace");
+  EXPECT_EQ(first_error(head + "program { schedule { count: 2 } }\nprogram { join {} }\n" +
+                        "program { schedule { count: 3 for_s: 2 } }\n"),
+            "f.textproto:4:31: program[2].schedule.for_s: give either count or for_s, not both");
+  EXPECT_EQ(first_error(head + "program { schedule { count: 2 } }\nprogram { join {} }\n" +
+                        "program { schedule { for_s: -1 } }\n"),
+            "f.textproto:4:22: program[2].schedule.for_s: for_s must not be negative (got -1)");
+  EXPECT_EQ(first_error(head + "program { schedule { count: 2 } }\nprogram { join {} }\n" +
+                        "program { schedule { for_s: 2 } }\n"),
+            "");
+}
+
 TEST(ScenarioLoaderTest, UnknownVariable) {
   const std::string e = first_error(std::string(kValid) + "fault { at_s: 1 hotspot { variable: \"lr\" } }\n");
   EXPECT_EQ(e, "f.textproto:6:27: fault[0].hotspot.variable: unknown variable \"lr\" (the model declares emb)");

@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "core/variables/partitioner.h"
 #include "sim/scenario_loader.h"
+#include "sim/simulation.h"
 
 namespace twinps::sim {
 namespace {
@@ -118,6 +120,34 @@ TEST(PredictTest, StepsPerClosureAreCountedAsStepsAndSaveTheDispatch) {
     EXPECT_NEAR(b->ps_bytes_per_step[i] / a->ps_bytes_per_step[i], 1.0, 0.01);
   EXPECT_GT(b->steps_per_second, 1.1 * a->steps_per_second);
   EXPECT_GT(b->simulated_seconds * b->steps_per_second, 64 * 10 * 0.999) << "64 closures of 10 steps were measured";
+}
+
+// One program in both modes: the scenario a real measurement runs is the
+// prediction's, less the simulator's costs; with `for_s` its measured phase
+// lasts about that long at the warm-up's pace, in simulated time too.
+TEST(ThroughputScenarioTest, TheRealRunsProgramIsThePredictionsWithoutTheCosts) {
+  PredictRequest r = dense_request(2);
+  r.measured = 0;
+  const scenario::Scenario simulated = throughput_scenario(r, CostsOf::kProfile, 3);
+  const scenario::Scenario real = throughput_scenario(r, CostsOf::kThisMachine, 3);
+  ASSERT_EQ(simulated.program_size(), real.program_size());
+  for (int i = 0; i < real.program_size(); ++i)
+    EXPECT_EQ(simulated.program(i).SerializeAsString(), real.program(i).SerializeAsString()) << "action " << i;
+  EXPECT_EQ(simulated.model().SerializeAsString(), real.model().SerializeAsString());
+  EXPECT_EQ(real.program(2).schedule().for_s(), 3);
+  EXPECT_FALSE(real.has_network() && real.network().has_host_bandwidth_gbps()) << "no simulated costs on real runs";
+  EXPECT_TRUE(simulated.network().has_host_bandwidth_gbps());
+
+  Simulation simulation(simulated);
+  const SimResult result = simulation.run();
+  auto p = read_throughput(result, r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->warmup, 16);
+  // The warm-up's pace (its closures over the time from its schedule to the
+  // end of its join) times 3 s.
+  const double warmup_s = to_seconds(result.actions[1].ended - result.actions[0].started);
+  EXPECT_EQ(p->measured, static_cast<int>(std::round(16 / warmup_s * 3)));
+  EXPECT_GE(p->measured, 8 * 8) << "at least 8 closures per worker";
 }
 
 TEST(PredictTest, RefusesWhatCannotRun) {

@@ -1,11 +1,11 @@
 #pragma once
 // The synthetic model trained by a real cluster on this machine — `twinps
-// serve` processes on loopback ports (or every task in this process over
-// real gRPC) with the coordinator in this process — timed by the wall clock.
-// The program is the one the tuner simulates (sim/tuner.h): schedule
-// `warmup` closures and join, then schedule `measured` closures and join;
-// steps per second are measured / the time from the second schedule to the
-// end of its join.
+// serve` processes on loopback ports with the coordinator in this process —
+// timed by the wall clock. The program is the one the tuner simulates
+// (sim::throughput_scenario), run by `twinps sim --real`'s runner
+// (tools/real_scenario.h): schedule `warmup` closures and join, then the
+// measured closures and join; steps per second are the measured steps over
+// the time from the second schedule to the end of its join.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -21,14 +21,13 @@ struct RealRunOptions {
   scenario::SyntheticModel model;  // with its partitioner
   int workers = 1;
   int ps = 1;
-  bool processes = true;  // false: an in-process cluster (threads) instead of processes
   int warmup = 0;         // closures before the measurement; 0: 4 per worker
   int measured = 0;       // closures measured; 0: enough for about `seconds` (from the warm-up's pace)
   double seconds = 2;
   std::uint64_t seed = 1;
   std::string data_plane = "tcp";  // as `twinps serve --data-plane` (tools/data_plane_flag.h)
   std::string work_dir;            // for the model file and the servers' logs (processes)
-  // Read every process's CPU time around the measured closures (processes only).
+  // Read every process's CPU time around the measured closures.
   bool measure_cpu = false;
   // Workers that straggle: (worker, factor) — `twinps serve --inject-compute-factor`.
   std::vector<std::pair<int, int>> stragglers;
