@@ -122,6 +122,11 @@ TEST(RealScenarioTest, Partition) { expect_both_modes_agree("partition.textproto
 // Sync training with a straggler and one backup worker: about 7 s of real time.
 TEST(RealScenarioTest, SyncWithABackupWorker) { expect_both_modes_agree("sync_backup_worker.textproto"); }
 
+// Stale-synchronous training (bound 1) with a 4x straggler and a second one
+// for 5 s: no gradient more than the bound allows behind, the straggler still
+// served, in both modes (about 20 s of real time).
+TEST(RealScenarioTest, SspWithStragglers) { expect_both_modes_agree("ssp_straggler.textproto"); }
+
 // Every scenario that runs in both modes, with TWINPS_REAL_ALL=1 (about a
 // minute of real time).
 TEST(RealScenarioTest, EveryScenarioThatRunsInBothModes) {
