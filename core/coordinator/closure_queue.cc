@@ -1,5 +1,6 @@
 #include "core/coordinator/closure_queue.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace twinps {
@@ -55,29 +56,49 @@ Future<ClosureQueue::Work> ClosureQueue::next_work(int worker) {
 
 void ClosureQueue::put_tagged(int worker, ResourceClosure closure) {
   tagged_[static_cast<std::size_t>(worker)].push_back(std::move(closure));
+  with_tagged_.insert(worker);
   dispatch();
 }
 
-void ClosureQueue::clear_tagged(int worker) { tagged_[static_cast<std::size_t>(worker)].clear(); }
+void ClosureQueue::clear_tagged(int worker) {
+  tagged_[static_cast<std::size_t>(worker)].clear();
+  with_tagged_.erase(worker);
+}
 
+// An idle worker with resource closures of its own gets the first of them;
+// the other idle workers, lowest index first, the queue's closures in order.
+// Only those workers are visited, not every idle one: with thousands of
+// workers waiting, a put costs O(log workers), not O(workers). They are
+// handed their work in worker order, so wake-ups (and so traces) come in the
+// order one walk over every idle worker gave.
 void ClosureQueue::dispatch() {
-  for (auto it = idle_.begin(); it != idle_.end();) {
-    auto& tagged = tagged_[static_cast<std::size_t>(it->first)];
+  std::vector<int> chosen;
+  for (int w : with_tagged_)
+    if (idle_.count(w)) chosen.push_back(w);
+  std::size_t closures = queue_.size();
+  for (auto it = idle_.begin(); it != idle_.end() && closures > 0; ++it)
+    if (!with_tagged_.count(it->first)) {
+      chosen.push_back(it->first);
+      --closures;
+    }
+  std::sort(chosen.begin(), chosen.end());
+  for (int worker : chosen) {
+    auto it = idle_.find(worker);
+    auto& tagged = tagged_[static_cast<std::size_t>(worker)];
     if (!tagged.empty()) {
       // Resource closures are never counted in flight (C8): join does not wait for them.
       Work w{nullptr, std::move(tagged.front()), false};
       tagged.pop_front();
+      if (tagged.empty()) with_tagged_.erase(worker);
       it->second.set(std::move(w));
-      it = idle_.erase(it);
-    } else if (!queue_.empty()) {
+      idle_.erase(it);
+    } else {
       Work w{std::move(queue_.front()), std::nullopt, false};
       queue_.pop_front();
       ++in_flight_;
       it->second.set(std::move(w));
-      it = idle_.erase(it);
+      idle_.erase(it);
       changed_.notify_all();  // space freed for a blocked put
-    } else {
-      ++it;
     }
   }
 }

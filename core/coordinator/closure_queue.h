@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -82,6 +83,7 @@ class ClosureQueue {
   std::size_t capacity_;
   std::deque<std::shared_ptr<Closure>> queue_;
   std::vector<std::deque<ResourceClosure>> tagged_;
+  std::set<int> with_tagged_;          // the workers whose tagged_ is not empty
   std::map<int, Promise<Work>> idle_;  // ordered by worker index: lowest first
   int in_flight_ = 0;
   std::optional<Status> error_;
