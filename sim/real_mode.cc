@@ -8,9 +8,9 @@ std::vector<std::string> real_mode_obstacles(const scenario::Scenario& s) {
   std::vector<std::string> out;
   if (s.fidelity() != scenario::NUMERIC)
     out.push_back("fidelity: TIMING_ONLY parameter servers hold shapes only; real ones hold values");
-  if (s.has_tutorial() || s.has_model_spec())
-    out.push_back(std::string(s.has_tutorial() ? "tutorial" : "model_spec") +
-                  ": real mode runs synthetic models (`model`); a spec trains on real processes with `twinps train`");
+  if (s.has_tutorial())
+    out.push_back("tutorial: real mode runs synthetic models (`model`) and model specs (`model_spec`, with their "
+                  "data: `twinps sim --real --train-data ...`); the tutorial on real processes is `twinps train`");
   const int tasks = 1 + s.cluster().workers() + s.cluster().ps();
   if (tasks > kRealModeMaxTasks)
     out.push_back("cluster: " + std::to_string(tasks) + " tasks; real mode launches at most " +
@@ -41,9 +41,6 @@ std::optional<std::string> simulated_time_only(const scenario::Expectation& e) {
       return "step times are simulated compute; a real step takes the injected delay plus this machine's work";
     case scenario::Expectation::kInvariants:
       return "the invariants read every push the simulated ps applied, which real ps do not log";
-    case scenario::Expectation::kResumedAtEpoch:
-    case scenario::Expectation::kAccuracy:
-      return "the trainer runs in simulated runs only";
     default: return std::nullopt;
   }
 }

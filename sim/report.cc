@@ -59,6 +59,21 @@ double quantile_s(std::vector<Duration> d, double q) {
   return to_seconds(d[rank - 1]);
 }
 
+std::vector<std::pair<std::string, std::string>> training_rows(const SimResult& r) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  auto row = [&](std::string k, std::string v) { rows.emplace_back(std::move(k), std::move(v)); };
+  if (!r.epochs.empty()) row("last epoch accuracy", fmt("%.6f", r.epochs.back().train.accuracy.value_or(0)));
+  if (r.eval) {
+    std::string text = fmt("loss %.6f", r.eval->loss);
+    if (r.eval->accuracy) text += fmt(", accuracy %.6f", *r.eval->accuracy);
+    if (r.eval->auc) text += fmt(", auc %.6f", *r.eval->auc);
+    row("evaluation", text + fmt(" (%.0f examples)", r.eval->examples));
+  }
+  if (!r.stats.staleness.empty()) row("gradient staleness", r.stats.staleness.describe());
+  if (r.stats.sync_steps > 0) row("sync steps applied", std::to_string(r.stats.sync_steps));
+  return rows;
+}
+
 std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r) {
   std::vector<std::pair<std::string, std::string>> rows;
   auto row = [&](std::string k, std::string v) { rows.emplace_back(std::move(k), std::move(v)); };
@@ -79,15 +94,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
                                           std::to_string(r.stats.worker_recoveries));
   row("errors raised", std::to_string(r.stats.errors_raised));
   if (r.starts.size() > 1) row("coordinator starts", std::to_string(r.starts.size()));
-  if (!r.epochs.empty()) row("last epoch accuracy", fmt("%.6f", r.epochs.back().train.accuracy.value_or(0)));
-  if (r.eval) {
-    std::string text = fmt("loss %.6f", r.eval->loss);
-    if (r.eval->accuracy) text += fmt(", accuracy %.6f", *r.eval->accuracy);
-    if (r.eval->auc) text += fmt(", auc %.6f", *r.eval->auc);
-    row("evaluation", text + fmt(" (%.0f examples)", r.eval->examples));
-  }
-  if (!r.stats.staleness.empty()) row("gradient staleness", r.stats.staleness.describe());
-  if (r.stats.sync_steps > 0) row("sync steps applied", std::to_string(r.stats.sync_steps));
+  for (auto& kv : training_rows(r)) rows.push_back(std::move(kv));
   if (r.final_iterations) row("iterations", std::to_string(*r.final_iterations));
   if (r.parameter_hash) {
     char hex[32];

@@ -25,6 +25,12 @@ double quantile_s(std::vector<Duration> d, double q);
 
 std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r);
 
+// The rows of a summary about training, for simulated and real runs alike:
+// the last epoch's accuracy and the evaluation (a trainer's run), the
+// histogram of the applied gradients' staleness, the sync steps applied;
+// each only when there is something to show.
+std::vector<std::pair<std::string, std::string>> training_rows(const SimResult& r);
+
 // Why a run made no progress, or nullopt if it did. A run that made none
 // must say so and end non-zero, never report a throughput. No progress:
 //  * the coordinator did not start;

@@ -89,6 +89,32 @@ void ScenarioProgram::settle_values() {
   }
 }
 
+Task<Status> ScenarioProgram::train(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start,
+                                    const std::string& label, TrainerSetup setup) {
+  // Built here, not in a coroutine's by-value parameter: the trainer (and its
+  // data sources) live on the heap, owned by the coroutine that runs it.
+  training::TrainerCallbacks callbacks;
+  callbacks.on_start = [this, start](const training::StartInfo& info) {
+    result_.starts[static_cast<std::size_t>(start)].start_epoch = info.start_epoch;
+  };
+  callbacks.on_epoch = [this](const training::EpochResult& e) { result_.epochs.push_back(e); };
+  // Every closure the trainer schedules is recorded, so that expectations
+  // over the program's closures see the training's too.
+  callbacks.on_scheduled = [this, &c, &ex, &scope, start, label, index = 0](const std::string& fn,
+                                                                           const RemoteValue& rv) mutable {
+    record_value(c, ex, scope, start, label, index++, fn, rv);
+  };
+  return run_trainer(c, std::make_unique<training::Trainer>(std::move(setup.model), *setup.registry,
+                                                            std::move(setup.train), std::move(setup.eval),
+                                                            std::move(setup.options), std::move(callbacks)));
+}
+
+Task<Status> ScenarioProgram::run_trainer(ClusterCoordinator& c, std::unique_ptr<training::Trainer> trainer) {
+  auto trained = co_await trainer->run(c);
+  if (trained.ok() && trained->eval) result_.eval = trained->eval;
+  co_return trained.status();
+}
+
 Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start) {
   auto finish = [&] {
     result_.starts[static_cast<std::size_t>(start)].finished = true;
@@ -110,6 +136,10 @@ Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& 
           c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload_->spec().batch_size})});
       iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
     }
+  } else if (hooks_.on_started) {
+    // A model spec's trainer starts the coordinator inside its `train`
+    // action: the program's start is the nearest moment before it.
+    hooks_.on_started();
   }
   for (std::size_t i = 0; i < actions_.size(); ++i)
     co_await run_action(c, ex, scope, start, static_cast<int>(i), actions_[i], iterator);

@@ -6,13 +6,16 @@
 // coordinator talking to real processes (tools/real_scenario.h): one program,
 // written once, in both modes.
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/coordinator/cluster_coordinator.h"
+#include "core/model/compiled_model.h"
 #include "core/models/synthetic/synthetic.h"
 #include "core/runtime/task.h"
+#include "core/training/trainer.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 #include "sim/simulation.h"
 
@@ -34,7 +37,9 @@ class ScenarioProgram {
     // fails with UNIMPLEMENTED, saying so.
     std::function<Task<Status>(ClusterCoordinator& c, int start, const std::string& label)> train;
     // Called when a synthetic model's coordinator has started (the cluster is
-    // set up), before the first action; empty: nothing.
+    // set up), before the first action; for a model spec, whose trainer
+    // starts the coordinator in its `train` action, before the first action.
+    // Empty: nothing.
     std::function<void()> on_started;
   };
 
@@ -56,12 +61,29 @@ class ScenarioProgram {
   // At the end of the run: every recorded value's status and outcome.
   void settle_values();
 
+  // What a `train` action trains: a compiled model spec, its data and the
+  // trainer's options.
+  struct TrainerSetup {
+    std::shared_ptr<const model::CompiledModel> model;
+    const FunctionRegistry* registry = nullptr;
+    training::DataSource train;
+    std::optional<training::DataSource> eval;
+    training::TrainerOptions options;
+  };
+  // A `train` action as both modes run it (their Hooks::train call this):
+  // the trainer on `c`, as `twinps train` runs it; the epoch it started at,
+  // every epoch and the evaluation after training kept in the result, and
+  // every closure it schedules recorded under the action's label.
+  Task<Status> train(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start, const std::string& label,
+                     TrainerSetup setup);
+
  private:
   Task<void> run_action(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start, int index,
                         const scenario::Action& a, const PerWorkerValues& iterator);
   Task<void> watch(Executor& ex, std::size_t value, RemoteValue rv);
   // A schedule action's closures: its count, or enough for its for_s at pace_.
   int closures_to_schedule(const scenario::Schedule& s, int workers) const;
+  Task<Status> run_trainer(ClusterCoordinator& c, std::unique_ptr<training::Trainer> trainer);
 
   std::vector<scenario::Action> actions_;
   synthetic::Workload* workload_;

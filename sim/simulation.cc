@@ -687,21 +687,11 @@ Task<Status> Simulation::Impl::run_trainer(ClusterCoordinator& c, int start, con
         checkpoints, sc.has_tutorial() ? sc.tutorial().max_to_keep() : sc.checkpoints().max_to_keep());
     o.checkpoints = manager.get();
   }
-  training::TrainerCallbacks callbacks;
-  callbacks.on_start = [this, start](const training::StartInfo& info) {
-    result.starts[static_cast<std::size_t>(start)].start_epoch = info.start_epoch;
-  };
-  callbacks.on_epoch = [this](const training::EpochResult& e) { result.epochs.push_back(e); };
-  // Every closure the trainer schedules is recorded, so that expectations
-  // over the program's closures see the training's too.
-  int index = 0;
-  callbacks.on_scheduled = [this, &c, start, &label, &index](const std::string& fn, const RemoteValue& rv) {
-    program->record_value(c, cluster->coordinator_executor(), *program_scope, start, label, index++, fn, rv);
-  };
-  training::Trainer trainer(spec_model, registry, *train_data, eval_data, o, callbacks);
-  auto trained = co_await trainer.run(c);
-  if (trained.ok() && trained->eval) result.eval = trained->eval;
-  co_return trained.status();
+  // Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice.
+  ScenarioProgram::TrainerSetup setup{spec_model, &registry, *train_data, eval_data, std::move(o)};
+  Task<Status> training = program->train(c, cluster->coordinator_executor(), *program_scope, start, label,
+                                         std::move(setup));
+  co_return co_await training;
 }
 
 // ---------------------------------------------------------------- run

@@ -14,6 +14,7 @@
 #include "core/faults/fault_schedule.h"
 #include "core/runtime/block_on.h"
 #include "core/runtime/random.h"
+#include "core/training/model_functions.h"
 #include "net/real_node.h"
 #include "sim/cluster_faults.h"
 #include "sim/real_mode.h"
@@ -27,9 +28,11 @@ namespace twinps::cli {
 
 namespace {
 
-// The worker processes' command line: the model, its step time, its calls'
-// deadline. A straggler is a machine `factor` times slower: its step time
-// and, rounded, its arithmetic (each gradient computed that many times).
+// The worker processes' command line: the synthetic model (none for a model
+// spec, which the trainer ships to the workers itself), its step time, its
+// calls' deadline. A straggler is a machine `factor` times slower: its step
+// time and, rounded, a synthetic model's arithmetic (each gradient computed
+// that many times; a spec's arithmetic is its own).
 ProcessClusterOptions cluster_options(const scenario::Scenario& s, const std::string& model_path,
                                       const std::string& work_dir, bool partitions, const std::string& data_plane) {
   ProcessClusterOptions o;
@@ -37,13 +40,13 @@ ProcessClusterOptions cluster_options(const scenario::Scenario& s, const std::st
   o.ps = s.cluster().ps();
   o.log_dir = work_dir;
   o.ps_args = {"--data-plane", data_plane};
-  o.worker_args = {"--data-plane", data_plane, "--model", model_path, "--ps-call-timeout",
-                   std::to_string(s.coordinator().ps_call_timeout_s())};
+  o.worker_args = {"--data-plane", data_plane, "--ps-call-timeout", std::to_string(s.coordinator().ps_call_timeout_s())};
+  if (!model_path.empty()) o.worker_args.insert(o.worker_args.end(), {"--model", model_path});
   for (int w = 0; w < o.workers; ++w)
     o.task_args[TaskId::worker(w)] = {"--inject-step-delay", std::to_string(sim::real_step_delay_s(s, w))};
   for (const auto& g : s.compute().straggler()) {
     const auto factor = std::llround(g.factor());
-    if (factor >= 2) {
+    if (factor >= 2 && !model_path.empty()) {
       auto& args = o.task_args[TaskId::worker(g.worker())];
       args.insert(args.end(), {"--inject-compute-factor", std::to_string(factor)});
     }
@@ -68,12 +71,45 @@ std::vector<Duration> per_slot(const ProcessCluster& cluster, const ClusterShape
   return out;
 }
 
+// A synthetic model's step functions, variables and file (the workers read
+// it: the same binary, the same step functions).
+struct SyntheticSetUp {
+  std::unique_ptr<synthetic::Workload> workload;
+  synthetic::Variables variables;
+  std::string path;
+};
+StatusOr<SyntheticSetUp> set_up_synthetic(const scenario::Scenario& s, const ClusterShape& shape,
+                                          FunctionRegistry& registry, const std::string& work_dir) {
+  SyntheticSetUp out;
+  // The model, with the initial values the simulator draws for this seed.
+  auto spec = sim::model_spec(s.model(), s.ps_service());
+  if (!spec.ok()) return spec.status();
+  auto variables = synthetic::build_variables(*spec, shape.ps, /*timing_only=*/false,
+                                              RandomStream(s.seed()).fork("init").next_u64());
+  if (!variables.ok()) return variables.status();
+  out.variables = std::move(*variables);
+  out.workload = std::make_unique<synthetic::Workload>(*spec, /*timing_only=*/false);
+  register_dataset_functions(registry);
+  out.workload->register_functions(registry);
+  out.path = work_dir + "/model.textproto";
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(s.model(), &text);
+  std::ofstream file(out.path);
+  file << text;
+  if (!file) return absl::UnavailableError("cannot write " + out.path);
+  return out;
+}
+
 }  // namespace
 
 StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::string& work_dir,
                                     const RealScenarioOptions& options) {
   if (auto obstacles = sim::real_mode_obstacles(s); !obstacles.empty())
     return absl::InvalidArgumentError("cannot run on real processes: " + obstacles.front());
+  const sim::SpecWorkload* spec = options.spec;
+  if (s.has_model_spec() && (!spec || !spec->model))
+    return absl::InvalidArgumentError("the scenario trains the model spec " + s.model_spec() +
+                                      ": a real run needs its training data (twinps sim --real --train-data ...)");
   net::GrpcTransportOptions transport;
   if (!apply_data_plane("sim --real", options.data_plane, &transport))
     return absl::InvalidArgumentError("unknown data plane '" + options.data_plane + "'");
@@ -85,28 +121,17 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   result.fidelity = s.fidelity();
   result.shape = ClusterShape{s.cluster().workers(), s.cluster().ps()};
 
-  // The model, with the initial values the simulator draws for this seed.
-  auto spec = sim::model_spec(s.model(), s.ps_service());
-  if (!spec.ok()) return spec.status();
-  auto variables = synthetic::build_variables(*spec, result.shape.ps, /*timing_only=*/false,
-                                              RandomStream(s.seed()).fork("init").next_u64());
-  if (!variables.ok()) return variables.status();
-  synthetic::Workload workload(*spec, /*timing_only=*/false);
   FunctionRegistry registry;  // the coordinator schedules the step functions by name
-  register_dataset_functions(registry);
-  workload.register_functions(registry);
-
-  // Every worker reads the model from a file: the same binary, the same step functions.
-  const std::string model_path = work_dir + "/model.textproto";
-  {
-    std::string text;
-    google::protobuf::TextFormat::PrintToString(s.model(), &text);
-    std::ofstream out(model_path);
-    out << text;
-    if (!out) return absl::UnavailableError("cannot write " + model_path);
+  SyntheticSetUp synthetic;
+  if (s.has_model_spec()) {
+    training::register_training_functions(registry);
+  } else {
+    auto set_up = set_up_synthetic(s, result.shape, registry, work_dir);
+    if (!set_up.ok()) return set_up.status();
+    synthetic = std::move(*set_up);
   }
   auto cluster =
-      ProcessCluster::start(cluster_options(s, model_path, work_dir, has_partition(s), options.data_plane));
+      ProcessCluster::start(cluster_options(s, synthetic.path, work_dir, has_partition(s), options.data_plane));
   if (!cluster.ok()) return cluster.status();
 
   // The coordinator: this process, calling out through its own cut.
@@ -181,18 +206,29 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
       schedule(fault, late);
     }
   };
-  sim::ScenarioProgram program(std::move(actions), &workload, &*variables, result, std::move(hooks));
+  // A model spec's `train` actions: the trainer, as the simulator runs it.
+  // The program's closures' watchers run in `scope`.
+  TaskScope scope(ex);
+  std::unique_ptr<sim::ScenarioProgram> program;
+  if (spec)
+    hooks.train = [&](ClusterCoordinator& c, int start, const std::string& label) {
+      return program->train(c, ex, scope, start, label,
+                            {spec->model, &registry, spec->train, spec->eval, spec->options});
+    };
+  program = std::make_unique<sim::ScenarioProgram>(std::move(actions), synthetic.workload.get(),
+                                                   &synthetic.variables, result, std::move(hooks));
   sim::ProgramStart start;
   start.at = 0;
   start.chief_incarnation = (*node)->incarnation();
   result.starts.push_back(std::move(start));
-  TaskScope scope(ex);
-  scope.spawn(program.run(coordinator, ex, scope, 0));
+  scope.spawn(program->run(coordinator, ex, scope, 0));
 
   result.time_limit = from_seconds(s.time_limit_s());
-  ex.run_until([&] { return program.done(); }, origin + result.time_limit);
-  result.finished = program.done();
+  ex.run_until([&] { return program->done(); }, origin + result.time_limit);
+  result.finished = program->done();
   result.end_time = ex.now() - origin;
+  // The result's times count from the program's start, as the simulator's do.
+  for (auto& e : result.epochs) e.finished_at -= origin;
 
   // The outcome, read as the simulator reads it.
   auto& st = result.starts.back();
@@ -202,7 +238,7 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   if (result.finished) {
     if (auto it = block_on(ex, sim::read_iterations(coordinator), ex.now() + 30 * kSecond)) result.final_iterations = *it;
   }
-  program.settle_values();
+  program->settle_values();
   run.problems = (*cluster)->problems();
   run.servers_alive = (*cluster)->check_alive();
   run.setup_s = to_seconds(started_at - origin);

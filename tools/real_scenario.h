@@ -13,6 +13,7 @@
 #include "core/runtime/status.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 #include "sim/simulation.h"
+#include "sim/spec_workload.h"
 
 namespace twinps::cli {
 
@@ -37,6 +38,10 @@ struct RealScenarioOptions {
   // Read every process's CPU time and run delay (/proc schedstat) as each
   // action starts and ends (ActionRecord.cpu_at_*, waiting_at_*).
   bool measure_cpu = false;
+  // A scenario with a `model_spec` needs it (what `twinps sim` builds from
+  // the spec and its flags): its `train` actions run the trainer on the real
+  // processes, the workers' steps delayed as the scenario's compute says.
+  const sim::SpecWorkload* spec = nullptr;
 };
 
 // `scenario` must have passed validate_scenario() and have no real-mode

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,7 @@
 #include "tools/resource_limits.h"
 #include "tools/subprocess.h"
 #include "tools/training_flags.h"
+#include "tools/training_report.h"
 
 namespace twinps::cli {
 
@@ -215,8 +217,65 @@ int print_expectations(const std::vector<sim::ExpectationResult>& checks) {
   return failed;
 }
 
+// --report FILE: checked before a run, so that a bad path fails at once,
+// not after a long run. Empty: no report.
+bool report_path_writable(const std::string& path) {
+  if (path.empty()) return true;
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) {
+    std::fprintf(stderr, "twinps sim: --report: cannot open '%s' for writing\n", path.c_str());
+    return false;
+  }
+  std::fclose(f);
+  return true;
+}
+
+const char* mode_name(const scenario::Coordinator& co) {
+  switch (co.mode()) {
+    case scenario::SSP: return "ssp";
+    case scenario::SYNC: return "sync";
+    default: return "async";
+  }
+}
+
+// --report FILE.json: what a run did, per epoch and in total, in the fields
+// `twinps train --report` writes (tools/training_report.h), for a simulated
+// and a real run (`real`) alike. Times count from the program's start.
+bool write_report(const std::string& path, const scenario::Scenario& s, const sim::SpecWorkload* spec,
+                  const sim::SimResult& r, bool real, double wall_s) {
+  if (path.empty()) return true;
+  const std::int64_t batch = spec && spec->model ? spec->model->batch_size() : s.model().batch_size();
+  nlohmann::json j;
+  j["run"] = real ? "real" : "simulated";
+  j["scenario"] = r.name;
+  j["seed"] = r.seed;
+  j["workers"] = r.shape.workers;
+  j["ps"] = r.shape.ps;
+  j["mode"] = mode_name(s.coordinator());
+  if (s.coordinator().mode() == scenario::SSP) j["staleness_bound"] = s.coordinator().staleness_bound();
+  if (s.coordinator().mode() == scenario::SYNC) j["backup_workers"] = s.coordinator().backup_workers();
+  j["batch_size"] = batch;
+  j["finished"] = r.finished;
+  j["end_time"] = to_seconds(r.end_time);
+  j["wall_s"] = wall_s;
+  if (r.final_iterations) j["iterations"] = *r.final_iterations;
+  j["epochs"] = nlohmann::json::array();
+  for (const auto& e : r.epochs) j["epochs"].push_back(epoch_json(e, batch));
+  if (r.eval) j["eval"] = metrics_json(*r.eval);
+  j["staleness"] = staleness_json(r.stats.staleness);
+  j["stats"] = stats_json(r.stats);
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) {
+    std::fprintf(stderr, "twinps sim: --report: cannot write '%s'\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
 // `twinps sim --real SCENARIO`: the scenario on real processes of this machine.
-int run_real(const std::string& path, const scenario::Scenario& s) {
+int run_real(const std::string& path, const scenario::Scenario& s, const sim::SpecWorkload* spec,
+             const std::string& report_path) {
   if (s.has_sim_only()) {
     std::fprintf(stderr, "twinps sim: %s runs on the simulator only: %s\n", path.c_str(), s.sim_only().c_str());
     return kExitBadInput;
@@ -227,7 +286,9 @@ int run_real(const std::string& path, const scenario::Scenario& s) {
     return kExitBadInput;
   }
   const std::string dir = make_temp_dir("twinps-real");
-  auto run = run_real_scenario(s, dir);
+  RealScenarioOptions options;
+  options.spec = spec;
+  auto run = run_real_scenario(s, dir, options);
   std::error_code ignored;
   if (!run.ok()) {
     print_error("sim --real", run.status());
@@ -245,6 +306,7 @@ int run_real(const std::string& path, const scenario::Scenario& s) {
   t.row("worker failures / recoveries", format("%llu / %llu", static_cast<unsigned long long>(st.worker_failures),
                                                static_cast<unsigned long long>(st.worker_recoveries)));
   t.row("errors raised", std::to_string(st.errors_raised));
+  for (auto& [k, v] : sim::training_rows(run->result)) t.row(k, v);
   t.row("iterations at the end",
         run->result.final_iterations ? std::to_string(*run->result.final_iterations) : std::string("unreadable"));
   t.row("cluster set up in", format("%.3f s", run->setup_s));
@@ -260,6 +322,7 @@ int run_real(const std::string& path, const scenario::Scenario& s) {
     for (const auto& f : run->late_faults) std::printf("  %s\n", f.c_str());
   }
   int failed = print_expectations(sim::check_expectations(s, run->result, sim::RunMode::kReal));
+  if (!write_report(report_path, s, spec, run->result, /*real=*/true, run->wall_s)) return kExitBadInput;
   for (const auto& p : run->problems) {
     std::fprintf(stderr, "twinps sim: %s: --real: %s\n", path.c_str(), p.c_str());
     ++failed;
@@ -274,7 +337,7 @@ int run_real(const std::string& path, const scenario::Scenario& s) {
 }  // namespace
 
 int run_sim(int argc, char** argv) {
-  std::string path, trace_path, csv_path;
+  std::string path, trace_path, csv_path, report_path;
   std::uint64_t seed = 0, swarm = 0, swarm_first = 1;
   double max_memory_gb = 0, max_cpu_s = 300;
   ModelFlags model_flags;
@@ -284,6 +347,9 @@ int run_sim(int argc, char** argv) {
       ("seed", po::value(&seed), "seed of the run (overrides the scenario's)")
       ("trace", po::value(&trace_path), "write a Chrome Trace Event JSON file (open it in Perfetto)")
       ("csv", po::value(&csv_path), "write per-step metrics as CSV")
+      ("report", po::value(&report_path),
+       "write a JSON report (also with --real): per epoch the time, steps/s, loss and accuracy; the evaluation, "
+       "the staleness histogram, the coordinator's counters (the fields of `twinps train --report`)")
       ("no-progress", "no progress bar on stderr")
       ("real", "run the scenario's cluster as real processes on this machine (twinps serve), its faults applied on "
                "wall-clock time (SIGKILL, SIGSTOP, a transport cut); expectations without a real-time meaning print n/a")
@@ -308,8 +374,8 @@ int run_sim(int argc, char** argv) {
   positional.add("scenario", 1);
   po::variables_map vm;
   const std::string usage =
-      "usage: twinps sim SCENARIO [--seed N] [--trace out.json] [--csv out.csv]\n"
-      "       twinps sim --real SCENARIO\n"
+      "usage: twinps sim SCENARIO [--seed N] [--trace out.json] [--csv out.csv] [--report out.json]\n"
+      "       twinps sim --real SCENARIO [--report out.json]\n"
       "       twinps sim SCENARIO --model M.textproto --train-data GLOB [--eval-data GLOB] [training flags]\n"
       "       twinps sim --swarm N [--swarm-first-seed S]";
   if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
@@ -339,19 +405,14 @@ int run_sim(int argc, char** argv) {
     if (!std::filesystem::exists(path)) std::fprintf(stderr, "twinps sim: %s\n", data_search_note().c_str());
     return kExitBadInput;
   }
-  if (vm.count("real")) {
-    for (const char* flag : {"seed", "trace", "csv", "swarm", "model"})
+  if (vm.count("real"))
+    for (const char* flag : {"seed", "trace", "csv", "swarm"})
       if (vm.count(flag)) {
         std::fprintf(stderr, "twinps sim: --%s does not apply to --real\n", flag);
         return kExitBadInput;
       }
-    // --mode and --staleness-bound hold for real processes as for the simulator.
-    if (Status st = apply_training_mode(vm, nullptr, loaded.scenario); !st.ok()) {
-      print_error("sim", st);
-      return kExitBadInput;
-    }
-    return run_real(path, loaded.scenario);
-  }
+  // A model spec's data and training flags, and --mode and its bounds, hold
+  // for real processes as for the simulator.
   auto spec_workload = load_spec_workload(loaded.scenario, model_flags, vm);
   if (!spec_workload.ok()) {
     print_error("sim", spec_workload.status());
@@ -361,6 +422,8 @@ int run_sim(int argc, char** argv) {
     print_error("sim", st);
     return kExitBadInput;
   }
+  if (!report_path_writable(report_path)) return kExitBadInput;
+  if (vm.count("real")) return run_real(path, loaded.scenario, spec_workload->get(), report_path);
 
   if (max_memory_gb < 0 || max_cpu_s < 0) {
     std::fprintf(stderr, "twinps sim: --max-memory-gb and --max-cpu-s must not be negative\n");
@@ -425,6 +488,9 @@ int run_sim(int argc, char** argv) {
       return kExitBadInput;
     }
   }
+
+  if (!write_report(report_path, loaded.scenario, spec_workload->get(), m.result, /*real=*/false, m.wall_s))
+    return kExitBadInput;
 
   auto checks = sim::check_expectations(loaded.scenario, m.result);
   // A run that made no progress fails whatever its expectations say.

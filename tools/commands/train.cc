@@ -28,6 +28,7 @@
 #include "tools/commands/commands.h"
 #include "tools/tf_config.h"
 #include "tools/trace_file.h"
+#include "tools/training_report.h"
 #include "tools/training_flags.h"
 
 namespace twinps::cli {
@@ -56,13 +57,7 @@ struct Report {
   void write(const std::string& path, const ClusterCoordinator* c) {
     if (path.empty()) return;
     if (c) {
-      const auto& s = c->stats();
-      json["stats"] = {{"scheduled", s.scheduled},        {"completed", s.completed},
-                       {"failed", s.failed},              {"retried", s.retried},
-                       {"cancelled", s.cancelled},        {"dispatched", s.dispatched},
-                       {"worker_failures", s.worker_failures}, {"worker_recoveries", s.worker_recoveries},
-                       {"resources_built", s.resources_built}, {"errors_raised", s.errors_raised},
-                       {"closures_per_worker", s.closures_per_worker}};
+      json["stats"] = stats_json(c->stats());
       auto& log = json["dispatch_log"] = nlohmann::json::array();
       static const char* kinds[] = {"closure", "resource", "worker_failed", "worker_recovered"};
       for (const auto& d : c->dispatch_log())
@@ -74,13 +69,6 @@ struct Report {
     if (!out) std::fprintf(stderr, "twinps train: cannot write report '%s'\n", path.c_str());
   }
 };
-
-nlohmann::json metrics_json(const model::MetricValues& m) {
-  nlohmann::json j{{"examples", m.examples}, {"loss", m.loss}};
-  if (m.accuracy) j["accuracy"] = *m.accuracy;
-  if (m.auc) j["auc"] = *m.auc;
-  return j;
-}
 
 // "accuracy is 0.600000" for the metrics the spec lists, in its order (the
 // loss, always kept, only when listed or alone).
@@ -161,19 +149,11 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
   callbacks.on_epoch = [&](const training::EpochResult& e) {
     if (s.metrics) s.metrics->on_epoch(e, start_iterations);
     std::printf("Finished epoch %d, %s.\n", e.epoch, metrics_text(run.spec, e.train, " is ").c_str());
-    nlohmann::json j = metrics_json(e.train);
-    j["epoch"] = e.epoch;
-    j["iterations"] = e.iterations;
-    j["time"] = to_seconds(e.finished_at);
-    j["examples_per_second"] = e.examples_per_second;
-    if (e.eval) {
-      // (The evaluation after the last epoch is printed once, after training.)
-      if (e.epoch + 1 < options.epochs)
-        std::printf("Evaluation after epoch %d: %s (%.0f examples).\n", e.epoch,
-                    metrics_text(run.spec, *e.eval, " ").c_str(), e.eval->examples);
-      j["eval"] = metrics_json(*e.eval);
-    }
-    report.json["epochs"].push_back(j);
+    // (The evaluation after the last epoch is printed once, after training.)
+    if (e.eval && e.epoch + 1 < options.epochs)
+      std::printf("Evaluation after epoch %d: %s (%.0f examples).\n", e.epoch,
+                  metrics_text(run.spec, *e.eval, " ").c_str(), e.eval->examples);
+    report.json["epochs"].push_back(epoch_json(e, run.model->batch_size()));
     std::fflush(stdout);
   };
   callbacks.on_checkpoint = [](const std::string& name) {
@@ -210,11 +190,7 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
   report.json["records_read"] = result->read.records_read;
   report.json["records_skipped"] = result->read.records_skipped;
   {
-    const StalenessHistogram& st = c.stats().staleness;
-    report.json["staleness"] = {{"gradients", st.total},       {"max", st.max},
-                                {"mean", st.mean()},           {"unmeasured", st.unmeasured},
-                                {"counts", st.counts},         {"bounds", StalenessHistogram::kBounds},
-                                {"dropped", st.dropped}};
+    report.json["staleness"] = staleness_json(c.stats().staleness);
     report.json["sync_steps"] = c.stats().sync_steps;
   }
   const double seconds = to_seconds(result->training_finished - result->training_started);
