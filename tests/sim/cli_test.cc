@@ -334,3 +334,113 @@ TEST_F(SimCliTest, SpecInputProblemsExitTwoNamingThem) {
 
 }  // namespace
 }  // namespace twinps::sim
+
+// ---- issue 13: `twinps sim --report`, per epoch, for the training modes notebook
+
+namespace twinps::sim {
+namespace {
+
+nlohmann::json read_report(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// The staleness histogram's buckets hold every measured gradient.
+void expect_histogram_adds_up(const nlohmann::json& st) {
+  std::uint64_t sum = 0;
+  for (const auto& c : st.at("counts")) sum += c.get<std::uint64_t>();
+  EXPECT_EQ(sum, st.at("gradients").get<std::uint64_t>()) << st.dump();
+  EXPECT_EQ(st.at("counts").size(), st.at("bounds").size() + 1) << st.dump();
+}
+
+// A model spec's run: one entry per epoch with its end time, throughput,
+// iterations and held-out accuracy, the SSP mode the flags chose, and the
+// staleness histogram; the same seed writes the same report (but its wall time).
+TEST_F(SimCliTest, ReportHasEveryEpochsTimeStepsPerSecondAccuracyAndTheStalenessHistogram) {
+  if (!std::filesystem::exists(std::string(kFashionDir) + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (" << kFashionDir << ")";
+  const auto scenario = (testing::source_dir() / "notebooks" / "training_modes.textproto").string();
+  const std::string d = kFashionDir;
+  const std::string args = "sim '" + scenario + "' --no-progress --train-data " + d +
+                           "/train-images-idx3-ubyte.gz --train-labels " + d + "/train-labels-idx1-ubyte.gz --eval-data " +
+                           d + "/t10k-images-idx3-ubyte.gz --eval-labels " + d +
+                           "/t10k-labels-idx1-ubyte.gz --epochs 3 --steps-per-epoch 10 --steps-per-execution 5 "
+                           "--eval-steps 2 --shuffle-buffer 100 --mode ssp --staleness-bound 1 --report ";
+  const std::string first = (test_dir() / "first.json").string(), second = (test_dir() / "second.json").string();
+  CliRun run = run_twinps(args + first);
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  const auto r = read_report(first);
+  EXPECT_EQ(r.at("run"), "simulated");
+  EXPECT_EQ(r.at("scenario"), "training_modes");
+  EXPECT_EQ(r.at("mode"), "ssp");
+  EXPECT_EQ(r.at("staleness_bound"), 1);
+  EXPECT_EQ(r.at("workers"), 4);
+  EXPECT_EQ(r.at("batch_size"), 64);
+  EXPECT_EQ(r.at("finished"), true);
+  EXPECT_EQ(r.at("iterations"), 30);
+  ASSERT_EQ(r.at("epochs").size(), 3u) << r.dump(1);
+  double previous = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto& e = r.at("epochs")[static_cast<std::size_t>(i)];
+    SCOPED_TRACE(e.dump());
+    EXPECT_EQ(e.at("epoch"), i);
+    EXPECT_EQ(e.at("iterations"), 10 * (i + 1));
+    EXPECT_GT(e.at("time").get<double>(), previous);
+    previous = e.at("time").get<double>();
+    EXPECT_GT(e.at("steps_per_second").get<double>(), 0);
+    EXPECT_DOUBLE_EQ(e.at("steps_per_second").get<double>() * 64, e.at("examples_per_second").get<double>());
+    const double accuracy = e.at("eval").at("accuracy").get<double>();
+    EXPECT_GT(accuracy, 0);
+    EXPECT_LE(accuracy, 1);
+    EXPECT_EQ(e.at("eval").at("examples"), 128.0);
+  }
+  EXPECT_LE(previous, r.at("end_time").get<double>());
+  const auto& st = r.at("staleness");
+  EXPECT_GT(st.at("gradients").get<std::uint64_t>(), 0u);
+  expect_histogram_adds_up(st);
+  EXPECT_EQ(r.at("stats").at("completed"), 6) << "30 steps, 5 per closure";
+  // The summary shows the same histogram.
+  EXPECT_NE(run.out.find("gradient staleness            max " + std::to_string(st.at("max").get<int>())),
+            std::string::npos)
+      << run.out;
+
+  CliRun again = run_twinps(args + second);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  auto a = r, b = read_report(second);
+  a.erase("wall_s");
+  b.erase("wall_s");
+  EXPECT_EQ(a, b) << "a simulated run's report depends on its seed only";
+}
+
+// A synthetic model's scenario has no epochs; its report still has the
+// training mode's numbers: sync with a backup worker applies only fresh
+// gradients and drops the straggler's.
+TEST_F(SimCliTest, ReportOfASyncScenarioHasItsStepsAndDroppedGradients) {
+  const std::string report = (test_dir() / "sync.json").string();
+  CliRun run = run_twinps("sim '" + (testing::scenarios_dir() / "sync_backup_worker.textproto").string() +
+                          "' --no-progress --report " + report);
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  const auto r = read_report(report);
+  EXPECT_EQ(r.at("mode"), "sync");
+  EXPECT_EQ(r.at("backup_workers"), 1);
+  EXPECT_TRUE(r.at("epochs").empty());
+  EXPECT_EQ(r.at("staleness").at("max"), 0);
+  EXPECT_GT(r.at("staleness").at("dropped").get<int>(), 0);
+  EXPECT_GT(r.at("stats").at("sync_steps").get<int>(), 0);
+  EXPECT_EQ(r.at("stats").at("completed"), 200);
+  expect_histogram_adds_up(r.at("staleness"));
+}
+
+TEST_F(SimCliTest, AReportPathThatCannotBeWrittenExitsTwoNamingTheFlag) {
+  const std::string scenario = (testing::scenarios_dir() / "sync_backup_worker.textproto").string();
+  for (const std::string extra : {"", " --real"}) {
+    SCOPED_TRACE(extra);
+    CliRun r = run_twinps("sim '" + scenario + "'" + extra + " --report /nonexistent-dir/r.json");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--report: cannot open '/nonexistent-dir/r.json'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("summary:"), std::string::npos) << "refused before running";
+  }
+}
+
+}  // namespace
+}  // namespace twinps::sim

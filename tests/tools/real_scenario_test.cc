@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/sim/test_paths.h"
 #include "tests/tools/process.h"
 
@@ -126,6 +128,75 @@ TEST(RealScenarioTest, SyncWithABackupWorker) { expect_both_modes_agree("sync_ba
 // for 5 s: no gradient more than the bound allows behind, the straggler still
 // served, in both modes (about 20 s of real time).
 TEST(RealScenarioTest, SspWithStragglers) { expect_both_modes_agree("ssp_straggler.textproto"); }
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// The real run's summary shows the staleness histogram, as the simulated one
+// does, and --report writes it: sync with a backup worker applied only fresh
+// gradients and dropped the straggler's late ones.
+TEST(RealScenarioTest, TheSummaryAndTheReportShowTheStalenessHistogram) {
+  const std::string dir = testing::temp_dir("real_staleness");
+  const SimRun real = run_sim({"--real", scenario("sync_backup_worker.textproto"), "--report", dir + "/r.json"});
+  ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
+  const auto row = real.out.find("  gradient staleness ");
+  ASSERT_NE(row, std::string::npos) << real.out;
+  const std::string line = real.out.substr(row, real.out.find('\n', row) - row);
+  EXPECT_NE(line.find("max 0, mean 0.00 over "), std::string::npos) << line;
+  EXPECT_NE(line.find("dropped as late"), std::string::npos) << line;
+  EXPECT_NE(real.out.find("  sync steps applied "), std::string::npos) << real.out;
+  const auto r = read_json(dir + "/r.json");
+  EXPECT_EQ(r.at("run"), "real");
+  EXPECT_EQ(r.at("mode"), "sync");
+  EXPECT_EQ(r.at("staleness").at("max"), 0);
+  EXPECT_GT(r.at("staleness").at("dropped").get<int>(), 0);
+  EXPECT_NE(line.find("(" + std::to_string(r.at("staleness").at("dropped").get<int>()) + " dropped as late)"),
+            std::string::npos)
+      << line << "\n" << r.at("staleness").dump();
+  std::filesystem::remove_all(dir);
+}
+
+// A model spec on real processes (`twinps sim --real` of a scenario with a
+// `model_spec`): the trainer of the simulated run drives `twinps serve`
+// workers whose steps take the scenario's compute time, and the report has
+// every epoch's time from the start, throughput and held-out accuracy.
+TEST(RealScenarioTest, AModelSpecTrainsOnRealProcessesAndReportsEveryEpoch) {
+  const std::string d = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(d + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (" << d << ")";
+  const std::string dir = testing::temp_dir("real_spec");
+  const SimRun real = run_sim({"--real", (sim::testing::source_dir() / "notebooks" / "training_modes.textproto").string(),
+                               "--train-data", d + "/train-images-idx3-ubyte.gz", "--train-labels",
+                               d + "/train-labels-idx1-ubyte.gz", "--eval-data", d + "/t10k-images-idx3-ubyte.gz",
+                               "--eval-labels", d + "/t10k-labels-idx1-ubyte.gz", "--epochs", "2", "--steps-per-epoch",
+                               "10", "--steps-per-execution", "5", "--eval-steps", "2", "--shuffle-buffer", "100",
+                               "--mode", "ssp", "--staleness-bound", "1", "--report", dir + "/r.json"});
+  ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
+  ASSERT_EQ(real.marks.count("\"train\" ends with OK"), 1u) << real.out;
+  EXPECT_EQ(real.marks.at("\"train\" ends with OK"), "ok") << real.out;
+  EXPECT_NE(real.out.find("  evaluation "), std::string::npos) << real.out;
+  EXPECT_NE(real.out.find("  gradient staleness "), std::string::npos) << real.out;
+  const auto r = read_json(dir + "/r.json");
+  EXPECT_EQ(r.at("run"), "real");
+  EXPECT_EQ(r.at("mode"), "ssp");
+  EXPECT_EQ(r.at("iterations"), 20);
+  ASSERT_EQ(r.at("epochs").size(), 2u) << r.dump(1);
+  double previous = 0;
+  for (const auto& e : r.at("epochs")) {
+    SCOPED_TRACE(e.dump());
+    // Times count from the program's start, not the machine's clock.
+    EXPECT_GT(e.at("time").get<double>(), previous);
+    EXPECT_LE(e.at("time").get<double>(), r.at("end_time").get<double>());
+    previous = e.at("time").get<double>();
+    EXPECT_GT(e.at("steps_per_second").get<double>(), 0);
+    EXPECT_GT(e.at("eval").at("accuracy").get<double>(), 0);
+  }
+  EXPECT_EQ(r.at("stats").at("completed"), 4) << "20 steps, 5 per closure";
+  EXPECT_GT(r.at("staleness").at("gradients").get<int>(), 0);
+  std::filesystem::remove_all(dir);
+}
 
 // Every scenario that runs in both modes, with TWINPS_REAL_ALL=1 (about a
 // minute of real time).
