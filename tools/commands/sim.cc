@@ -309,7 +309,9 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
   for (auto& [k, v] : sim::training_rows(run->result)) t.row(k, v);
   t.row("iterations at the end",
         run->result.final_iterations ? std::to_string(*run->result.final_iterations) : std::string("unreadable"));
-  t.row("cluster set up in", format("%.3f s", run->setup_s));
+  // A model spec's coordinator starts inside its `train` action (the trainer
+  // starts it): there is no setup apart from the program to show.
+  if (!spec) t.row("cluster set up in", format("%.3f s", run->setup_s));
   t.row("wall time", format("%.3f s", run->wall_s));
   std::printf("summary:\n");
   t.print();
