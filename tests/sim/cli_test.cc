@@ -398,7 +398,7 @@ TEST_F(SimCliTest, ReportHasEveryEpochsTimeStepsPerSecondAccuracyAndTheStaleness
   const auto& st = r.at("staleness");
   EXPECT_GT(st.at("gradients").get<std::uint64_t>(), 0u);
   expect_histogram_adds_up(st);
-  EXPECT_EQ(r.at("stats").at("completed"), 6) << "30 steps, 5 per closure";
+  EXPECT_EQ(r.at("stats").at("completed"), 12) << "30 steps, 5 per closure; 3 evaluations of 2 batches, one a closure";
   // The summary shows the same histogram.
   EXPECT_NE(run.out.find("gradient staleness            max " + std::to_string(st.at("max").get<int>())),
             std::string::npos)
