@@ -207,10 +207,18 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
       rec.status = co_await client.push(push);
       break;
     }
-    case scenario::Action::kTrain:
-      rec.status = hooks_.train ? co_await hooks_.train(c, start, a.label())
-                                : absl::UnimplementedError("this mode runs no trainer (a `train` action)");
+    case scenario::Action::kTrain: {
+      // Not a conditional expression around the co_await: GCC 12 destroys
+      // the awaited Status twice there (a shared error's reference count
+      // underflowed, found by valgrind on a ps failure's recovery record).
+      if (!hooks_.train) {
+        rec.status = absl::UnimplementedError("this mode runs no trainer (a `train` action)");
+        break;
+      }
+      Status trained = co_await hooks_.train(c, start, a.label());
+      rec.status = std::move(trained);
       break;
+    }
     case scenario::Action::KIND_NOT_SET: break;
   }
   rec.ended = ex.now();
