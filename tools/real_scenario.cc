@@ -147,7 +147,9 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   if (!node.ok()) return node.status();
   Executor& ex = (*node)->executor();
   (*cluster)->attach(ex);
-  ClusterCoordinator coordinator((*node)->runtime(), result.shape, registry, sim::coordinator_options(s.coordinator()));
+  CoordinatorOptions coordinator_options = sim::coordinator_options(s.coordinator());
+  if (options.recorder) coordinator_options.on_event = options.recorder->observer();
+  ClusterCoordinator coordinator((*node)->runtime(), result.shape, registry, std::move(coordinator_options));
 
   // The program, from now.
   std::vector<scenario::Action> actions(s.program().begin(), s.program().end());

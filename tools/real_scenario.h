@@ -12,6 +12,7 @@
 
 #include "core/runtime/status.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
+#include "sim/fault_recorder.h"
 #include "sim/simulation.h"
 #include "sim/spec_workload.h"
 
@@ -42,6 +43,9 @@ struct RealScenarioOptions {
   // the spec and its flags): its `train` actions run the trainer on the real
   // processes, the workers' steps delayed as the scenario's compute says.
   const sim::SpecWorkload* spec = nullptr;
+  // With a recorder, the coordinator's events go to it (`--record-faults`);
+  // it must outlive the run.
+  sim::FaultRecorder* recorder = nullptr;
 };
 
 // `scenario` must have passed validate_scenario() and have no real-mode

@@ -70,6 +70,18 @@ void ClusterCoordinator::log_dispatch(int worker, DispatchRecord::Kind kind, std
   if (options_.record_dispatch_log) dispatch_log_.push_back({runtime_.executor.now(), worker, kind, id});
 }
 
+CoordinatorEvent ClusterCoordinator::event(CoordinatorEvent::Kind kind, const TaskId& task) const {
+  CoordinatorEvent e;
+  e.kind = kind;
+  e.at = runtime_.executor.now();
+  e.task = task;
+  return e;
+}
+
+void ClusterCoordinator::observe(const CoordinatorEvent& e) {
+  if (options_.on_event) options_.on_event(e);
+}
+
 Task<StatusOr<Response>> ClusterCoordinator::control_call(const TaskId& to, Request request, Duration timeout) {
   CallOptions opts;
   opts.deadline = add_saturating(runtime_.executor.now(), timeout);
@@ -113,6 +125,7 @@ Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, Op
     scope_.spawn(monitor_worker(i));
   }
   for (int p = 0; p < shape_.ps; ++p) scope_.spawn(monitor_parameter_server(p));
+  observe(event(CoordinatorEvent::Kind::kStarted, runtime_.self));
   co_return absl::OkStatus();
 }
 
@@ -592,6 +605,7 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
   opts.deadline = closure_deadline;
   auto reply_future = call_async(runtime_.executor, runtime_.transport, w.task, std::move(req), std::move(opts));
   w.running = watch;
+  const Time dispatched_at = runtime_.executor.now();
   w.dispatch_started->notify_all();
   StatusOr<Response> reply = co_await reply_future;
   watch->finished = true;
@@ -599,10 +613,17 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
   if (reply.ok() || failed_task(reply.status()) != w.task) w.last_heard = runtime_.executor.now();
 
   if (reply.ok()) {
+    w.heartbeat_error.reset();  // it answered after all
     if (auto* r = std::get_if<RunClosureResponse>(&*reply)) {
       closure->output.set_value(std::move(r->result));
       stats_.staleness.merge(r->staleness);
       ++stats_.completed;
+      if (options_.on_event) {
+        CoordinatorEvent e = event(CoordinatorEvent::Kind::kClosureFinished, w.task);
+        e.closure = closure->id;
+        e.dispatched_at = dispatched_at;
+        observe(e);
+      }
       if (ssp_) {
         ssp_->tick(w.index);
         ssp_changed_.notify_all();
@@ -664,6 +685,11 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
       put_back();
       break;
     case ClosureFailure::kParameterServerFailure: {
+      if (options_.on_event) {
+        CoordinatorEvent e = event(CoordinatorEvent::Kind::kPsFailed, *c.task);
+        e.cause = error;
+        observe(e);
+      }
       const int k = options_.transient_ps_failures;
       if (k > 0 && ++ps_failure_counts_[c.task->index] < k) {
         ++stats_.ps_failures_retried;
@@ -727,6 +753,9 @@ Task<void> ClusterCoordinator::monitor_worker(int index) {
       misses = 0;
     } else if (restarted || ++misses >= options_.heartbeat_misses) {
       misses = 0;
+      w.heartbeat_error = r.ok() ? absl::AbortedError(w.task.short_name() + " answered as a new incarnation")
+                                 : r.status();
+      w.heard_before_misses = w.last_heard;
       watch->lost = true;
       watch->cancel.cancel();
     }
@@ -769,6 +798,12 @@ Task<void> ClusterCoordinator::monitor_parameter_server(int index) {
                   options_.heartbeat_misses, to_seconds(options_.heartbeat_interval),
                   to_seconds(options_.heartbeat_timeout));
     runtime_.trace.instant(ps, "coordinator", "ps_failed", runtime_.executor.now());
+    if (options_.on_event) {
+      CoordinatorEvent e = event(CoordinatorEvent::Kind::kPsFailed, ps);
+      e.cause = last;
+      e.heartbeats_missed = true;
+      observe(e);
+    }
     queue_.report_error(
         with_failed_task(absl::UnavailableError(ps.short_name() + detail + "; last: " + describe(last)), ps));
     ps_lost_.cancel();
@@ -793,6 +828,15 @@ void ClusterCoordinator::mark_worker_dead(WorkerHandle& w, const Status& cause) 
   for (auto& r : w.resources) r.output.set_aborted(cause);
   log_dispatch(w.index, DispatchRecord::Kind::kWorkerFailed, 0);
   runtime_.trace.instant(w.task, "coordinator", "worker_failed", runtime_.executor.now());
+  if (options_.on_event) {
+    CoordinatorEvent e = event(CoordinatorEvent::Kind::kWorkerFailed, w.task);
+    e.heartbeats_missed = w.heartbeat_error.has_value();
+    e.cause = e.heartbeats_missed ? *w.heartbeat_error : cause;
+    e.last_heard = e.heartbeats_missed ? w.heard_before_misses : w.last_heard;
+    e.incarnation = w.incarnation;
+    observe(e);
+  }
+  w.heartbeat_error.reset();
 }
 
 Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
@@ -801,6 +845,7 @@ Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
     auto health = response_as<HealthResponse>(
         co_await control_call(w.task, HealthRequest{}, std::min(options_.rpc_timeout, options_.heartbeat_timeout)));
     if (health.ok()) {
+      const Incarnation previous = w.incarnation;
       w.incarnation = health->incarnation;
       Status setup = co_await setup_worker(w, add_saturating(runtime_.executor.now(), options_.rpc_timeout));
       if (setup.ok()) {
@@ -818,6 +863,12 @@ Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
         }
         log_dispatch(w.index, DispatchRecord::Kind::kWorkerRecovered, 0);
         runtime_.trace.instant(w.task, "coordinator", "worker_recovered", runtime_.executor.now());
+        if (options_.on_event) {
+          CoordinatorEvent e = event(CoordinatorEvent::Kind::kWorkerRecovered, w.task);
+          e.incarnation = w.incarnation;
+          e.previous_incarnation = previous;
+          observe(e);
+        }
         // R9: rebuild every resource before the worker takes another closure;
         // the tagged queue is served first.
         for (auto& r : w.resources) queue_.put_tagged(w.index, ResourceClosure{w.index, r.request, r.output});

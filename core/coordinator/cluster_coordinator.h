@@ -33,6 +33,38 @@ struct ClusterShape {
   int ps = 1;
 };
 
+// What the coordinator observed about its cluster, when it observed it: for
+// tools that record a run's faults as a scenario (`--record-faults`,
+// sim/fault_recorder.h). Observing never changes what the coordinator does.
+struct CoordinatorEvent {
+  enum class Kind {
+    kStarted,          // start() formed the cluster: dispatch begins
+    kWorkerFailed,     // a worker was given up (its closure runs elsewhere)
+    kWorkerRecovered,  // a failed worker answered again and was set up anew
+    kPsFailed,         // a closure failed naming a ps, or a ps missed its health checks
+    kClosureFinished,  // a closure's run on a worker ended with a value
+  };
+  Kind kind = Kind::kStarted;
+  Time at = 0;
+  TaskId task;
+  // kWorkerFailed, kPsFailed: the error; when heartbeats_missed, the last
+  // health check's (a hung task's checks time out; a dead one's are refused).
+  Status cause;
+  // kWorkerFailed, kPsFailed: found by health checks it did not answer (hung
+  // or unreachable), not by a call that failed.
+  bool heartbeats_missed = false;
+  // kWorkerFailed: when the worker last answered before it was given up.
+  Time last_heard = 0;
+  // kWorkerFailed: the worker's incarnation; kWorkerRecovered: the one it
+  // answered with (another: it was restarted) and the one it had before.
+  Incarnation incarnation = 0;
+  Incarnation previous_incarnation = 0;
+  // kClosureFinished: its id and when it was dispatched (at - dispatched_at:
+  // its run on the worker, calls to the ps included).
+  std::uint64_t closure = 0;
+  Time dispatched_at = 0;
+};
+
 struct CoordinatorOptions {
   // C5: capacity of the global closure queue; schedule() waits while it is full. 0 = unbounded.
   std::size_t queue_capacity = 256 * 1024;
@@ -82,6 +114,8 @@ struct CoordinatorOptions {
   TrainingMode mode = TrainingMode::kAsync;
   std::int64_t staleness_bound = 0;
   std::int64_t backup_workers = 0;
+  // Called with each CoordinatorEvent as it happens; empty: none.
+  std::function<void(const CoordinatorEvent&)> on_event;
 };
 
 // The options' problems for a cluster of `workers` (a negative staleness
@@ -205,6 +239,10 @@ class ClusterCoordinator {
     std::shared_ptr<struct DispatchWatch> running;
     Time last_heard = 0;
     std::unique_ptr<Notifier> dispatch_started;
+    // Set by its monitor when it gives the worker up (for CoordinatorEvent):
+    // the last health check's error, and when the worker last answered.
+    std::optional<Status> heartbeat_error;
+    Time heard_before_misses = 0;
   };
 
   Task<Status> wait_for_cluster(Time deadline);
@@ -235,6 +273,9 @@ class ClusterCoordinator {
   Task<void> fence_parameter_servers(std::uint64_t generation, int failed_ps = -1);
   Task<StatusOr<Response>> control_call(const TaskId& to, Request request, Duration timeout);
   void log_dispatch(int worker, DispatchRecord::Kind kind, std::uint64_t id);
+  // An event of `kind` about `task`, now; observe() hands it to on_event.
+  CoordinatorEvent event(CoordinatorEvent::Kind kind, const TaskId& task) const;
+  void observe(const CoordinatorEvent& e);
   int transient_timeout_threshold() const;
 
   Runtime& runtime_;

@@ -27,6 +27,7 @@
 #include "tools/data_dir.h"
 #include "tools/commands/commands.h"
 #include "tools/real_scenario.h"
+#include "tools/record_faults.h"
 #include "tools/resource_limits.h"
 #include "tools/subprocess.h"
 #include "tools/training_flags.h"
@@ -273,9 +274,11 @@ bool write_report(const std::string& path, const scenario::Scenario& s, const si
   return true;
 }
 
-// `twinps sim --real SCENARIO`: the scenario on real processes of this machine.
+// `twinps sim --real SCENARIO`: the scenario on real processes of this
+// machine; with `record_path`, what the coordinator observed written there as
+// a scenario to replay.
 int run_real(const std::string& path, const scenario::Scenario& s, const sim::SpecWorkload* spec,
-             const std::string& report_path) {
+             const std::string& report_path, const std::string& record_path) {
   if (s.has_sim_only()) {
     std::fprintf(stderr, "twinps sim: %s runs on the simulator only: %s\n", path.c_str(), s.sim_only().c_str());
     return kExitBadInput;
@@ -286,8 +289,10 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
     return kExitBadInput;
   }
   const std::string dir = make_temp_dir("twinps-real");
+  sim::FaultRecorder recorder;
   RealScenarioOptions options;
   options.spec = spec;
+  if (!record_path.empty()) options.recorder = &recorder;
   auto run = run_real_scenario(s, dir, options);
   std::error_code ignored;
   if (!run.ok()) {
@@ -325,6 +330,14 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
   }
   int failed = print_expectations(sim::check_expectations(s, run->result, sim::RunMode::kReal));
   if (!write_report(report_path, s, spec, run->result, /*real=*/true, run->wall_s)) return kExitBadInput;
+  if (!record_path.empty()) {
+    const sim::RecordedOutcome outcome = launcher_outcome(s, run->result, recorder);
+    if (Status st = write_recording(record_path, recorder, recorder.scenario(s, outcome), "twinps sim --real " + path);
+        !st.ok()) {
+      print_error("sim --real", st);
+      return kExitFailed;
+    }
+  }
   for (const auto& p : run->problems) {
     std::fprintf(stderr, "twinps sim: %s: --real: %s\n", path.c_str(), p.c_str());
     ++failed;
@@ -339,7 +352,7 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
 }  // namespace
 
 int run_sim(int argc, char** argv) {
-  std::string path, trace_path, csv_path, report_path;
+  std::string path, trace_path, csv_path, report_path, record_path;
   std::uint64_t seed = 0, swarm = 0, swarm_first = 1;
   double max_memory_gb = 0, max_cpu_s = 300;
   ModelFlags model_flags;
@@ -355,6 +368,9 @@ int run_sim(int argc, char** argv) {
       ("no-progress", "no progress bar on stderr")
       ("real", "run the scenario's cluster as real processes on this machine (twinps serve), its faults applied on "
                "wall-clock time (SIGKILL, SIGSTOP, a transport cut); expectations without a real-time meaning print n/a")
+      ("record-faults", po::value(&record_path),
+       "with --real: write what the coordinator observed (failures, recoveries, step time, outcome) as a scenario "
+       "that `twinps sim FILE` replays")
       ("max-memory-gb", po::value(&max_memory_gb)->notifier(at_least(0.0)),
        "refuse a scenario estimated to need more memory than this (default: what this process may use: ulimit, "
        "cgroup, physical memory)")
@@ -377,7 +393,7 @@ int run_sim(int argc, char** argv) {
   po::variables_map vm;
   const std::string usage =
       "usage: twinps sim SCENARIO [--seed N] [--trace out.json] [--csv out.csv] [--report out.json]\n"
-      "       twinps sim --real SCENARIO [--report out.json]\n"
+      "       twinps sim --real SCENARIO [--report out.json] [--record-faults out.textproto]\n"
       "       twinps sim SCENARIO --model M.textproto --train-data GLOB [--eval-data GLOB] [training flags]\n"
       "       twinps sim --swarm N [--swarm-first-seed S]";
   if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
@@ -407,6 +423,16 @@ int run_sim(int argc, char** argv) {
     if (!std::filesystem::exists(path)) std::fprintf(stderr, "twinps sim: %s\n", data_search_note().c_str());
     return kExitBadInput;
   }
+  if (vm.count("record-faults")) {
+    if (!vm.count("real")) {
+      std::fprintf(stderr, "twinps sim: --record-faults records a real run: use it with --real\n");
+      return kExitBadInput;
+    }
+    if (Status st = check_record_path(record_path); !st.ok()) {
+      print_error("sim", st);
+      return kExitBadInput;
+    }
+  }
   if (vm.count("real"))
     for (const char* flag : {"seed", "trace", "csv", "swarm"})
       if (vm.count(flag)) {
@@ -425,7 +451,7 @@ int run_sim(int argc, char** argv) {
     return kExitBadInput;
   }
   if (!report_path_writable(report_path)) return kExitBadInput;
-  if (vm.count("real")) return run_real(path, loaded.scenario, spec_workload->get(), report_path);
+  if (vm.count("real")) return run_real(path, loaded.scenario, spec_workload->get(), report_path, record_path);
 
   if (max_memory_gb < 0 || max_cpu_s < 0) {
     std::fprintf(stderr, "twinps sim: --max-memory-gb and --max-cpu-s must not be negative\n");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "net/real_node.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
+#include "tools/record_faults.h"
 #include "tools/serving_flags.h"
 #include "tools/task_metrics.h"
 #include "tools/commands/commands.h"
@@ -49,11 +51,20 @@ struct TrainSettings {
   std::string report_path;
   net::GrpcTransportOptions transport;  // --data-plane
   TaskMetrics* metrics = nullptr;        // --metrics-port: the chief's Prometheus endpoint
+  // --record-faults: where the run is written as a scenario, the recorder
+  // (the coordinator's observer), and the flags a replay of a model spec
+  // needs (its data).
+  std::string record_path;
+  sim::FaultRecorder* recorder = nullptr;
+  std::string replay_flags;
 };
 
 // What the run did, for --report (tests and notebooks read it).
 struct Report {
   nlohmann::json json = nlohmann::json::object();
+  // The trainer's result (for --record-faults).
+  Status status;
+  std::optional<std::int64_t> iterations;
   void write(const std::string& path, const ClusterCoordinator* c) {
     if (path.empty()) return;
     if (c) {
@@ -169,6 +180,8 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
   };
   training::Trainer trainer(run.model, registry, *run.train, run.eval, options, callbacks);
   auto result = co_await trainer.run(c);
+  report.status = result.status();
+  if (result.ok()) report.iterations = result->iterations;
   if (s.metrics)
     s.metrics->on_finished(result.ok() ? *result : training::TrainResult{}, run.model->batch_size(), result.status());
   if (!result.ok()) {
@@ -198,6 +211,48 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
       seconds > 0 ? static_cast<double>(result->steps_trained * run.model->batch_size()) / seconds : 0.0;
   print_summary(*result, c.stats(), to_seconds(c.now()), run.model->batch_size());
   co_return kExitOk;
+}
+
+// --record-faults: the run as a scenario (sim/scenario.proto) that `twinps
+// sim` replays: this cluster, this model (the tutorial's settings, or the
+// spec's file), the coordinator's options, one `train` action, and what the
+// recorder observed. Returns the exit code, `rc` unless writing fails.
+int record_run(const TrainSettings& s, const ClusterShape& shape, const ClusterCoordinator& c, const Report& report,
+               const std::string& how, int rc) {
+  if (!s.recorder) return rc;
+  scenario::Scenario base;
+  base.set_name("twinps train");
+  base.set_seed(s.seed);
+  base.mutable_cluster()->set_workers(shape.workers);
+  base.mutable_cluster()->set_ps(shape.ps);
+  const ModelRun& run = s.run;
+  if (s.replay_flags.empty()) {
+    // The built-in tutorial: the simulator's `tutorial` is its spec with these settings.
+    auto* t = base.mutable_tutorial();
+    t->set_epochs(run.options.epochs);
+    t->set_steps_per_epoch(static_cast<int>(run.options.steps_per_epoch));
+    t->set_batch_size(static_cast<int>(run.spec.batch_size()));
+    if (run.spec.optimizer_size() > 0 && run.spec.optimizer(0).learning_rate().has_constant())
+      t->set_learning_rate(run.spec.optimizer(0).learning_rate().constant());
+    if (run.spec.partitioner().has_fixed_shards()) t->set_num_shards(static_cast<int>(run.spec.partitioner().fixed_shards()));
+  } else {
+    base.set_model_spec(std::filesystem::absolute(run.spec_source).string());
+  }
+  *base.mutable_coordinator() = sim::scenario_coordinator(s.coordinator, 30);
+  auto* train = base.add_program();
+  train->mutable_train();
+  train->set_label("train");
+  sim::RecordedOutcome outcome;
+  outcome.stats = c.stats();
+  outcome.labelled.emplace_back("train", report.status);
+  outcome.iterations = report.iterations;
+  std::string replay = how;
+  if (!s.replay_flags.empty()) replay += "; replay with the model's data: twinps sim FILE" + s.replay_flags;
+  if (Status st = write_recording(s.record_path, *s.recorder, s.recorder->scenario(base, outcome), replay); !st.ok()) {
+    print_error("train", st);
+    return kExitFailed;
+  }
+  return rc;
 }
 
 // Checkpoint storage, when --checkpoint-dir is given.
@@ -271,7 +326,7 @@ int run_in_process(const TrainSettings& s, CheckpointManager* manager, ChromeTra
   auto rc = block_on(node.executor(), coordinator_program(coordinator, registry, s, manager, report));
   report.write(s.report_path, &coordinator);
   if (s.metrics) s.metrics->freeze();
-  return rc.value_or(kExitFailed);
+  return record_run(s, s.shape, coordinator, report, "twinps train --in-process", rc.value_or(kExitFailed));
 }
 
 int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_flag, CheckpointManager* manager,
@@ -322,7 +377,32 @@ int run_on_cluster(const TrainSettings& settings, const std::string& tf_config_f
   auto rc = block_on((*node)->executor(), coordinator_program(coordinator, registry, s, manager, report));
   report.write(s.report_path, &coordinator);
   if (s.metrics) s.metrics->freeze();
-  return rc.value_or(kExitFailed);
+  return record_run(s, s.shape, coordinator, report, "twinps train (TF_CONFIG cluster)", rc.value_or(kExitFailed));
+}
+
+// The model and data flags of this command line, which a replay of its model
+// spec needs (`twinps sim FILE --train-data ...`); empty for the built-in tutorial.
+std::string replay_flags(int argc, char** argv) {
+  static const char* const kReplayed[] = {
+      "--model", "--train-data", "--train-labels", "--eval-data", "--eval-labels", "--format", "--sharding",
+      "--csv-delimiter", "--batch-size", "--learning-rate", "--shards", "--init-seed", "--epochs",
+      "--steps-per-epoch", "--steps-per-execution", "--eval-every", "--eval-steps", "--mode", "--staleness-bound"};
+  std::string out;
+  bool model = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    for (const char* flag : kReplayed) {
+      const std::string f = flag;
+      if (arg != f && arg.rfind(f + "=", 0) != 0) continue;
+      model = model || f == "--model";
+      if (f == "--model") break;  // the scenario names the spec file
+      out += " " + arg;
+      // Every value up to the next flag (--train-data takes several).
+      for (int j = i + 1; arg == f && j < argc && std::string(argv[j]).rfind("--", 0) != 0; ++j) out += " " + std::string(argv[j]);
+      break;
+    }
+  }
+  return model ? out : std::string();
 }
 
 }  // namespace
@@ -363,6 +443,9 @@ int run_train(int argc, char** argv) {
        "seconds between worker health checks while closures run")
       ("trace", po::value(&s.trace_path), "write a Chrome Trace Event file (open in Perfetto)")
       ("report", po::value(&s.report_path), "write a JSON report: epochs, stats, dispatch log")
+      ("record-faults", po::value(&s.record_path),
+       "real runs (--in-process, TF_CONFIG): write what the coordinator observed (worker failures and recoveries, "
+       "ps failures, step time, the outcome) as a scenario that `twinps sim FILE` replays")
       ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of({"tcp", "grpc", "tcp-all"})),
        kDataPlaneHelp);
   SecurityFlags security_flags;
@@ -405,6 +488,20 @@ int run_train(int argc, char** argv) {
   s.coordinator.staleness_bound = s.run.staleness_bound;
   s.coordinator.backup_workers = s.run.backup_workers;
 
+  sim::FaultRecorder recorder;
+  if (vm.count("record-faults")) {
+    if (vm.count("in-memory")) {
+      std::fprintf(stderr, "twinps train: --record-faults records a real run (--in-process or TF_CONFIG), not --in-memory\n");
+      return kExitBadInput;
+    }
+    if (Status st = check_record_path(s.record_path); !st.ok()) {
+      print_error("train", st);
+      return kExitBadInput;
+    }
+    s.recorder = &recorder;
+    s.coordinator.on_event = recorder.observer();
+    s.replay_flags = replay_flags(argc, argv);
+  }
   auto checkpoints = open_checkpoints(s);
   if (!checkpoints.ok()) {
     std::fprintf(stderr, "twinps train: %s\n", describe(checkpoints.status()).c_str());
