@@ -180,16 +180,18 @@ scenario::Scenario FaultRecorder::scenario(scenario::Scenario s, const RecordedO
   // timing, so its count has no bound of its own (none is written). Looping
   // steps add at least one each. Otherwise every closure's update was applied
   // once, and each retried one possibly twice (it may have been applied
-  // before its worker was given up): the count is within the retries.
+  // before its worker was given up): the count is within the retries, each
+  // worth the steps a closure runs.
   if (outcome.iterations && st.errors_raised == 0) {
     auto* x = s.add_expect()->mutable_iterations();
     if (outcome.iterations_after) x->set_after(*outcome.iterations_after);
     const auto it = static_cast<double>(*outcome.iterations);
+    const auto steps = static_cast<double>(std::max<std::int64_t>(1, outcome.steps_per_closure));
     if (outcome.infinite_steps) {
       x->set_at_least(std::min(it, static_cast<double>(st.completed)));
     } else {
-      x->set_at_least(std::max(0.0, it - static_cast<double>(st.retried)));
-      x->set_at_most(it + static_cast<double>(retried_max));
+      x->set_at_least(std::max(0.0, it - steps * static_cast<double>(st.retried)));
+      x->set_at_most(it + steps * static_cast<double>(retried_max));
     }
   }
   return s;
@@ -233,6 +235,7 @@ scenario::Coordinator scenario_coordinator(const CoordinatorOptions& o, double p
   c.set_queue_capacity(static_cast<std::int64_t>(o.queue_capacity));
   c.set_mode(o.mode == TrainingMode::kSsp ? scenario::SSP : o.mode == TrainingMode::kSync ? scenario::SYNC : scenario::ASYNC);
   if (o.mode == TrainingMode::kSsp) c.set_staleness_bound(o.staleness_bound);
+  if (o.mode == TrainingMode::kSync) c.set_backup_workers(o.backup_workers);
   return c;
 }
 

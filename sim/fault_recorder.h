@@ -52,6 +52,8 @@ struct RecordedOutcome {
   bool infinite_steps = false;
   // The workload keeps a per-worker dataset (rebuilt after a recovery).
   bool per_worker_dataset = true;
+  // Steps (iterations) each closure adds: a retried closure may add them twice.
+  std::int64_t steps_per_closure = 1;
 };
 
 class FaultRecorder {

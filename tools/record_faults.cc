@@ -63,6 +63,7 @@ sim::RecordedOutcome launcher_outcome(const scenario::Scenario& s, const sim::Si
   }
   for (const auto& v : result.values)
     if (long_steps.count(v.label)) recorder.exclude_from_step_time(v.closure);
+  o.steps_per_closure = s.model().steps_per_closure();
   o.per_worker_dataset = true;  // a synthetic model's numeric steps read a per-worker dataset
   return o;
 }

@@ -246,6 +246,7 @@ int record_run(const TrainSettings& s, const ClusterShape& shape, const ClusterC
   outcome.stats = c.stats();
   outcome.labelled.emplace_back("train", report.status);
   outcome.iterations = report.iterations;
+  outcome.steps_per_closure = run.options.steps_per_execution;
   std::string replay = how;
   if (!s.replay_flags.empty()) replay += "; replay with the model's data: twinps sim FILE" + s.replay_flags;
   if (Status st = write_recording(s.record_path, *s.recorder, s.recorder->scenario(base, outcome), replay); !st.ok()) {
