@@ -263,7 +263,9 @@ TEST(FaultRecorderTest, ARunThatRaisedExpectsItsErrorAndNoIterationCount) {
   EXPECT_EQ(iterations(s), nullptr) << "cancelled closures make the count the run's timing";
   int raised = 0;
   for (const auto& e : s.expect()) {
-    if (e.has_outcome()) EXPECT_EQ(e.outcome().code(0), scenario::UNAVAILABLE);
+    if (e.has_outcome()) {
+      EXPECT_EQ(e.outcome().code(0), scenario::UNAVAILABLE);
+    }
     if (e.has_raised()) {
       ++raised;
       ASSERT_EQ(e.raised().code_size(), 1);

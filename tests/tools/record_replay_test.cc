@@ -168,9 +168,10 @@ TEST(RecordReplayTest, AKilledAndAHungWorkerRecordedFromARealRunReplayWithTheSam
   const auto lines = expectation_lines(replay.out);
   EXPECT_EQ(lines.size(), static_cast<std::size_t>(recorded.expect_size())) << replay.out;
   for (const auto& [mark, what] : lines) EXPECT_EQ(mark, "ok") << what << "\n" << replay.out << text;
-  // And it applied the recorded faults.
-  EXPECT_NE(replay.out.find("kill worker:0"), std::string::npos) << replay.out;
-  EXPECT_NE(replay.out.find("worker:1"), std::string::npos) << replay.out;
+  // It applied the recorded faults, and its outcome is the real run's.
+  EXPECT_NE(replay.out.find("kill worker:0 until"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.out.find("pause worker:1 (SIGSTOP) until"), std::string::npos) << replay.out;
+  EXPECT_EQ(summary_value(replay.out, "worker failures / recoveries"), "2 / 2") << replay.out;
   std::filesystem::remove_all(dir);
 }
 
