@@ -166,7 +166,9 @@ TEST(RecordReplayTest, AKilledAndAHungWorkerRecordedFromARealRunReplayWithTheSam
   const CliRun replay = twinps_run({"sim", recorded_path, "--no-progress"});
   EXPECT_EQ(replay.exit_code, 0) << replay.out << replay.err << text;
   const auto lines = expectation_lines(replay.out);
-  EXPECT_EQ(lines.size(), static_cast<std::size_t>(recorded.expect_size())) << replay.out;
+  // One line per expectation, and the time limit's first.
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(recorded.expect_size()) + 1) << replay.out;
+  EXPECT_NE(lines[0].second.find("finishes within the time limit"), std::string::npos) << replay.out;
   for (const auto& [mark, what] : lines) EXPECT_EQ(mark, "ok") << what << "\n" << replay.out << text;
   // It applied the recorded faults, and its outcome is the real run's.
   EXPECT_NE(replay.out.find("kill worker:0 until"), std::string::npos) << replay.out;
