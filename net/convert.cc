@@ -233,6 +233,7 @@ void encode(const PushRequest& in, wire::PushRequest* out, AttachmentWriter* a) 
   }
   if (!in.then_pull.items.empty()) encode(in.then_pull, out->mutable_then_pull(), a);
   if (in.sync_step != kNoSyncStep) out->set_sync_step(in.sync_step);
+  if (in.split_key != 0) out->set_split_key(in.split_key);
 }
 Status decode(const wire::PushRequest& in, PushRequest* out, const AttachmentReader* a) {
   TWINPS_WITHIN("fence", from_proto(in.fence(), &out->fence));
@@ -259,6 +260,7 @@ Status decode(const wire::PushRequest& in, PushRequest* out, const AttachmentRea
       return absl::InvalidArgumentError("sync_step: " + std::to_string(in.sync_step()) + " is negative");
     out->sync_step = in.sync_step();
   }
+  out->split_key = in.split_key();
   return absl::OkStatus();
 }
 

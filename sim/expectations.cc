@@ -118,6 +118,29 @@ std::string simulated_expectation_name(const scenario::Expectation& x) {
   }
 }
 
+// Visit counts summarised: how many examples were visited how often, and
+// the first few outside the bounds ("400 examples: 380 x1, 20 x2; outside:
+// example 0 (2), ...").
+std::string describe_visits(const std::vector<std::int64_t>& visits, const Bounds& b) {
+  std::map<std::int64_t, std::int64_t> how_often;
+  for (std::int64_t n : visits) ++how_often[n];
+  std::string out = std::to_string(visits.size()) + " examples:";
+  bool first = true;
+  for (const auto& [n, count] : how_often) {
+    out += (first ? " " : ", ") + std::to_string(count) + " x" + std::to_string(n);
+    first = false;
+  }
+  std::string outside;
+  int shown = 0;
+  for (std::size_t i = 0; i < visits.size() && shown < 5; ++i) {
+    if (b.holds(static_cast<double>(visits[i]))) continue;
+    outside += (shown == 0 ? "" : ", ") + std::string("example ") + std::to_string(i) + " (" + std::to_string(visits[i]) + ")";
+    ++shown;
+  }
+  if (!outside.empty()) out += "; outside the bounds: " + outside + (shown == 5 ? ", ..." : "");
+  return out;
+}
+
 bool is_train_step(const std::string& fn) { return fn == kTrainFn || fn == training::kTrainStep; }
 
 }  // namespace
@@ -344,6 +367,22 @@ std::vector<ExpectationResult> check_expectations(const scenario::Scenario& sc, 
         } else {
           e.passed = b.holds(static_cast<double>(st.max));
           e.observed = st.describe();
+        }
+        break;
+      }
+      case scenario::Expectation::kVisitsPerExample: {
+        const auto& v = x.visits_per_example();
+        const auto b = Bounds::of(v);
+        e.what = "every example's visits after \"" + v.after() + "\" " + b.str();
+        const auto* a = last_action(r, v.after());
+        if (!a) {
+          e.observed = "\"" + v.after() + "\" never ran";
+        } else if (a->visits.empty()) {
+          e.observed = "unreadable (the model has no examples, or the ps holding the visits did not answer)";
+        } else {
+          e.observed = describe_visits(a->visits, b);
+          e.passed = std::all_of(a->visits.begin(), a->visits.end(),
+                                 [&](std::int64_t n) { return b.holds(static_cast<double>(n)); });
         }
         break;
       }

@@ -337,6 +337,17 @@ void Validator::workload() {
   if (m.batch_size() < 1) error(p(m, "batch_size"), "must be at least 1");
   if (m.steps_per_closure() < 1) error(p(m, "steps_per_closure"), "must be at least 1");
   if (!(m.step_gflops() >= 0)) error(p(m, "step_gflops"), "must not be negative");
+  if (m.examples_per_epoch() < 0) error(p(m, "examples_per_epoch"), "must not be negative");
+  if (m.examples_per_epoch() > (std::int64_t{1} << 24))
+    error(p(m, "examples_per_epoch"), "at most 2^24 examples (each has a row of the visits variable)");
+  // A model file of its own (`twinps serve --model`) runs wherever it is
+  // sent: only a scenario says how much is computed.
+  if (m.examples_per_epoch() > 0 && !model_only_ && s_.fidelity() != scenario::NUMERIC)
+    error(p(m, "examples_per_epoch"), "example ids need NUMERIC fidelity (a TIMING_ONLY step reads no data)");
+  if (m.visitation() == scenario::EXACTLY_ONCE && m.examples_per_epoch() <= 0)
+    error(p(m, "visitation"), "EXACTLY_ONCE needs examples_per_epoch (the examples to cut into splits)");
+  if (m.visitation() == scenario::EXACTLY_ONCE && m.steps_per_closure() != 1)
+    error(p(m, "visitation"), "EXACTLY_ONCE gives each closure one step's split: steps_per_closure must be 1");
 }
 
 void Validator::compute() {
@@ -648,6 +659,15 @@ void Validator::expectations() {
       case scenario::Expectation::kMaxStaleness:
         bounds_ok(p(e, "max_staleness"), e.max_staleness());
         break;
+      case scenario::Expectation::kVisitsPerExample: {
+        const auto& v = e.visits_per_example();
+        const Path vp = p(e, "visits_per_example");
+        if (!s_.has_model() || s_.model().examples_per_epoch() <= 0)
+          error(vp, "visits are counted for a synthetic `model` with examples_per_epoch");
+        label_ok(vp(v, "after"), v.after(), false);
+        bounds_ok(vp, v);
+        break;
+      }
       case scenario::Expectation::KIND_NOT_SET: error(p, "an expectation needs a kind");
     }
   }

@@ -9,6 +9,20 @@
 
 namespace twinps::sim {
 
+Task<std::vector<std::int64_t>> read_visits(ClusterCoordinator& c) {
+  const VariableLayout* v = c.variables().find(synthetic::kVisitsVar);
+  if (!v) co_return std::vector<std::int64_t>{};
+  ParameterClient client = c.parameter_client();
+  ParameterClient::PullBatch pull;
+  const int h = pull.dense(*v);
+  auto r = co_await client.pull(pull);
+  if (!r.ok()) co_return std::vector<std::int64_t>{};
+  const Matrix& m = r->value(h);
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(m.rows()));
+  for (Eigen::Index i = 0; i < m.rows(); ++i) counts[static_cast<std::size_t>(i)] = std::llround(m(i, 0));
+  co_return counts;
+}
+
 const char* action_kind(const scenario::Action& a) {
   switch (a.kind_case()) {
     case scenario::Action::kSchedule: return "schedule";
@@ -131,9 +145,14 @@ Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& 
       co_return;
     }
     if (hooks_.on_started) hooks_.on_started();
-    if (!workload_->timing_only()) {
+    const synthetic::ModelSpec& spec = workload_->spec();
+    if (spec.exactly_once) {
+      // The coordinator owns the data: each train closure gets its split,
+      // no worker keeps a position in it.
+      splits_.emplace(spec.examples_per_epoch, spec.batch_size);
+    } else if (!workload_->timing_only()) {
       PerWorkerDataset dataset =
-          c.create_per_worker_dataset(synthetic::kDatasetFn, {Value(std::int64_t{workload_->spec().batch_size})});
+          c.create_per_worker_dataset(synthetic::kDatasetFn, synthetic::dataset_args(spec, c.shape().workers));
       iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
     }
   } else if (hooks_.on_started) {
@@ -183,6 +202,11 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
         if (s.function() == kTrainFn) {
           if (!iterator.values.empty()) args.emplace_back(iterator);
           for (auto& v : synthetic::Workload::train_args(s.extra_s(), s.infinite())) args.emplace_back(std::move(v));
+          if (splits_) {
+            const Split split = splits_->next();
+            for (auto& v : synthetic::Workload::split_args({split.begin, split.end}, splits_->handed_out()))
+              args.emplace_back(std::move(v));
+          }
         }
         auto rv = co_await c.schedule(s.function(), std::move(args));
         if (!rv.ok()) {
@@ -227,7 +251,10 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
   rec.waiting_at_end = task_waiting();
   rec.generation_after = c.generation();
   rec.values_end = result_.values.size();
-  if (!a.label().empty()) rec.iterations = co_await read_iterations(c);
+  if (!a.label().empty()) {
+    rec.iterations = co_await read_iterations(c);
+    if (workload_ && workload_->spec().examples_per_epoch > 0) rec.visits = co_await read_visits(c);
+  }
   result_.actions.push_back(std::move(rec));
 }
 

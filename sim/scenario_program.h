@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/coordinator/cluster_coordinator.h"
+#include "core/coordinator/epoch_splits.h"
 #include "core/model/compiled_model.h"
 #include "core/models/synthetic/synthetic.h"
 #include "core/runtime/task.h"
@@ -91,6 +92,9 @@ class ScenarioProgram {
   SimResult& result_;
   Hooks hooks_;
   std::vector<RemoteValue> remote_values_;  // parallel to result_.values
+  // Exactly-once visitation: the splits handed to train closures, from the
+  // first epoch at every program start.
+  std::optional<EpochSplits> splits_;
   bool done_ = false;
   struct {
     int count = 0;
@@ -106,6 +110,11 @@ CoordinatorOptions coordinator_options(const scenario::Coordinator& co);
 // The counter `iterations` read through the coordinator's parameter client;
 // nullopt when the model has none or its ps does not answer.
 Task<std::optional<std::int64_t>> read_iterations(ClusterCoordinator& c);
+
+// The `visits` variable's counts (one per example) read through the
+// coordinator's parameter client; empty when the model has none or its ps
+// does not answer.
+Task<std::vector<std::int64_t>> read_visits(ClusterCoordinator& c);
 
 // The scenario's `action` kind, as records name it ("schedule", "join" ...).
 const char* action_kind(const scenario::Action& a);

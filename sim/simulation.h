@@ -98,6 +98,9 @@ struct ActionRecord {
   std::uint64_t generation_after = 0;  // the coordinator's cancellation generation when it ended
   std::size_t values_end = 0;  // how many ValueRecords the run had when it ended
   std::optional<std::int64_t> iterations;  // read after a labelled action
+  // A model with example ids: every example's visits the ps applied so far,
+  // read after a labelled action (empty when unreadable or none).
+  std::vector<std::int64_t> visits;
   // Every ps's counters when the action started and when it ended
   // (utilisation unset): a phase of the program is measured from their
   // differences (sim/tuner.h).

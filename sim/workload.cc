@@ -28,6 +28,8 @@ StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model,
   spec.batch_size = model.batch_size();
   spec.flops_per_step = model.step_gflops() * 1e9;
   spec.steps_per_closure = model.steps_per_closure();
+  spec.examples_per_epoch = model.examples_per_epoch();
+  spec.exactly_once = model.visitation() == scenario::EXACTLY_ONCE;
   for (const auto& v : model.variable()) {
     synthetic::Variable var;
     var.name = v.name();

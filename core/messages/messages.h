@@ -139,6 +139,12 @@ struct PushRequest {
   // Other updates (metrics, counters) are applied at once as always. Last, so
   // that a push written field by field outside sync mode need not name it.
   std::int64_t sync_step = kNoSyncStep;
+  // Exactly-once visitation (core/coordinator/epoch_splits.h): names this
+  // push of the closure that trains one split; 0: none. A ps applies one
+  // push per key (whichever worker sends it) and acknowledges any other as
+  // a duplicate, so a split's closure that ran again after its worker died
+  // cannot apply its results twice.
+  std::uint64_t split_key = 0;
 };
 struct PushResponse {
   bool duplicate = false;  // the request id was seen before; nothing applied again

@@ -398,8 +398,11 @@ StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestI
   // whole request, and served after the updates are applied.
   TWINPS_RETURN_IF_ERROR(validate_pull(request.then_pull));
   const DedupKey key{caller, request_id};
+  // A split's push, whoever sends it (exactly-once visitation), within this
+  // coordinator's run: another coordinator numbers its splits afresh.
+  const DedupKey split{TaskId{}, request.split_key * 0x9e3779b97f4a7c15ull ^ request.fence.coordinator};
   PushResponse response;
-  if (request_id != 0 && seen_.count(key)) {
+  if ((request_id != 0 && seen_.count(key)) || (request.split_key != 0 && seen_.count(split))) {
     ++stats_.duplicates_dropped;
     response.duplicate = true;
   } else {
@@ -419,6 +422,7 @@ StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestI
     stats_.staleness.merge(applied);
     ++stats_.push_requests;
     if (request_id != 0) remember(key);
+    if (request.split_key != 0) remember(split);
   }
   if (!request.then_pull.items.empty()) response.pulled = read(request.then_pull);
   return response;

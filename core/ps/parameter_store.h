@@ -26,7 +26,10 @@
 // Options::dedup_window applied pushes (default 65536 ids, a few MiB); a
 // retry of a push older than that would be applied again. Retries come within one
 // call deadline, far fewer pushes than the window on any realistic ps. Refused
-// pushes are not remembered, so their retries are judged afresh.
+// pushes are not remembered, so their retries are judged afresh. A push with
+// a split key (exactly-once visitation, PushRequest::split_key) is also
+// remembered by that key alone, whoever sent it: the same split's push from
+// a closure that ran again after its worker died is a duplicate too.
 //
 // Synchronous training (PushRequest::sync_step, core/coordinator/training_mode.h):
 // a push tagged with step k does not apply its gradients; it adds each to

@@ -248,9 +248,12 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const Pus
   // the reads, so a step's pull rides on the previous step's push.
   for (const auto& [ps, req] : reads->per_ps) (*writes)[ps].then_pull = req;
   std::map<int, Future<StatusOr<Response>>> answers;
+  // The split's n-th push has the same key in every run of the closure.
+  const std::uint64_t split_key = split_key_ == 0 ? 0 : split_key_ * 0x9e3779b97f4a7c15ull + (++split_pushes_);
   for (auto& [ps, req] : *writes) {
     req.fence = fence_;
     req.sync_step = sync_step_;
+    req.split_key = split_key;
     for (const auto& u : req.updates) bytes_pushed_ += byte_size(u.values) + static_cast<std::uint64_t>(u.shape_only_bytes);
     answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), std::move(req),
                                    call_options(next_request_id())));

@@ -111,6 +111,12 @@ class ParameterClient {
   // ps aggregates the gradients with the other workers' of the same step.
   void set_sync_step(std::int64_t step) { sync_step_ = step; }
 
+  // Exactly-once visitation: this client's closure trains the split `key`
+  // (> 0, unique in the run). Its n-th push carries a key made of both
+  // (PushRequest::split_key), the same in every run of the closure, so a ps
+  // applies each of them once.
+  void set_split(std::uint64_t key) { split_key_ = key; }
+
   // Bytes this client sent and received in pull/push payloads.
   std::uint64_t bytes_pulled() const { return bytes_pulled_; }
   std::uint64_t bytes_pushed() const { return bytes_pushed_; }
@@ -138,6 +144,8 @@ class ParameterClient {
   std::map<std::pair<int, ShardId>, std::int64_t> read_versions_;  // (ps, shard) -> version last read
   StalenessHistogram staleness_;
   std::int64_t sync_step_ = kNoSyncStep;
+  std::uint64_t split_key_ = 0;
+  std::uint64_t split_pushes_ = 0;  // pushes sent under split_key_
 };
 
 }  // namespace twinps

@@ -324,6 +324,32 @@ TEST(ParameterStoreTest, ADuplicatePushIsAcknowledgedAndAppliedOnce) {
   EXPECT_EQ(pull_counter(store, kIterations), 4);
 }
 
+// Exactly-once visitation: a split's push is applied once whichever worker
+// sends it (its closure ran again elsewhere after its worker died, or a hung
+// worker resumed); other splits, and pushes without a key, are not affected.
+TEST(ParameterStoreTest, ASplitsPushIsAppliedOnceWhoeverSendsIt) {
+  ParameterStore store = make_store();
+  PushRequest p = push_of({counter_add(kIterations, 1)});
+  p.split_key = 42;
+  EXPECT_FALSE(store.push(p, 1, TaskId::worker(0))->duplicate);
+  EXPECT_TRUE(store.push(p, 9, TaskId::worker(1))->duplicate) << "the same split from another worker";
+  EXPECT_EQ(pull_counter(store, kIterations), 1);
+  EXPECT_EQ(store.stats().duplicates_dropped, 1u);
+
+  p.split_key = 43;
+  EXPECT_FALSE(store.push(p, 2, TaskId::worker(0))->duplicate) << "another split";
+  p.split_key = 0;
+  EXPECT_FALSE(store.push(p, 3, TaskId::worker(1))->duplicate);
+  EXPECT_EQ(pull_counter(store, kIterations), 3);
+
+  // Another coordinator numbers its splits afresh: its split 42 is new.
+  PushRequest other = push_of({counter_add(kIterations, 1)});
+  other.split_key = 42;
+  other.fence.coordinator = 7;
+  EXPECT_FALSE(store.push(other, 4, TaskId::worker(0))->duplicate);
+  EXPECT_EQ(pull_counter(store, kIterations), 4);
+}
+
 TEST(ParameterStoreTest, APushServesItsReadsAfterApplyingItsUpdates) {
   ParameterStore store = make_store();
   PushRequest p = push_of({counter_add(kIterations, 1), dense_grad(kDense, mat({{2, 2}}))});

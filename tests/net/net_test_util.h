@@ -87,6 +87,8 @@ inline std::vector<Request> sample_requests(std::int64_t big = 8) {
   out.push_back(ApplySyncStepRequest{sample_fence(), 17});
   // Sync mode: a push and a closure tagged with their step.
   out.push_back(PushRequest{sample_fence(), {dense}, {}, 16});
+  // Exactly-once visitation: a split's push, with its key.
+  out.push_back(PushRequest{sample_fence(), {dense}, {}, kNoSyncStep, 0x5eedf00dull});
   out.push_back(SetupWorkerRequest{sample_fence(), {sample_layout(), VariableLayout{"scalar", {}, VariableKind::kTrainable, {}}}});
   out.push_back(CreateResourceRequest{5, 4, "make_iterator", sample_values(big)});
   out.push_back(RunClosureRequest{9, "train_step", sample_values(big), sample_fence(), 3});
@@ -233,6 +235,7 @@ struct RequestEq {
     expect_eq(a.updates, b.updates);
     expect_eq(a.then_pull.items, b.then_pull.items);
     EXPECT_EQ(a.sync_step, b.sync_step);
+    EXPECT_EQ(a.split_key, b.split_key);
   }
   void operator()(const ExportShardsRequest& a) const { EXPECT_EQ(a.shards, std::get<ExportShardsRequest>(other).shards); }
   void operator()(const FenceRequest& a) const { expect_eq(a.fence, std::get<FenceRequest>(other).fence); }

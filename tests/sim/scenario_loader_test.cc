@@ -135,6 +135,32 @@ TEST(ScenarioLoaderTest, FilesThatAreNotScenarios) {
   std::filesystem::remove_all(dir);
 }
 
+// Exactly-once visitation's fields: the examples to cut into splits, NUMERIC
+// only; the visits expectation needs them and a label.
+TEST(ScenarioLoaderTest, VisitationFieldsAreChecked) {
+  constexpr char kModel[] = "cluster { workers: 2 ps: 1 }\nmodel { variable { name: \"w\" shape: [2, 2] } ";
+  constexpr char kProgram[] = "}\nprogram { schedule { count: 2 } label: \"s\" }\n";
+  EXPECT_NE(first_error(std::string(kModel) + "visitation: EXACTLY_ONCE " + kProgram)
+                .find("model.visitation: EXACTLY_ONCE needs examples_per_epoch"),
+            std::string::npos);
+  EXPECT_NE(first_error(std::string(kModel) + "examples_per_epoch: -1 " + kProgram)
+                .find("model.examples_per_epoch: must not be negative"),
+            std::string::npos);
+  EXPECT_NE(first_error("fidelity: TIMING_ONLY\n" + std::string(kModel) + "examples_per_epoch: 8 " + kProgram)
+                .find("model.examples_per_epoch: example ids need NUMERIC fidelity"),
+            std::string::npos);
+  EXPECT_NE(first_error(std::string(kModel) + kProgram + "expect { visits_per_example { after: \"s\" equals: 1 } }\n")
+                .find("expect[0].visits_per_example: visits are counted for a synthetic `model` with examples_per_epoch"),
+            std::string::npos);
+  EXPECT_NE(first_error(std::string(kModel) + "examples_per_epoch: 8 " + kProgram +
+                        "expect { visits_per_example { after: \"x\" equals: 1 } }\n")
+                .find("expect[0].visits_per_example.after: no action is labelled \"x\""),
+            std::string::npos);
+  EXPECT_EQ(first_error(std::string(kModel) + "examples_per_epoch: 8 visitation: EXACTLY_ONCE " + kProgram +
+                        "expect { visits_per_example { after: \"s\" equals: 1 } }\n"),
+            "");
+}
+
 TEST(ScenarioLoaderTest, TimingOnlyNeedsASyntheticModel) {
   EXPECT_NE(first_error("fidelity: TIMING_ONLY cluster { workers: 1 ps: 1 } tutorial {}").find("TIMING_ONLY"),
             std::string::npos);

@@ -44,6 +44,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"coordinator_restart.textproto", 0xe32dba09273362f9ull},
       {"cost_profile.textproto", 0xd7e1ddf4f6dfd48dull},
       {"duplicated_pushes.textproto", 0x29c84c83388fdb3cull},
+      {"exactly_once_worker_kill.textproto", 0x81a7441ff27651ebull},
       {"flow_network.textproto", 0xff2bf3dcd167338aull},
       {"hotspot.textproto", 0x687f2fcd09a1c8c5ull},
       {"one_host.textproto", 0xced2c4836a23b880ull},
@@ -129,6 +130,39 @@ TEST(AutoPlacementScenarioTest, TheBusiestPsDoesLessThanWithRoundRobin) {
     const double round_robin = busiest_ps_utilisation(loaded.scenario, scenario::ROUND_ROBIN);
     EXPECT_LT(automatic, at_most * round_robin) << "auto " << automatic << ", round-robin " << round_robin;
   }
+}
+
+// Exactly-once visitation (issue 13, point 3) against TensorFlow's default
+// under the same worker kills: with per-worker iterators over each worker's
+// shard, the visits the ps applied are not one per example and epoch, and
+// the expectation says which examples; with the coordinator's splits they are.
+std::vector<ExpectationResult> visits_checks(scenario::Scenario s, scenario::Visitation visitation) {
+  s.mutable_model()->set_visitation(visitation);
+  SimResult r = Simulation(s).run();
+  EXPECT_TRUE(r.setup_error.ok()) << describe(r.setup_error);
+  std::vector<ExpectationResult> out;
+  for (const auto& e : check_expectations(s, r))
+    if (e.what.rfind("every example's visits", 0) == 0) out.push_back(e);
+  return out;
+}
+
+TEST(ExactlyOnceScenarioTest, TheDefaultVisitationUnderTheSameKillsFailsTheCheck) {
+  LoadedScenario loaded = load_scenario_file((testing::scenarios_dir() / "exactly_once_worker_kill.textproto").string());
+  ASSERT_TRUE(loaded.ok());
+  const auto exactly_once = visits_checks(loaded.scenario, scenario::EXACTLY_ONCE);
+  ASSERT_EQ(exactly_once.size(), 3u);
+  for (const auto& e : exactly_once) EXPECT_TRUE(e.passed) << e.what << ": " << e.observed;
+  EXPECT_EQ(exactly_once[0].observed, "320 examples: 320 x1");
+
+  const auto at_least_once = visits_checks(loaded.scenario, scenario::AT_LEAST_ONCE);
+  ASSERT_EQ(at_least_once.size(), 3u);
+  // Epoch 1 (worker 0 killed in it): its closure re-ran on worker 1, which
+  // read further into its own shard, and the restarted worker 0 read its
+  // shard from the start again.
+  EXPECT_FALSE(at_least_once[0].passed) << at_least_once[0].observed;
+  EXPECT_NE(at_least_once[0].observed.find("outside the bounds: example "), std::string::npos)
+      << at_least_once[0].observed;
+  EXPECT_FALSE(at_least_once[2].passed) << at_least_once[2].observed;
 }
 
 // A scenario whose faults are drawn from the seed: another seed, another run.

@@ -30,12 +30,26 @@ std::int64_t draw_power_law(RandomStream& r, std::int64_t n, double s) {
 // allocates nothing for its input. A rebuilt iterator starts over (R10).
 class SyntheticDataset final : public Resource {
  public:
-  explicit SyntheticDataset(std::int64_t batch) : batch_size(batch) {}
+  SyntheticDataset(std::int64_t batch, ExampleRange shard) : batch_size(batch), shard(shard) {}
   std::int64_t batch_size;
+  ExampleRange shard;  // this worker's example ids (empty: the model has none)
 };
 class SyntheticIterator final : public Resource {
  public:
-  std::int64_t position = 0;
+  explicit SyntheticIterator(const SyntheticDataset& d) : dataset(d) {}
+  const SyntheticDataset& dataset;  // its parent, which outlives it
+  std::int64_t position = 0;        // batches read
+
+  // The ids of the batch at `position`: the next batch_size ids of the
+  // worker's shard, wrapping round it (the data repeats, R6).
+  std::vector<std::int64_t> batch_at(std::int64_t batch) const {
+    const ExampleRange& r = dataset.shard;
+    const std::int64_t n = r.end - r.begin;
+    std::vector<std::int64_t> ids;
+    if (n <= 0) return ids;
+    for (std::int64_t k = 0; k < dataset.batch_size; ++k) ids.push_back(r.begin + (batch * dataset.batch_size + k) % n);
+    return ids;
+  }
 };
 
 // Waits `d`, or less if `token` is cancelled first; true if the time passed.
@@ -75,6 +89,22 @@ Matrix compute_gradient(const Matrix& w, int batch) {
   g *= 1.0f / static_cast<float>(static_cast<double>(batch) * static_cast<double>(r));
   g += 0.1f * w;
   return g;
+}
+
+ExampleRange shard_of_examples(std::int64_t examples, int workers, int worker) {
+  const std::int64_t w = std::max(1, workers), i = std::clamp<std::int64_t>(worker, 0, w - 1);
+  const std::int64_t base = examples / w, extra = examples % w;
+  const std::int64_t begin = i * base + std::min(i, extra);
+  return ExampleRange{begin, begin + base + (i < extra ? 1 : 0)};
+}
+
+std::vector<Value> dataset_args(const ModelSpec& spec, int workers) {
+  std::vector<Value> args{Value(std::int64_t{spec.batch_size})};
+  if (spec.examples_per_epoch > 0) {
+    args.emplace_back(spec.examples_per_epoch);
+    args.emplace_back(std::int64_t{workers});
+  }
+  return args;
 }
 
 double step_flops(const ModelSpec& spec) {
@@ -117,6 +147,11 @@ std::vector<VariableDemand> demands_of(const ModelSpec& spec) {
   flag.updated = false;
   flag.per_step = false;
   out.push_back(flag);
+  if (spec.examples_per_epoch > 0) {
+    VariableDemand visits{kVisitsVar, {spec.examples_per_epoch, 1}};
+    visits.pulled = false;  // steps only add to it
+    out.push_back(visits);
+  }
   return out;
 }
 
@@ -162,6 +197,14 @@ StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timi
   auto flag = create(spec.variables.size() + 1, kInfiniteFlagVar, {}, VariableKind::kAccumulator);
   if (!flag.ok()) return flag.status();
   for (auto& s : shard_states(*flag, Matrix::Zero(1, 1))) out.initial.push_back(std::move(s));
+  if (spec.examples_per_epoch > 0 && !timing_only) {
+    // One block, whatever the model's partitioner: an accumulator the
+    // expectations read whole.
+    placer.set_partitioner(nullptr);
+    auto visits = create(spec.variables.size() + 2, kVisitsVar, {spec.examples_per_epoch, 1}, VariableKind::kAccumulator);
+    if (!visits.ok()) return visits.status();
+    for (auto& s : shard_states(*visits, Matrix::Zero(spec.examples_per_epoch, 1))) out.initial.push_back(std::move(s));
+  }
   out.layouts = placer.variables();
   return out;
 }
@@ -203,24 +246,54 @@ void Workload::register_functions(FunctionRegistry& registry) {
     co_return absl::InvalidArgumentError("injected application error on " + ctx.task().short_name());
   });
   registry.add_resource(kDatasetFn, [](ResourceContext& ctx) -> StatusOr<std::unique_ptr<Resource>> {
-    if (ctx.args.size() != 1 || !std::holds_alternative<std::int64_t>(ctx.args[0]))
-      return absl::InvalidArgumentError(std::string(kDatasetFn) + " takes its batch size");
-    return std::unique_ptr<Resource>(new SyntheticDataset(std::get<std::int64_t>(ctx.args[0])));
+    const auto& a = ctx.args;
+    auto is_int = [&](std::size_t i) { return std::holds_alternative<std::int64_t>(a[i]); };
+    if ((a.size() != 1 && a.size() != 3) || !is_int(0) || (a.size() == 3 && (!is_int(1) || !is_int(2))))
+      return absl::InvalidArgumentError(std::string(kDatasetFn) + " takes its batch size [, examples, workers]");
+    ExampleRange shard;
+    if (a.size() == 3)
+      shard = shard_of_examples(std::get<std::int64_t>(a[1]), static_cast<int>(std::get<std::int64_t>(a[2])),
+                                ctx.worker_index);
+    return std::unique_ptr<Resource>(new SyntheticDataset(std::get<std::int64_t>(a[0]), shard));
   });
   registry.add_resource(kIteratorFn, [](ResourceContext& ctx) -> StatusOr<std::unique_ptr<Resource>> {
-    if (dynamic_cast<SyntheticDataset*>(ctx.parent) == nullptr)
+    const auto* dataset = dynamic_cast<SyntheticDataset*>(ctx.parent);
+    if (dataset == nullptr)
       return absl::InvalidArgumentError(std::string(kIteratorFn) + " is built from a " + kDatasetFn);
-    return std::unique_ptr<Resource>(new SyntheticIterator());
+    return std::unique_ptr<Resource>(new SyntheticIterator(*dataset));
   });
 }
 
-// args: [iterator (numeric only), extra seconds, infinite (0/1)]
+// args: [iterator (numeric only), extra seconds, infinite (0/1)
+//        [, split begin, split end, split key (exactly-once visitation)]]
 Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
   const auto& args = ctx.args();
-  const std::size_t first = args.size() == 3 ? 1 : 0;
+  auto iterator = ctx.resource<SyntheticIterator>(0);
+  const std::size_t first = iterator.ok() ? 1 : 0;
+  // The examples each of the closure's steps trains on (with example ids):
+  // its split (one step), else the iterator's next batches.
+  std::vector<std::vector<std::int64_t>> step_examples;
+  std::vector<std::int64_t> examples;
+  const bool has_split = args.size() == first + 5;
+  if (has_split) {
+    const auto* begin = std::get_if<std::int64_t>(&args[first + 2]);
+    const auto* end = std::get_if<std::int64_t>(&args[first + 3]);
+    const auto* key = std::get_if<std::int64_t>(&args[first + 4]);
+    if (!begin || !end || !key || *begin < 0 || *end < *begin || *end > spec_.examples_per_epoch || *key < 1)
+      co_return absl::InvalidArgumentError("the split (arguments " + std::to_string(first + 2) + " to " +
+                                           std::to_string(first + 4) + ") must be example ids [begin, end) within " +
+                                           std::to_string(spec_.examples_per_epoch) + " and a key >= 1");
+    if (spec_.steps_per_closure != 1)
+      co_return absl::InvalidArgumentError("a split is one step's examples: steps_per_closure must be 1");
+    for (std::int64_t id = *begin; id < *end; ++id) examples.push_back(id);
+    step_examples.push_back(std::move(examples));
+    ctx.ps().set_split(static_cast<std::uint64_t>(*key));
+  }
   if (first == 1) {
-    auto iterator = ctx.resource<SyntheticIterator>(0);
-    if (!iterator.ok()) co_return iterator.status();
+    // The batches of this closure's steps, read now: the iterator is the
+    // worker's and is not held across the steps' waits.
+    for (int k = 0; k < spec_.steps_per_closure; ++k)
+      if (!has_split) step_examples.push_back((*iterator)->batch_at((*iterator)->position + k));
     (*iterator)->position += spec_.steps_per_closure;
   }
   const double extra_s =
@@ -247,13 +320,16 @@ Task<StatusOr<Value>> Workload::train(StepContext& ctx) {
 
   for (int k = 0; k < spec_.steps_per_closure; ++k) {
     if (k > 0 && ctx.cancelled().cancelled()) co_return cancelled();
-    Status stepped = co_await step(ctx);
+    static const std::vector<std::int64_t> kNone;
+    const auto at = static_cast<std::size_t>(k);
+    const auto& examples_of_step = at < step_examples.size() ? step_examples[at] : kNone;
+    Status stepped = co_await step(ctx, examples_of_step);
     if (!stepped.ok()) co_return stepped;
   }
   co_return Value(std::int64_t{spec_.steps_per_closure});
 }
 
-Task<Status> Workload::step(StepContext& ctx) {
+Task<Status> Workload::step(StepContext& ctx, const std::vector<std::int64_t>& examples) {
   // Which variables this step uses, and how it reads each.
   struct Use {
     const Variable* var;
@@ -318,6 +394,14 @@ Task<Status> Workload::step(StepContext& ctx) {
   auto iterations = ctx.variable(kIterationsVar);
   if (!iterations.ok()) co_return iterations.status();
   push.add_counter(**iterations, 1);
+  if (spec_.examples_per_epoch > 0 && !timing_only_) {
+    // The visits ride in the gradients' push: counted where they are applied.
+    auto visits = ctx.variable(kVisitsVar);
+    if (!visits.ok()) co_return visits.status();
+    Matrix delta = Matrix::Zero(spec_.examples_per_epoch, 1);
+    for (std::int64_t id : examples) delta(id, 0) += 1;
+    push.add(**visits, std::move(delta));
+  }
   co_return co_await ctx.ps().push(push);
 }
 

@@ -45,6 +45,9 @@ inline constexpr char kDatasetFn[] = "synthetic/dataset";
 inline constexpr char kIteratorFn[] = "synthetic/iterator";
 inline constexpr char kIterationsVar[] = "iterations";
 inline constexpr char kInfiniteFlagVar[] = "do_infinite_step";
+// With examples: visits per example, [examples x 1], added to by every step
+// for the examples it trained on (see ModelSpec::examples_per_epoch).
+inline constexpr char kVisitsVar[] = "visits";
 // The kind of kernel compute_gradient() is, in a step's ComputeCost.
 inline constexpr char kGradientKernel[] = "gradient";
 
@@ -77,7 +80,30 @@ struct ModelSpec {
   // training.steps_per_execution): fewer closures to dispatch, the same
   // pulls, compute and pushes per step.
   int steps_per_closure = 1;
+  // > 0 (numeric only): the data is this many examples with ids 0 .. n - 1,
+  // and every train step pushes, with its gradients, +1 to the `visits` row
+  // of each example it trained on. Which examples a step takes: the split
+  // its closure was given ([begin, end), exactly-once visitation, one step
+  // per closure), else its worker's iterator over its shard of the ids
+  // (shard_of_examples).
+  std::int64_t examples_per_epoch = 0;
+  // Exactly-once visitation: the coordinator's program gives every train
+  // closure a split (core/coordinator/epoch_splits.h) and builds no
+  // per-worker dataset. Workers need not know: a step reads what it is given.
+  bool exactly_once = false;
 };
+
+// Worker `worker`'s shard of `examples` ids among `workers`: a contiguous
+// range [begin, end), the first `examples % workers` shards one longer
+// (dataset.shard as TensorFlow users write it, by ranges rather than strides).
+struct ExampleRange {
+  std::int64_t begin = 0, end = 0;
+};
+ExampleRange shard_of_examples(std::int64_t examples, int workers, int worker);
+
+// kDatasetFn's arguments: the batch size and, with example ids, the examples
+// and the workers they are sharded over.
+std::vector<Value> dataset_args(const ModelSpec& spec, int workers);
 
 // Floating-point operations of one numeric train step's compute (see above);
 // the simulator charges compute time for them.
@@ -122,10 +148,17 @@ class Workload {
   static std::vector<Value> train_args(double extra_s, bool infinite) {
     return {Value(extra_s), Value(std::int64_t{infinite ? 1 : 0})};
   }
+  // ... followed, under exactly-once visitation, by the closure's split:
+  // its example ids and its key (> 0, unique in the run), which the step's
+  // pushes carry so that a ps applies the split once.
+  static std::vector<Value> split_args(const ExampleRange& split, std::int64_t key) {
+    return {Value(split.begin), Value(split.end), Value(key)};
+  }
 
  private:
   Task<StatusOr<Value>> train(StepContext& ctx);
-  Task<Status> step(StepContext& ctx);  // one step: pull, compute, push
+  // One step: pull, compute, push (with +1 visit for each of `examples`).
+  Task<Status> step(StepContext& ctx, const std::vector<std::int64_t>& examples);
   RowIds draw_rows(const Variable& v, std::int64_t rows, RandomStream& r) const;
   // Timing-only: the distinct rows of each shard among a step's draws.
   std::vector<std::int64_t> draw_rows_per_shard(const Variable& v, const VariableLayout& layout, RandomStream& r);
