@@ -3,10 +3,10 @@
 # against twinps (docs/extending.md):
 #
 #   find_package(twinps CONFIG REQUIRED)
-#   target_link_libraries(my_trainer PRIVATE twinps::core)   # or twinps::net, twinps::sim
+#   target_link_libraries(my_trainer PRIVATE twinps::core)   # or twinps::inmemory, twinps::net, twinps::sim
 #
 # Libraries (static) in lib/, headers in include/twinps/ laid out as in the
-# source tree (core/..., sim/..., net/...) with the generated Protobuf headers
+# source tree (core/..., inmemory/..., sim/..., net/...) with the generated Protobuf headers
 # (model/model_spec.pb.h ...), and the CMake package in lib/cmake/twinps/:
 # the exported targets, twinpsConfig.cmake (finding the dependencies) and
 # twinpsConfigVersion.cmake (this project()'s VERSION).
@@ -17,7 +17,7 @@
 include(CMakePackageConfigHelpers)
 
 set(TWINPS_CMAKE_PACKAGE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/twinps)
-set(TWINPS_EXPORTED_LIBRARIES twinps_core_proto twinps_core twinps_sim_proto twinps_sim twinps_net_proto twinps_net)
+set(TWINPS_EXPORTED_LIBRARIES twinps_core_proto twinps_core twinps_inmemory twinps_sim_proto twinps_sim twinps_net_proto twinps_net)
 
 foreach(library ${TWINPS_EXPORTED_LIBRARIES})
   # twinps_core is twinps::core outside.
@@ -45,7 +45,7 @@ install(TARGETS ${TWINPS_EXPORTED_LIBRARIES} EXPORT twinpsTargets
         INCLUDES DESTINATION ${TWINPS_INSTALL_INCLUDEDIR})
 
 # Headers: the sources' (tools/ is the CLI, not a library) and the generated ones.
-foreach(layer core sim net)
+foreach(layer core inmemory sim net)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer} DESTINATION ${TWINPS_INSTALL_INCLUDEDIR} COMPONENT development
           FILES_MATCHING PATTERN "*.h")
 endforeach()

@@ -36,7 +36,7 @@
 
 #include "core/cluster/task_id.h"
 #include "core/coordinator/cluster_coordinator.h"
-#include "core/local/in_memory_network.h"
+#include "inmemory/in_memory_network.h"
 #include "sim/fluid.h"
 #include "sim/hosts.h"
 

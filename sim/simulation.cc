@@ -9,7 +9,7 @@
 #include "core/data/dataset.h"
 #include "core/faults/cluster_control.h"
 #include "core/faults/fault_schedule.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial_spec.h"
 #include "core/training/model_functions.h"
@@ -197,7 +197,7 @@ struct Simulation::Impl {
   std::vector<int> worker_starts;
   std::map<int, std::uint64_t> worker_transports;  // transports made so far per worker index
   std::shared_ptr<CallFaultCounts> message_fault_counts = std::make_shared<CallFaultCounts>();
-  std::unique_ptr<LocalCluster> cluster;
+  std::unique_ptr<InMemoryCluster> cluster;
   // Declared after the cluster: destroyed before it.
   std::unique_ptr<NodeExecutor> control_executor;
   std::unique_ptr<TaskScope> program_scope;
@@ -205,7 +205,7 @@ struct Simulation::Impl {
 };
 
 // ClusterControl on simulated nodes: what a kill, a restart, a pause, a
-// partition or a slower task does to the LocalCluster and the simulator's
+// partition or a slower task does to the InMemoryCluster and the simulator's
 // models, each marked by a trace instant on the task's track.
 class Simulation::Impl::SimulatedControl final : public ClusterControl {
  public:
@@ -444,7 +444,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
 
   // The cluster.
   const auto& co = sc.coordinator();
-  LocalClusterOptions lo;
+  InMemoryClusterOptions lo;
   lo.shape = shape;
   lo.seed = seed;
   lo.coordinator = coordinator_options(co);
@@ -465,9 +465,9 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
         record_invariants ? &result.pushes : nullptr, network.get(), hosts.get());
   };
   ps_nodes.assign(static_cast<std::size_t>(shape.ps), nullptr);
-  cluster = std::make_unique<LocalCluster>(registry, lo);
+  cluster = std::make_unique<InMemoryCluster>(registry, lo);
   for (int i = 0; i < shape.ps; ++i) ps_nodes[static_cast<std::size_t>(i)] = cluster->ps(i);
-  cluster->engine().set_observer([this](Time t, LocalEngine::NodeSlot node) {
+  cluster->engine().set_observer([this](Time t, DeterministicEngine::NodeSlot node) {
     event_hash = (event_hash ^ static_cast<std::uint64_t>(t)) * 0x100000001b3ull;
     event_hash = (event_hash ^ node) * 0x100000001b3ull;
   });
@@ -699,7 +699,7 @@ Task<Status> Simulation::Impl::run_trainer(ClusterCoordinator& c, int start, con
 SimResult Simulation::Impl::run() {
   if (!result.setup_error.ok()) return std::move(result);
   begin_program();
-  LocalEngine& engine = cluster->engine();
+  DeterministicEngine& engine = cluster->engine();
   std::uint64_t count = 0;
   auto report = [&] {
     if (!opts.progress) return;

@@ -1,6 +1,6 @@
 #pragma once
 // One run of a scenario: core's ClusterCoordinator, WorkerNodes and
-// ParameterServerNodes on a LocalCluster, with the simulator's network model
+// ParameterServerNodes on a InMemoryCluster, with the simulator's network model
 // (NetworkModel as the LinkModel), parameter-server service queues
 // (PsServiceTransport around each ps's transport), compute times (SimCostModel
 // as the CostModel) and the scenario's faults fired at their simulated times.

@@ -2,7 +2,7 @@
 // A deterministic event queue: events pop in (time, insertion sequence) order,
 // so equal-time events run in the order they were posted, on every machine.
 // Cancellation is lazy: a cancelled event's slot is freed at once and its
-// entry is skipped when it surfaces. Used by the test executor in core/local
+// entry is skipped when it surfaces. Used by the deterministic engine in inmemory/
 // and by the simulator's engine.
 //
 // Two structures hold the entries, and pop() takes the smaller head of the two:

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "core/data/file_dataset.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/gradient_check.h"
 #include "core/model/spec_loader.h"
@@ -105,10 +105,10 @@ training::TrainerCallbacks print_epochs() {
 // What `twinps train --in-memory` does: every task on one deterministic engine.
 std::optional<StatusOr<training::TrainResult>> train_in_memory(training::Trainer& trainer,
                                                                const FunctionRegistry& registry) {
-  LocalClusterOptions options;
+  InMemoryClusterOptions options;
   options.shape = ClusterShape{kWorkers, kPs};
   options.seed = 1;
-  LocalCluster cluster(registry, options);
+  InMemoryCluster cluster(registry, options);
   return cluster.run(trainer.run(cluster.coordinator()));
 }
 

@@ -14,7 +14,7 @@
 #include "core/checkpoint/storage.h"
 #include "core/checkpoint/training_checkpoints.h"
 #include "core/data/in_memory_records.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial_data.h"
@@ -144,14 +144,14 @@ Task<StatusOr<Outcome>> run_program(ClusterCoordinator& c, const CompiledModel& 
 // Trains `m` on a fresh in-memory cluster; `after` sees the cluster at the end.
 StatusOr<Outcome> train_on_cluster(const std::shared_ptr<const CompiledModel>& m, const RecordSets& sets,
                                    const Program& p, int workers, int ps, std::uint64_t seed = 1,
-                                   const std::function<void(LocalCluster&)>& after = {}) {
+                                   const std::function<void(InMemoryCluster&)>& after = {}) {
   FunctionRegistry registry;
   m->register_functions(registry);
   sets.register_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{workers, ps};
   o.seed = seed;
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   auto vars = m->build_variables(ps);
   if (!vars.ok()) return vars.status();
   auto started = cluster.run(cluster.coordinator().start(vars->layouts, vars->optimizer, vars->initial));
@@ -164,7 +164,7 @@ StatusOr<Outcome> train_on_cluster(const std::shared_ptr<const CompiledModel>& m
 }
 
 // Every variable's full value, read back from the parameter servers.
-LocalEvaluator::VariableValues export_values(LocalCluster& cluster) {
+LocalEvaluator::VariableValues export_values(InMemoryCluster& cluster) {
   auto& c = cluster.coordinator();
   auto shards = cluster.run(c.export_variables());
   EXPECT_TRUE(shards && shards->ok());
@@ -264,7 +264,7 @@ TEST(CompiledModelTest, AnMlpLearnsRingsOnTwoPsAndThreeWorkers) {
   p.eval_steps = 5;
   p.eval_batch = 100;
   LocalEvaluator::VariableValues trained;
-  auto outcome = train_on_cluster(m, sets, p, 3, 2, 7, [&](LocalCluster& c) { trained = export_values(c); });
+  auto outcome = train_on_cluster(m, sets, p, 3, 2, 7, [&](InMemoryCluster& c) { trained = export_values(c); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   for (const auto& e : outcome->epochs) std::printf("loss %.4f accuracy %.4f\n", e.loss, *e.accuracy);
   std::printf("test: loss %.4f accuracy %.4f on %.0f examples\n", outcome->eval.loss, *outcome->eval.accuracy,
@@ -300,7 +300,7 @@ TEST(CompiledModelTest, LocalEvaluationGivesTheDistributedEvaluationsMetrics) {
   p.eval_steps = 4;
   p.eval_batch = 50;
   LocalEvaluator::VariableValues trained;
-  auto outcome = train_on_cluster(m, sets, p, 1, 2, 3, [&](LocalCluster& c) { trained = export_values(c); });
+  auto outcome = train_on_cluster(m, sets, p, 1, 2, 3, [&](InMemoryCluster& c) { trained = export_values(c); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   LocalEvaluator local(m);
   for (std::size_t begin = 0; begin < 200; begin += 50) {
@@ -467,9 +467,9 @@ TEST(CompiledModelTest, PullsAndPushesCarryEachDistinctRowOnce) {
   FunctionRegistry registry;
   m->register_functions(registry);
   sets.register_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{1, 1};
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   auto vars = m->build_variables(1);
   ASSERT_TRUE(vars.ok());
   ASSERT_TRUE(cluster.run(cluster.coordinator().start(vars->layouts, vars->optimizer, vars->initial))->ok());
@@ -647,7 +647,7 @@ struct VariableState {
   std::vector<Matrix> slots;
   std::optional<OptimizerConfig> optimizer;  // what its shards were created with
 };
-std::map<std::string, VariableState> export_states(LocalCluster& cluster) {
+std::map<std::string, VariableState> export_states(InMemoryCluster& cluster) {
   auto& c = cluster.coordinator();
   auto shards = cluster.run(c.export_variables());
   EXPECT_TRUE(shards && shards->ok());
@@ -730,7 +730,7 @@ TEST(CompiledModelTest, EachOptimizerGroupUpdatesItsVariablesAsItsRuleSays) {
 
   std::map<std::string, VariableState> got;
   auto outcome = train_on_cluster(m, sets, p, /*workers=*/1, /*ps=*/2, 1,
-                                  [&](LocalCluster& cluster) { got = export_states(cluster); });
+                                  [&](InMemoryCluster& cluster) { got = export_states(cluster); });
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(outcome->iterations, 2);
 
@@ -771,7 +771,7 @@ TEST(CompiledModelTest, CheckpointsKeepEachGroupsSlotsAndRefuseAnotherGroupsOpti
   InMemoryStorage storage;
   CheckpointManager manager(storage, 2);
   std::map<std::string, VariableState> trained;
-  auto outcome = train_on_cluster(m, sets, p, 2, /*ps=*/2, 1, [&](LocalCluster& cluster) {
+  auto outcome = train_on_cluster(m, sets, p, 2, /*ps=*/2, 1, [&](InMemoryCluster& cluster) {
     trained = export_states(cluster);
     auto saved = cluster.run(save_checkpoint(cluster.coordinator(), manager));
     ASSERT_TRUE(saved && saved->ok()) << (saved ? saved->status().ToString() : "did not finish");
@@ -783,9 +783,9 @@ TEST(CompiledModelTest, CheckpointsKeepEachGroupsSlotsAndRefuseAnotherGroupsOpti
   {
     FunctionRegistry registry;
     m->register_functions(registry);
-    LocalClusterOptions o;
+    InMemoryClusterOptions o;
     o.shape = ClusterShape{1, 1};
-    LocalCluster cluster(registry, o);
+    InMemoryCluster cluster(registry, o);
     auto vars = m->build_variables(1);
     ASSERT_TRUE(vars.ok());
     auto start = restore_or_initialize(&manager, vars->layouts, vars->optimizer, vars->initial);

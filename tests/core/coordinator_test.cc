@@ -8,7 +8,7 @@
 
 #include "core/coordinator/cluster_coordinator.h"
 #include "core/data/dataset.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/worker/step_context.h"
 
 namespace twinps {
@@ -107,10 +107,10 @@ struct TestFunctions {
 struct Harness {
   explicit Harness(int workers = 2, int ps = 1, CoordinatorOptions copts = {}) {
     copts.record_dispatch_log = true;
-    LocalClusterOptions o;
+    InMemoryClusterOptions o;
     o.shape = ClusterShape{workers, ps};
     o.coordinator = copts;
-    cluster = std::make_unique<LocalCluster>(fns.registry, o);
+    cluster = std::make_unique<InMemoryCluster>(fns.registry, o);
     auto started = cluster->run(coord().start(test_variables(), OptimizerConfig{}, test_initial()));
     EXPECT_TRUE(started && started->ok()) << (started ? describe(*started) : "did not finish");
   }
@@ -143,7 +143,7 @@ struct Harness {
   }
 
   TestFunctions fns;
-  std::unique_ptr<LocalCluster> cluster;
+  std::unique_ptr<InMemoryCluster> cluster;
 };
 
 Value tag(std::int64_t t) { return Value(t); }
@@ -471,10 +471,10 @@ TEST(CoordinatorTest, CancelledClosureCannotUpdateParametersAfterTheErrorIsRaise
 
 TEST(CoordinatorTest, MissingTaskAtStartFailsWithinTheConnectTimeoutNamingIt) {
   TestFunctions fns;
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{2, 1};
   o.coordinator.connect_timeout = 5 * kSecond;
-  LocalCluster cluster(fns.registry, o);
+  InMemoryCluster cluster(fns.registry, o);
   cluster.kill(TaskId::worker(1));
   auto s = cluster.run(cluster.coordinator().start(test_variables(), OptimizerConfig{}, test_initial()));
   ASSERT_TRUE(s.has_value());
@@ -495,11 +495,11 @@ struct PartitionLinks : LinkModel {
 TEST(CoordinatorTest, PartitionedWorkerIsDetectedByHeartbeatsAndItsClosureRunsElsewhere) {
   TestFunctions fns;
   PartitionLinks links;
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{2, 1};
   o.links = &links;
   o.coordinator.record_dispatch_log = true;
-  LocalCluster cluster(fns.registry, o);
+  InMemoryCluster cluster(fns.registry, o);
   auto& c = cluster.coordinator();
   ASSERT_TRUE(cluster.run(c.start(test_variables(), OptimizerConfig{}, test_initial()))->ok());
   RemoteValue a = cluster.run(c.schedule("train", {Value(std::int64_t{0}), Value(30.0)}))->value();

@@ -12,8 +12,8 @@
 #include <functional>
 
 #include "core/coordinator/cluster_coordinator.h"
-#include "core/local/local_cluster.h"
-#include "core/local/local_engine.h"
+#include "inmemory/in_memory_cluster.h"
+#include "inmemory/deterministic_engine.h"
 #include "core/runtime/block_on.h"
 #include "core/runtime/sync.h"
 #include "core/runtime/task.h"
@@ -67,7 +67,7 @@ std::uintptr_t run_on_small_stack(std::size_t stack_bytes, std::function<void()>
 
 // One node's executor on a fresh engine.
 struct OneNode {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor executor{engine, engine.add_node()};
 };
 
@@ -145,10 +145,10 @@ TEST(CoroutineStackTest, OneMillionClosuresThroughAQueueOfCapacityTwo) {
       g_depth->note();
       co_return Value{};
     });
-    LocalClusterOptions options;
+    InMemoryClusterOptions options;
     options.shape = ClusterShape{2, 1};
     options.coordinator.queue_capacity = 2;
-    LocalCluster cluster(registry, options);
+    InMemoryCluster cluster(registry, options);
     auto program = [](ClusterCoordinator& c) -> Task<bool> {
       if (!(co_await c.start({}, OptimizerConfig{}, {})).ok()) co_return false;
       for (std::int64_t i = 0; i < kClosures; ++i) {

@@ -23,7 +23,7 @@
 
 #include "core/data/ctr_generator.h"
 #include "core/data/file_dataset.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
 #include "core/variables/sharded_variable.h"
@@ -52,7 +52,7 @@ struct ExampleRun {
 };
 
 // The trainable variables' full values, gathered from the parameter servers.
-StatusOr<LocalEvaluator::VariableValues> trained_values(LocalCluster& cluster) {
+StatusOr<LocalEvaluator::VariableValues> trained_values(InMemoryCluster& cluster) {
   auto& c = cluster.coordinator();
   auto shards = cluster.run(c.export_variables());
   if (!shards) return absl::InternalError("export_variables did not finish");
@@ -118,9 +118,9 @@ StatusOr<MetricValues> train_and_test(ExampleRun run) {
   FunctionRegistry registry;
   m->register_functions(registry);
   data::register_file_dataset_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{run.workers, run.ps};
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   auto vars = m->build_variables(run.ps);
   if (!vars.ok()) return vars.status();
   auto& c = cluster.coordinator();

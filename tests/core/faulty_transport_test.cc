@@ -12,8 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include "core/local/in_memory_network.h"
-#include "core/local/local_engine.h"
+#include "inmemory/in_memory_network.h"
+#include "inmemory/deterministic_engine.h"
 #include "core/ps/ps_node.h"
 
 namespace twinps {
@@ -22,7 +22,7 @@ namespace {
 struct Pair {
   explicit Pair(CallFaultPlan plan, std::uint64_t seed = 1)
       : faulty(*inner, a_ex, std::move(plan), RandomStream(seed).fork("faults")) {}
-  LocalEngine engine;
+  DeterministicEngine engine;
   InMemoryNetwork net{engine};
   NodeExecutor a_ex{engine, engine.add_node()};
   NodeExecutor b_ex{engine, engine.add_node()};

@@ -13,7 +13,7 @@
 #include "core/data/dataset.h"
 #include "core/data/file_dataset.h"
 #include "core/data/idx_reader.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/worker/step_context.h"
 #include "tests/core/data_test_util.h"
 
@@ -327,7 +327,7 @@ TEST(FileDatasetTest, IdxPairsFromGlobs) {
 
 struct ClusterHarness {
   FunctionRegistry registry;
-  std::unique_ptr<LocalCluster> cluster;
+  std::unique_ptr<InMemoryCluster> cluster;
 
   explicit ClusterHarness(int workers) {
     register_file_dataset_functions(registry);
@@ -343,9 +343,9 @@ struct ClusterHarness {
         out(0, i + 1) = static_cast<float>(batch->columns[0].ints[static_cast<std::size_t>(i)]);
       co_return Value(out);
     });
-    LocalClusterOptions o;
+    InMemoryClusterOptions o;
     o.shape = ClusterShape{workers, 1};
-    cluster = std::make_unique<LocalCluster>(registry, o);
+    cluster = std::make_unique<InMemoryCluster>(registry, o);
     VariableLayout iterations{"iterations", {}, VariableKind::kCounter, {ShardPlacement{0, 0, 0, 1}}};
     ShardState it;
     it.spec = ShardSpec{0, "iterations", VariableKind::kCounter, 1, 1};

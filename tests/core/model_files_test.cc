@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "core/data/file_dataset.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
 #include "core/variables/sharded_variable.h"
@@ -71,9 +71,9 @@ TEST(ModelFilesTest, ASpecTrainsOnCsvFilesReadByPerWorkerFileDatasets) {
   FunctionRegistry registry;
   m->register_functions(registry);
   data::register_file_dataset_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{2, 2};
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   auto vars = m->build_variables(2);
   ASSERT_TRUE(vars.ok());
   auto& c = cluster.coordinator();

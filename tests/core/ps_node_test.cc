@@ -1,4 +1,4 @@
-// A parameter-server node answering over core/local's in-memory network.
+// A parameter-server node answering over inmemory/'s in-memory network.
 #include "core/ps/ps_node.h"
 
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/local/in_memory_network.h"
-#include "core/local/local_engine.h"
+#include "inmemory/in_memory_network.h"
+#include "inmemory/deterministic_engine.h"
 
 namespace twinps {
 namespace {
@@ -31,7 +31,7 @@ class RecordingSink final : public TraceSink {
 };
 
 struct Cluster {
-  LocalEngine engine;
+  DeterministicEngine engine;
   InMemoryNetwork net{engine};
   NodeExecutor chief_ex{engine, engine.add_node()};
   NodeExecutor ps_ex{engine, engine.add_node()};

@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "core/local/in_memory_network.h"
-#include "core/local/local_engine.h"
+#include "inmemory/in_memory_network.h"
+#include "inmemory/deterministic_engine.h"
 #include "core/runtime/random.h"
 #include "core/runtime/task.h"
 
@@ -99,7 +99,7 @@ Task<void> outer(Executor& ex, int* out) {
 }
 
 TEST(TaskTest, NestedTasksRunOnTheExecutorClock) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex(engine, engine.add_node());
   TaskScope scope(ex);
   int out = 0;
@@ -111,7 +111,7 @@ TEST(TaskTest, NestedTasksRunOnTheExecutorClock) {
 }
 
 TEST(TaskTest, DestroyingTheScopeDestroysSuspendedTasksAndTheirTimers) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex(engine, engine.add_node());
   int out = 0;
   {
@@ -125,8 +125,8 @@ TEST(TaskTest, DestroyingTheScopeDestroysSuspendedTasksAndTheirTimers) {
   EXPECT_TRUE(engine.idle());
 }
 
-TEST(LocalEngineTest, EventsOfAKilledIncarnationAreSkipped) {
-  LocalEngine engine;
+TEST(DeterministicEngineTest, EventsOfAKilledIncarnationAreSkipped) {
+  DeterministicEngine engine;
   auto node = engine.add_node();
   int ran = 0;
   {
@@ -144,8 +144,8 @@ TEST(LocalEngineTest, EventsOfAKilledIncarnationAreSkipped) {
 // SIGSTOP / SIGCONT in the simulator: a paused node runs nothing (timers and
 // messages wait, in order), other nodes go on, and on resume everything held
 // runs at once in the order it was due; a held timer can still be cancelled.
-TEST(LocalEngineTest, APausedNodeHoldsItsEventsInOrderUntilItResumes) {
-  LocalEngine engine;
+TEST(DeterministicEngineTest, APausedNodeHoldsItsEventsInOrderUntilItResumes) {
+  DeterministicEngine engine;
   NodeExecutor paused(engine, engine.add_node());
   NodeExecutor other(engine, engine.add_node());
   std::vector<std::pair<std::string, Time>> ran;
@@ -179,7 +179,7 @@ TEST(LocalEngineTest, APausedNodeHoldsItsEventsInOrderUntilItResumes) {
 }
 
 struct Pair {
-  LocalEngine engine;
+  DeterministicEngine engine;
   InMemoryNetwork net{engine};
   NodeExecutor a_ex{engine, engine.add_node()};
   NodeExecutor b_ex{engine, engine.add_node()};
@@ -273,7 +273,7 @@ class LosingLinks final : public LinkModel {
 };
 
 Status call_through(LinkModel& links, CallOptions opts, Time* finished_at) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   InMemoryNetwork net(engine, &links);
   NodeExecutor a_ex(engine, engine.add_node()), b_ex(engine, engine.add_node());
   auto a = net.attach(TaskId::chief(), a_ex);

@@ -15,7 +15,7 @@
 #include "core/checkpoint/checkpoint_manager.h"
 #include "core/checkpoint/storage.h"
 #include "core/data/file_dataset.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial_spec.h"
 #include "core/training/model_functions.h"
@@ -58,11 +58,11 @@ Outcome train(std::shared_ptr<const model::CompiledModel> m, DataSource train_da
           CostModel* cost = nullptr) {
   FunctionRegistry registry;
   register_training_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = shape;
   o.seed = seed;
   o.cost = cost;
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   Trainer trainer(std::move(m), registry, std::move(train_data), std::move(eval_data), options, std::move(callbacks));
   Outcome run;
   if (auto r = cluster.run(trainer.run(cluster.coordinator()))) run.result = std::move(*r);
@@ -175,9 +175,9 @@ TEST(TrainerTest, ARestartedCoordinatorResumesFromTheNewestCheckpointAtIteration
   // and finishes the run.
   FunctionRegistry registry;
   register_training_functions(registry);
-  LocalClusterOptions lo;
+  InMemoryClusterOptions lo;
   lo.shape = ClusterShape{3, 2};
-  LocalCluster cluster(registry, lo);
+  InMemoryCluster cluster(registry, lo);
   InMemoryStorage storage;
   CheckpointManager manager(storage, /*max_to_keep=*/2);
   auto m = compile(tutorial::spec_text());
@@ -241,9 +241,9 @@ TEST(TrainerTest, ARestartedCoordinatorResumesFromTheNewestCheckpointAtIteration
 TEST(TrainerTest, APsHungDuringTheChiefsOwnCallRaisesTheHeartbeatsUnavailable) {
   FunctionRegistry registry;
   register_training_functions(registry);
-  LocalClusterOptions lo;
+  InMemoryClusterOptions lo;
   lo.shape = ClusterShape{3, 2};
-  LocalCluster cluster(registry, lo);
+  InMemoryCluster cluster(registry, lo);
   TrainerCallbacks callbacks;
   int epochs_seen = 0;
   callbacks.on_epoch = [&](const EpochResult&) {

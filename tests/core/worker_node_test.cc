@@ -3,7 +3,7 @@
 // out from under that step. Found by the simulator's swarm test.
 #include <gtest/gtest.h>
 
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/worker/step_context.h"
 
 namespace twinps {
@@ -22,9 +22,9 @@ TEST(WorkerNodeTest, ASetupDuringAStepLeavesTheStepItsDirectory) {
     if (!s.ok()) co_return s;
     co_return Value(std::int64_t{1});
   });
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{1, 1};
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   VariableLayout total{"total", {}, VariableKind::kAccumulator, {ShardPlacement{0, 0, 0, 1}}};
   ShardState state;
   state.spec = ShardSpec{0, "total", VariableKind::kAccumulator, 1, 1};

@@ -7,13 +7,13 @@
 
 #include <vector>
 
-#include "core/local/local_engine.h"
+#include "inmemory/deterministic_engine.h"
 
 namespace twinps::sim {
 namespace {
 
 struct Harness {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex{engine, engine.add_node()};
   FluidSystem fluid{ex};
   std::vector<Time> finished;  // by activity index in start order

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/local/local_engine.h"
+#include "inmemory/deterministic_engine.h"
 #include "sim/network.h"
 #include "sim/scenario_loader.h"
 #include "sim/tuner.h"
@@ -15,7 +15,7 @@ namespace {
 struct Bed {
   explicit Bed(ClusterShape shape, HostOptions hosts_options = {}, NetworkOptions net_options = {})
       : hosts(shape, hosts_options, ex, fluid), network(shape, std::move(net_options), &hosts, &ex, &fluid) {}
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex{engine, engine.add_node()};
   FluidSystem fluid{ex};
   HostModel hosts;
@@ -38,7 +38,7 @@ NetworkOptions one_gbps_flow(Duration latency = 1000) {
 }
 
 TEST(HostsTest, PlacementsPutTasksOnHosts) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex{engine, engine.add_node()};
   FluidSystem fluid{ex};
   const ClusterShape shape{4, 2};  // 7 tasks: chief, worker 0..3, ps 0..1
@@ -56,7 +56,7 @@ TEST(HostsTest, PlacementsPutTasksOnHosts) {
 }
 
 TEST(HostsTest, TasksOnOneCoreShareItAndATasksJobsQueue) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex{engine, engine.add_node()};
   FluidSystem fluid{ex};
   HostModel hosts(ClusterShape{2, 1}, {HostOptions::Placement::kOneHost, 1, 1}, ex, fluid);
@@ -76,7 +76,7 @@ TEST(HostsTest, TasksOnOneCoreShareItAndATasksJobsQueue) {
 }
 
 TEST(HostsTest, AResetTaskLosesItsJobs) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex{engine, engine.add_node()};
   FluidSystem fluid{ex};
   HostModel hosts(ClusterShape{1, 1}, {HostOptions::Placement::kOneHost, 1, 1}, ex, fluid);

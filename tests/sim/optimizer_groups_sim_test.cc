@@ -11,7 +11,7 @@
 
 #include <filesystem>
 
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/spec_loader.h"
 #include "core/training/model_functions.h"
 #include "core/training/parameter_hash.h"
@@ -53,10 +53,10 @@ std::shared_ptr<SpecWorkload> linear_workload(bool one_optimizer) {
 std::uint64_t in_memory_hash(const SpecWorkload& w, std::uint64_t seed) {
   FunctionRegistry registry;
   training::register_training_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{1, 2};
   o.seed = seed;
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   training::Trainer trainer(w.model, registry, w.train, w.eval, w.options);
   auto result = cluster.run(trainer.run(cluster.coordinator()));
   EXPECT_TRUE(result && result->ok()) << (result ? describe(result->status()) : "did not finish");

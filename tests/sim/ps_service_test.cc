@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/local/in_memory_network.h"
-#include "core/local/local_engine.h"
+#include "inmemory/in_memory_network.h"
+#include "inmemory/deterministic_engine.h"
 #include "core/ps/ps_node.h"
 #include "core/runtime/runtime.h"
 #include "sim/network.h"
@@ -40,7 +40,7 @@ struct PsFixture {
     return PushRequest{{}, {u}, {}};
   }
 
-  LocalEngine engine;
+  DeterministicEngine engine;
   InMemoryNetwork net;
   NodeExecutor ps_ex{engine, engine.add_node()};
   NodeExecutor worker_ex{engine, engine.add_node()};

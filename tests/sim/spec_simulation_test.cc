@@ -10,7 +10,7 @@
 
 #include <filesystem>
 
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/spec_loader.h"
 #include "core/training/model_functions.h"
 #include "core/training/parameter_hash.h"
@@ -68,10 +68,10 @@ struct Outcome {
 Outcome train_in_memory(const SpecWorkload& w, int workers, std::uint64_t seed) {
   FunctionRegistry registry;
   training::register_training_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = ClusterShape{workers, 2};
   o.seed = seed;
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   training::Trainer trainer(w.model, registry, w.train, w.eval, w.options);
   auto result = cluster.run(trainer.run(cluster.coordinator()));
   EXPECT_TRUE(result && result->ok()) << (result ? describe(result->status()) : "did not finish");

@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/local/local_engine.h"
+#include "inmemory/deterministic_engine.h"
 #include "sim/fluid.h"
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
@@ -184,7 +184,7 @@ std::vector<double> predict_fifo(const std::vector<std::size_t>& sizes, double b
 }
 
 std::vector<double> predict_flow(const std::vector<std::size_t>& sizes, double bytes_per_s, double latency_s) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   NodeExecutor ex(engine, engine.add_node());
   sim::FluidSystem fluid(ex);
   const int link = fluid.add_resource(bytes_per_s / 1e9);

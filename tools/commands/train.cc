@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/training_checkpoints.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/training/model_functions.h"
 #include "core/training/parameter_hash.h"
 #include "core/training/trainer.h"
@@ -274,12 +274,12 @@ StatusOr<Checkpoints> open_checkpoints(const TrainSettings& s) {
 int run_in_memory(const TrainSettings& s, CheckpointManager* manager, TraceSink* trace, Report& report) {
   FunctionRegistry registry;
   training::register_training_functions(registry);
-  LocalClusterOptions o;
+  InMemoryClusterOptions o;
   o.shape = s.shape;
   o.seed = s.seed;
   o.coordinator = s.coordinator;
   o.trace = trace;
-  LocalCluster cluster(registry, o);
+  InMemoryCluster cluster(registry, o);
   auto rc = cluster.run(coordinator_program(cluster.coordinator(), registry, s, manager, report));
   if (rc == kExitOk) {
     // What `twinps sim --model` of the same spec, seed and one worker ends with, bit for bit.

@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "core/data/in_memory_records.h"
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 #include "core/model/compiled_model.h"
 #include "core/model/spec_loader.h"
 #include "core/models/tutorial/tutorial_spec.h"
@@ -155,9 +155,9 @@ void BM_ModelTutorialTraining(benchmark::State& state) {
   options.epochs = 1;
   options.steps_per_epoch = steps;
   for (auto _ : state) {
-    LocalClusterOptions o;
+    InMemoryClusterOptions o;
     o.shape = ClusterShape{3, 2};
-    LocalCluster cluster(registry, o);
+    InMemoryCluster cluster(registry, o);
     training::Trainer trainer(m, registry, training::tutorial_data(1, 200, 200), std::nullopt, options);
     auto done = cluster.run(trainer.run(cluster.coordinator()));
     if (!done || !done->ok()) std::abort();

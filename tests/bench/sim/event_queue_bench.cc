@@ -1,5 +1,5 @@
 // Google Benchmark for the simulator's hot path: the (time, sequence) event
-// queue and the LocalEngine that drives every simulated node, and the random
+// queue and the DeterministicEngine that drives every simulated node, and the random
 // streams. Each hand-written piece is measured beside the library it stands
 // in for (std::priority_queue, Boost.Random), so the comments in
 // core/runtime/event_queue.h and random.h can say what it buys:
@@ -16,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/local/local_engine.h"
+#include "inmemory/deterministic_engine.h"
 #include "core/runtime/event_queue.h"
 #include "core/runtime/random.h"
 
@@ -109,14 +109,14 @@ BENCHMARK(BM_EventQueueCancel);
 // random delay, so every event pays for the callback, the incarnation check
 // and the clock update.
 void BM_EngineEvents(benchmark::State& state) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   const int nodes = static_cast<int>(state.range(0));
-  std::vector<LocalEngine::NodeSlot> slots;
+  std::vector<DeterministicEngine::NodeSlot> slots;
   for (int i = 0; i < nodes; ++i) slots.push_back(engine.add_node());
   RandomStream r(7);
   struct Chain {
-    LocalEngine* engine;
-    LocalEngine::NodeSlot node;
+    DeterministicEngine* engine;
+    DeterministicEngine::NodeSlot node;
     RandomStream* random;
     void operator()() const {
       engine->post_at(node, engine->incarnation(node), engine->now() + static_cast<Time>(random->below(10000)), *this);
@@ -130,11 +130,11 @@ BENCHMARK(BM_EngineEvents)->Arg(16)->Arg(1024)->Arg(65536);
 
 // Zero-delay posts through the engine, as coroutine resumptions do.
 void BM_EngineZeroDelay(benchmark::State& state) {
-  LocalEngine engine;
+  DeterministicEngine engine;
   auto node = engine.add_node();
   struct Chain {
-    LocalEngine* engine;
-    LocalEngine::NodeSlot node;
+    DeterministicEngine* engine;
+    DeterministicEngine::NodeSlot node;
     void operator()() const { engine->post_at(node, engine->incarnation(node), engine->now(), *this); }
   };
   for (int i = 0; i < 8; ++i) engine.post_at(node, 1, 0, Chain{&engine, node});

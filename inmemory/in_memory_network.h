@@ -1,5 +1,5 @@
 #pragma once
-// Calls between tasks that share one LocalEngine. Messages are moved, never
+// Calls between tasks that share one DeterministicEngine. Messages are moved, never
 // serialised. Delivery time comes from a LinkModel: zero latency by default;
 // the simulator plugs in its topology with bandwidth and queueing. This class
 // keeps the transport contract (transport.h): done exactly once on the
@@ -11,7 +11,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/local/local_engine.h"
+#include "inmemory/deterministic_engine.h"
 #include "core/runtime/transport.h"
 
 namespace twinps {
@@ -45,7 +45,7 @@ class LinkModel {
 
 class InMemoryNetwork {
  public:
-  explicit InMemoryNetwork(LocalEngine& engine, LinkModel* links = nullptr) : engine_(engine), links_(links) {}
+  explicit InMemoryNetwork(DeterministicEngine& engine, LinkModel* links = nullptr) : engine_(engine), links_(links) {}
   InMemoryNetwork(const InMemoryNetwork&) = delete;
   InMemoryNetwork& operator=(const InMemoryNetwork&) = delete;
 
@@ -75,7 +75,7 @@ class InMemoryNetwork {
   // A message of `call` was lost: fail it once the link model notices, if it does.
   void on_lost(const std::shared_ptr<PendingCall>& call);
 
-  LocalEngine& engine_;
+  DeterministicEngine& engine_;
   LinkModel* links_;
   Endpoint* find_endpoint(const TaskId& task) const;
   Endpoint*& endpoint_slot(const TaskId& task);

@@ -1,6 +1,6 @@
 #pragma once
 // A whole cluster — coordinator, workers, parameter servers — in one process
-// on one deterministic LocalEngine, talking through an InMemoryNetwork. Tasks
+// on one deterministic DeterministicEngine, talking through an InMemoryNetwork. Tasks
 // can be killed and restarted: killing destroys the task's objects (its memory
 // is gone, as with a crashed process) and bumps its incarnation so nothing
 // queued for it runs. Core's tests and the in-memory demo use it; the
@@ -12,8 +12,8 @@
 #include <optional>
 
 #include "core/coordinator/cluster_coordinator.h"
-#include "core/local/in_memory_network.h"
-#include "core/local/local_engine.h"
+#include "inmemory/in_memory_network.h"
+#include "inmemory/deterministic_engine.h"
 #include "core/ps/ps_node.h"
 #include "core/runtime/block_on.h"
 #include "core/runtime/runtime.h"
@@ -22,7 +22,7 @@
 
 namespace twinps {
 
-struct LocalClusterOptions {
+struct InMemoryClusterOptions {
   ClusterShape shape;
   std::uint64_t seed = 1;
   CoordinatorOptions coordinator;
@@ -36,14 +36,14 @@ struct LocalClusterOptions {
   std::function<std::unique_ptr<Transport>(const TaskId&, Executor&, std::unique_ptr<Transport>)> wrap_transport;
 };
 
-class LocalCluster {
+class InMemoryCluster {
  public:
-  LocalCluster(const FunctionRegistry& registry, LocalClusterOptions options);
-  ~LocalCluster();
-  LocalCluster(const LocalCluster&) = delete;
-  LocalCluster& operator=(const LocalCluster&) = delete;
+  InMemoryCluster(const FunctionRegistry& registry, InMemoryClusterOptions options);
+  ~InMemoryCluster();
+  InMemoryCluster(const InMemoryCluster&) = delete;
+  InMemoryCluster& operator=(const InMemoryCluster&) = delete;
 
-  LocalEngine& engine() { return engine_; }
+  DeterministicEngine& engine() { return engine_; }
   InMemoryNetwork& network() { return network_; }
   ClusterCoordinator& coordinator() { return *coordinator_; }
   Runtime& runtime(const TaskId& task);
@@ -75,7 +75,7 @@ class LocalCluster {
 
  private:
   struct Node {
-    LocalEngine::NodeSlot slot = 0;
+    DeterministicEngine::NodeSlot slot = 0;
     int starts = 0;
     std::unique_ptr<NodeExecutor> executor;
     std::unique_ptr<Transport> transport;
@@ -86,9 +86,9 @@ class LocalCluster {
   void start_node(const TaskId& task);
 
   const FunctionRegistry& registry_;
-  LocalClusterOptions options_;
+  InMemoryClusterOptions options_;
   NullTraceSink null_trace_;
-  LocalEngine engine_;
+  DeterministicEngine engine_;
   InMemoryNetwork network_;
   RandomStream random_;
   std::map<TaskId, std::unique_ptr<Node>> nodes_;

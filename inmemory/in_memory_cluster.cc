@@ -1,8 +1,8 @@
-#include "core/local/local_cluster.h"
+#include "inmemory/in_memory_cluster.h"
 
 namespace twinps {
 
-LocalCluster::LocalCluster(const FunctionRegistry& registry, LocalClusterOptions options)
+InMemoryCluster::InMemoryCluster(const FunctionRegistry& registry, InMemoryClusterOptions options)
     : registry_(registry), options_(options), network_(engine_, options.links), random_(options.seed) {
   start_node(TaskId::chief());
   for (int i = 0; i < options_.shape.ps; ++i) start_node(TaskId::ps(i));
@@ -11,14 +11,14 @@ LocalCluster::LocalCluster(const FunctionRegistry& registry, LocalClusterOptions
                                                       options_.coordinator);
 }
 
-LocalCluster::~LocalCluster() {
+InMemoryCluster::~InMemoryCluster() {
   coordinator_.reset();
   nodes_.clear();
 }
 
-Runtime& LocalCluster::runtime(const TaskId& task) { return *nodes_.at(task)->runtime; }
+Runtime& InMemoryCluster::runtime(const TaskId& task) { return *nodes_.at(task)->runtime; }
 
-void LocalCluster::start_node(const TaskId& task) {
+void InMemoryCluster::start_node(const TaskId& task) {
   auto& slot = nodes_[task];
   if (!slot) {
     slot = std::make_unique<Node>();
@@ -40,7 +40,7 @@ void LocalCluster::start_node(const TaskId& task) {
   if (task.job == Job::kPs) n.ps = std::make_unique<ParameterServerNode>(*n.runtime);
 }
 
-void LocalCluster::kill(const TaskId& task) {
+void InMemoryCluster::kill(const TaskId& task) {
   auto it = nodes_.find(task);
   if (it == nodes_.end() || !it->second->executor) return;
   Node& n = *it->second;
@@ -55,7 +55,7 @@ void LocalCluster::kill(const TaskId& task) {
   n.executor.reset();
 }
 
-void LocalCluster::restart(const TaskId& task) {
+void InMemoryCluster::restart(const TaskId& task) {
   if (is_up(task)) return;
   start_node(task);
   if (task.job == Job::kChief) {
@@ -64,32 +64,32 @@ void LocalCluster::restart(const TaskId& task) {
   }
 }
 
-void LocalCluster::restart_coordinator() {
+void InMemoryCluster::restart_coordinator() {
   kill(TaskId::chief());
   restart(TaskId::chief());
 }
 
-void LocalCluster::pause(const TaskId& task) {
+void InMemoryCluster::pause(const TaskId& task) {
   auto it = nodes_.find(task);
   if (it != nodes_.end() && it->second->executor) engine_.pause(it->second->slot);
 }
 
-void LocalCluster::resume(const TaskId& task) {
+void InMemoryCluster::resume(const TaskId& task) {
   auto it = nodes_.find(task);
   if (it != nodes_.end()) engine_.resume(it->second->slot);
 }
 
-bool LocalCluster::is_up(const TaskId& task) const {
+bool InMemoryCluster::is_up(const TaskId& task) const {
   auto it = nodes_.find(task);
   return it != nodes_.end() && it->second->executor != nullptr;
 }
 
-WorkerNode* LocalCluster::worker(int i) {
+WorkerNode* InMemoryCluster::worker(int i) {
   auto it = nodes_.find(TaskId::worker(i));
   return it == nodes_.end() ? nullptr : it->second->worker.get();
 }
 
-ParameterServerNode* LocalCluster::ps(int i) {
+ParameterServerNode* InMemoryCluster::ps(int i) {
   auto it = nodes_.find(TaskId::ps(i));
   return it == nodes_.end() ? nullptr : it->second->ps.get();
 }

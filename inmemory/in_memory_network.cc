@@ -1,4 +1,4 @@
-#include "core/local/in_memory_network.h"
+#include "inmemory/in_memory_network.h"
 
 #include <optional>
 #include <utility>
@@ -8,7 +8,7 @@ namespace twinps {
 struct InMemoryNetwork::PendingCall {
   std::uint64_t id = 0;
   TaskId from, to;
-  LocalEngine::NodeSlot caller_slot = 0;
+  DeterministicEngine::NodeSlot caller_slot = 0;
   std::uint32_t caller_incarnation = 0;
   ResponseCallback done;
   bool finished = false;

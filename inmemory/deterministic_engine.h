@@ -18,13 +18,13 @@
 
 namespace twinps {
 
-class LocalEngine {
+class DeterministicEngine {
  public:
   using NodeSlot = std::uint32_t;
 
-  LocalEngine() = default;
-  LocalEngine(const LocalEngine&) = delete;
-  LocalEngine& operator=(const LocalEngine&) = delete;
+  DeterministicEngine() = default;
+  DeterministicEngine(const DeterministicEngine&) = delete;
+  DeterministicEngine& operator=(const DeterministicEngine&) = delete;
 
   Time now() const { return now_; }
 
@@ -147,7 +147,7 @@ class LocalEngine {
 // One node's view of the engine, bound to the incarnation it was created for.
 class NodeExecutor final : public Executor {
  public:
-  NodeExecutor(LocalEngine& engine, LocalEngine::NodeSlot node)
+  NodeExecutor(DeterministicEngine& engine, DeterministicEngine::NodeSlot node)
       : engine_(engine), node_(node), incarnation_(engine.incarnation(node)) {}
 
   Time now() const override { return engine_.now(); }
@@ -156,12 +156,12 @@ class NodeExecutor final : public Executor {
   void cancel(TimerId id) override { engine_.cancel(id); }
   bool run_until(const std::function<bool()>& done, Time limit) override { return engine_.run_until(done, limit); }
 
-  LocalEngine::NodeSlot node() const { return node_; }
+  DeterministicEngine::NodeSlot node() const { return node_; }
   bool alive() const { return engine_.incarnation(node_) == incarnation_; }
 
  private:
-  LocalEngine& engine_;
-  LocalEngine::NodeSlot node_;
+  DeterministicEngine& engine_;
+  DeterministicEngine::NodeSlot node_;
   std::uint32_t incarnation_;
 };
 
