@@ -284,7 +284,8 @@ TEST(FaultRecorderTest, LoopingStepsGetOnlyALowerBound) {
   o.stats.completed = 7;
   o.iterations = 5000;
   o.infinite_steps = true;
-  const auto* it = iterations(r.scenario(base(), o));
+  const scenario::Scenario s = r.scenario(base(), o);  // named: `it` points into it
+  const auto* it = iterations(s);
   ASSERT_NE(it, nullptr);
   EXPECT_EQ(it->at_least(), 7);
   EXPECT_FALSE(it->has_at_most());
