@@ -4,8 +4,9 @@
 // expectations. Each expectation the real run can check holds in both runs;
 // the others print "n/a: why" in the real run, never "ok".
 //
-// The subset here covers a worker kill, a hung worker, a ps kill and a
-// partition, each a few seconds of real time. TWINPS_REAL_ALL=1 runs every
+// The subset here covers a worker kill, a hung worker, a ps kill, a
+// partition and a ps recovered in place (restore, rollback), each a few
+// seconds of real time. TWINPS_REAL_ALL=1 runs every
 // scenario that does not say `sim_only`.
 #include <gtest/gtest.h>
 
@@ -128,6 +129,12 @@ TEST(RealScenarioTest, Partition) { expect_both_modes_agree("partition.textproto
 
 // Sync training with a straggler and one backup worker: about 7 s of real time.
 TEST(RealScenarioTest, SyncWithABackupWorker) { expect_both_modes_agree("sync_backup_worker.textproto"); }
+// A ps killed and restarted on its address mid-training, recovered in place
+// without a coordinator restart (P10-P15): the tutorial trains to its
+// accuracy bound in both modes.
+TEST(RealScenarioTest, PsRestoredInPlace) { expect_both_modes_agree("ps_failure_restore.textproto"); }
+
+TEST(RealScenarioTest, PsRolledBackInPlace) { expect_both_modes_agree("ps_failure_rollback.textproto"); }
 
 // Stale-synchronous training (bound 1) with a 4x straggler and a second one
 // for 5 s: no gradient more than the bound allows behind, the straggler still

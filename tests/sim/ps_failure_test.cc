@@ -1,0 +1,138 @@
+// A ps failure without a coordinator restart (docs/semantics.md P10-P15):
+// the restore and rollback scenarios pass their expectations in one
+// coordinator process, the recovery reloads the ps each policy says, the same
+// run under `raise` fails as TensorFlow's does, a ps that never comes back is
+// raised naming it and the wait, and bad policy fields are refused naming
+// the field.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "sim/expectations.h"
+#include "sim/report.h"
+#include "sim/scenario_loader.h"
+#include "sim/simulation.h"
+#include "tests/sim/test_paths.h"
+
+namespace twinps::sim {
+namespace {
+
+LoadedScenario load(const std::string& file) {
+  return load_scenario_file((testing::scenarios_dir() / file).string());
+}
+
+const ActionRecord* train_action(const SimResult& r) {
+  for (const auto& a : r.actions)
+    if (a.label == "train") return &a;
+  return nullptr;
+}
+
+std::vector<PsRecoveryRecord> recoveries(const SimResult& r) {
+  std::vector<PsRecoveryRecord> all;
+  for (const auto& s : r.starts) all.insert(all.end(), s.ps_recoveries.begin(), s.ps_recoveries.end());
+  return all;
+}
+
+void expect_passes(const scenario::Scenario& sc, const SimResult& r) {
+  ASSERT_TRUE(r.setup_error.ok()) << describe(r.setup_error);
+  for (const auto& e : check_expectations(sc, r)) EXPECT_TRUE(e.passed) << e.what << " (observed: " << e.observed << ")";
+}
+
+TEST(PsFailureSimTest, RestoreReloadsOnlyTheFailedPsInOneCoordinatorProcess) {
+  LoadedScenario loaded = load("ps_failure_restore.textproto");
+  ASSERT_TRUE(loaded.ok()) << loaded.errors.front().to_string();
+  SimResult r = Simulation(loaded.scenario).run();
+  expect_passes(loaded.scenario, r);
+  EXPECT_EQ(r.starts.size(), 1u) << "no coordinator restart";
+  const auto recs = recoveries(r);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].policy, PsFailurePolicy::kRestore);
+  EXPECT_EQ(recs[0].failed, std::vector<int>{1});
+  EXPECT_EQ(recs[0].reloaded, std::vector<int>{1}) << "restore reloads the failed ps only";
+  EXPECT_TRUE(recs[0].status.ok()) << describe(recs[0].status);
+  EXPECT_EQ(recs[0].source.rfind("checkpoint ", 0), 0u) << recs[0].source;
+  // The ps was down from 1.5 s to 4.5 s: the recovery waited for it.
+  EXPECT_GE(recs[0].finished, from_seconds(4.5));
+  EXPECT_LT(recs[0].detected, from_seconds(4.5));
+  // The summary says what happened.
+  bool reported = false;
+  for (const auto& [k, v] : summary_rows(r))
+    if (k == "ps restore") reported = v.find("ps:1 reloaded from checkpoint") != std::string::npos;
+  EXPECT_TRUE(reported);
+}
+
+TEST(PsFailureSimTest, RollbackReloadsEveryPsAndMakesUpTheLostSteps) {
+  LoadedScenario loaded = load("ps_failure_rollback.textproto");
+  ASSERT_TRUE(loaded.ok()) << loaded.errors.front().to_string();
+  SimResult r = Simulation(loaded.scenario).run();
+  expect_passes(loaded.scenario, r);
+  EXPECT_EQ(r.starts.size(), 1u);
+  const auto recs = recoveries(r);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].policy, PsFailurePolicy::kRollback);
+  EXPECT_EQ(recs[0].reloaded, (std::vector<int>{0, 1})) << "rollback reloads every ps";
+  // The counter went back to the checkpoint's, so steps were trained again,
+  // and the run ended with every epoch's steps applied.
+  EXPECT_GT(r.steps_made_up, 0);
+  ASSERT_TRUE(r.final_iterations);
+  EXPECT_GE(*r.final_iterations, 80);
+}
+
+TEST(PsFailureSimTest, TheSameFailureUnderRaiseFailsTheRun) {
+  LoadedScenario loaded = load("ps_failure_restore.textproto");
+  ASSERT_TRUE(loaded.ok());
+  loaded.scenario.mutable_coordinator()->set_ps_failure(scenario::RAISE);
+  loaded.scenario.mutable_coordinator()->clear_ps_recovery_wait_s();
+  SimResult r = Simulation(loaded.scenario).run();
+  ASSERT_TRUE(r.setup_error.ok());
+  const ActionRecord* train = train_action(r);
+  ASSERT_NE(train, nullptr);
+  EXPECT_FALSE(train->status.ok()) << "TensorFlow's behaviour: the failure is raised";
+  EXPECT_TRUE(recoveries(r).empty());
+}
+
+TEST(PsFailureSimTest, APsThatNeverComesBackIsRaisedNamingItAndTheWait) {
+  for (auto policy : {scenario::RESTORE, scenario::ROLLBACK}) {
+    LoadedScenario loaded = load("ps_failure_restore.textproto");
+    ASSERT_TRUE(loaded.ok());
+    auto* co = loaded.scenario.mutable_coordinator();
+    co->set_ps_failure(policy);
+    co->set_ps_recovery_wait_s(2);
+    loaded.scenario.mutable_fault(0)->clear_duration_s();  // killed for good
+    loaded.scenario.clear_expect();
+    SimResult r = Simulation(loaded.scenario).run();
+    ASSERT_TRUE(r.setup_error.ok());
+    const ActionRecord* train = train_action(r);
+    ASSERT_NE(train, nullptr);
+    EXPECT_EQ(train->status.code(), StatusCode::kUnavailable) << describe(train->status);
+    const std::string message(train->status.message());
+    EXPECT_NE(message.find("ps:1"), std::string::npos) << message;
+    EXPECT_NE(message.find("within 2 s"), std::string::npos) << message;
+    EXPECT_EQ(r.stats.ps_recoveries, 0u);
+  }
+}
+
+TEST(PsFailureSimTest, BadPolicyFieldsAreRefusedNamingTheField) {
+  const std::string base = R"(cluster { workers: 2 ps: 1 }
+model { variable { name: "w" shape: [4, 1] } }
+program { schedule { count: 2 } }
+)";
+  struct Case {
+    const char* coordinator;
+    const char* field;
+  } cases[] = {
+      {"coordinator { ps_failure: RESTORE ps_recovery_wait_s: 0 }", "coordinator.ps_recovery_wait_s"},
+      {"coordinator { ps_recovery_wait_s: 5 }", "coordinator.ps_recovery_wait_s"},
+      {"coordinator { ps_failure: REPAIR }", "ps_failure"},
+  };
+  for (const auto& c : cases) {
+    LoadedScenario loaded = parse_scenario(base + c.coordinator, "bad.textproto");
+    ASSERT_FALSE(loaded.ok()) << c.coordinator;
+    const std::string text = loaded.errors.front().to_string();
+    EXPECT_NE(text.find(c.field), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace twinps::sim
