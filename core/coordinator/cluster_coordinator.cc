@@ -894,37 +894,27 @@ Task<void> ClusterCoordinator::recover_parameter_servers() {
 }
 
 Task<Status> ClusterCoordinator::recover_once(const std::vector<int>& failed, Time detected) {
-  const bool rollback = options_.ps_failure == PsFailurePolicy::kRollback;
   PsRecoveryRecord record;
   record.policy = options_.ps_failure;
   record.failed = failed;
   record.detected = detected;
+  const Time start = runtime_.executor.now();
+  // The steps return a plain status; recording it is a function of its own,
+  // not a capturing lambda called inside each co_return expression.
+  Status status = co_await reload_parameter_servers(failed, detected, record);
+  record_ps_recovery(record, status, start);
+  co_return status;
+}
+
+Task<Status> ClusterCoordinator::reload_parameter_servers(const std::vector<int>& failed, Time detected,
+                                                          PsRecoveryRecord& record) {
+  const bool rollback = options_.ps_failure == PsFailurePolicy::kRollback;
+  record.reloaded.clear();
   if (rollback) {
     for (int p = 0; p < shape_.ps; ++p) record.reloaded.push_back(p);
   } else {
     record.reloaded = failed;
   }
-  const Time start = runtime_.executor.now();
-  auto finish = [&](Status status) {
-    record.finished = runtime_.executor.now();
-    record.status = status;
-    if (status.ok()) {
-      if (!record.reloaded.empty()) ++stats_.ps_recoveries;
-      stats_.ps_reloaded += record.reloaded.size();
-      // Health checks sent before now saw the ps as it was (P12).
-      for (int p : failed) ps_recovered_at_[static_cast<std::size_t>(p)] = record.finished;
-      for (int p : record.reloaded) ps_recovered_at_[static_cast<std::size_t>(p)] = record.finished;
-    }
-    std::string names;
-    for (int p : failed) names += (names.empty() ? "" : ",") + std::to_string(p);
-    runtime_.trace.span(runtime_.self, "coordinator", rollback ? "ps rollback" : "ps restore", start,
-                        record.finished - start,
-                        {TraceArg{"ps", static_cast<double>(failed.front())},
-                         TraceArg{"reloaded", static_cast<double>(record.reloaded.size())},
-                         TraceArg{"code", static_cast<double>(status.code())}});
-    ps_recoveries_.push_back(record);
-    return status;
-  };
 
   // 1. End the closures in flight (P11): their calls are cancelled, every
   // ps is fenced at a new generation so that a push still on its way is
@@ -944,8 +934,11 @@ Task<Status> ClusterCoordinator::recover_once(const std::vector<int>& failed, Ti
   std::vector<int> lost;
   std::map<int, Incarnation> came_back;
   for (int p : failed) {
-    auto back = co_await wait_for_parameter_server(p, deadline);
-    if (!back.ok()) co_return finish(back.status());
+    StatusOr<Incarnation> back = co_await wait_for_parameter_server(p, deadline);
+    if (!back.ok()) {
+      Status never_came_back = back.status();
+      co_return never_came_back;
+    }
     came_back[p] = *back;
     if (*back != ps_incarnations_[static_cast<std::size_t>(p)]) lost.push_back(p);
   }
@@ -955,41 +948,69 @@ Task<Status> ClusterCoordinator::recover_once(const std::vector<int>& failed, Ti
     // can does not make them retry forever.
     record.reloaded.clear();
     record.source = "nothing (every failed ps answered as the same process)";
+    Status too_many = absl::OkStatus();
     const int k = options_.transient_ps_failures;
     for (int p : failed)
-      if (++ps_failure_counts_[p] >= std::max(k, 1))
-        co_return finish(with_failed_task(
+      if (too_many.ok() && ++ps_failure_counts_[p] >= std::max(k, 1))
+        too_many = with_failed_task(
             absl::UnavailableError("ps:" + std::to_string(p) + " failed calls " + std::to_string(ps_failure_counts_[p]) +
                                    " times while it kept answering as the same process (the limit is "
                                    "transient_ps_failures)"),
-            TaskId::ps(p)));
-    co_return finish(absl::OkStatus());
+            TaskId::ps(p));
+    co_return too_many;
   }
   if (!rollback) record.reloaded = lost;
 
   // 3. The state to reload (P13), cut per ps; 4. reloaded: the ps that lost
   // their state (restore) or every ps (rollback), replacing what they hold.
-  StatusOr<RecoveryState> state =
-      recovery_source_          ? recovery_source_()
-      : !initial_state_.empty() ? StatusOr<RecoveryState>(RecoveryState{initial_state_, "the initial values"})
-                                : StatusOr<RecoveryState>(absl::FailedPreconditionError(
-                                      "no state to reload from: the program that gave one (the trainer) has ended"));
-  if (!state.ok())
-    co_return finish(Status(state.status().code(), "reading the state to reload ps:" + std::to_string(failed.front()) +
-                                                        " from: " + describe(state.status())));
+  StatusOr<RecoveryState> state = recovery_state();
+  if (!state.ok()) {
+    Status unreadable(state.status().code(), "reading the state to reload ps:" + std::to_string(failed.front()) +
+                                                 " from: " + describe(state.status()));
+    co_return unreadable;
+  }
   record.source = state->source;
-  auto per_ps = create_requests(state->shards);
-  if (!per_ps.ok()) co_return finish(per_ps.status());
-  Status reloaded = co_await send_create_requests(std::move(*per_ps), record.reloaded,
-                                                  add_saturating(runtime_.executor.now(), options_.rpc_timeout));
-  if (!reloaded.ok())
-    co_return finish(with_failed_task(Status(reloaded.code(), std::string(rollback ? "rolling back" : "restoring") +
-                                                                  " after the failure of ps:" +
-                                                                  std::to_string(failed.front()) + ": " +
-                                                                  describe(reloaded)),
-                                      TaskId::ps(failed.front())));
+  StatusOr<std::vector<CreateShardsRequest>> per_ps = create_requests(state->shards);
+  if (!per_ps.ok()) {
+    Status bad_state = per_ps.status();
+    co_return bad_state;
+  }
+  const Time reload_deadline = add_saturating(runtime_.executor.now(), options_.rpc_timeout);
+  Status reloaded = co_await send_create_requests(std::move(*per_ps), record.reloaded, reload_deadline);
+  if (!reloaded.ok()) {
+    Status not_reloaded = with_failed_task(
+        Status(reloaded.code(), std::string(rollback ? "rolling back" : "restoring") + " after the failure of ps:" +
+                                    std::to_string(failed.front()) + ": " + describe(reloaded)),
+        TaskId::ps(failed.front()));
+    co_return not_reloaded;
+  }
   for (const auto& [p, incarnation] : came_back) ps_incarnations_[static_cast<std::size_t>(p)] = incarnation;
-  co_return finish(absl::OkStatus());
+  co_return absl::OkStatus();
+}
+
+StatusOr<RecoveryState> ClusterCoordinator::recovery_state() const {
+  if (recovery_source_) return recovery_source_();
+  if (!initial_state_.empty()) return RecoveryState{initial_state_, "the initial values"};
+  return absl::FailedPreconditionError("no state to reload from: the program that gave one (the trainer) has ended");
+}
+
+void ClusterCoordinator::record_ps_recovery(PsRecoveryRecord record, const Status& status, Time start) {
+  record.finished = runtime_.executor.now();
+  record.status = status;
+  if (status.ok()) {
+    if (!record.reloaded.empty()) ++stats_.ps_recoveries;
+    stats_.ps_reloaded += record.reloaded.size();
+    // Health checks sent before now saw the ps as it was (P12).
+    for (int p : record.failed) ps_recovered_at_[static_cast<std::size_t>(p)] = record.finished;
+    for (int p : record.reloaded) ps_recovered_at_[static_cast<std::size_t>(p)] = record.finished;
+  }
+  const bool rollback = record.policy == PsFailurePolicy::kRollback;
+  runtime_.trace.span(runtime_.self, "coordinator", rollback ? "ps rollback" : "ps restore", start,
+                      record.finished - start,
+                      {TraceArg{"ps", static_cast<double>(record.failed.front())},
+                       TraceArg{"reloaded", static_cast<double>(record.reloaded.size())},
+                       TraceArg{"code", static_cast<double>(status.code())}});
+  ps_recoveries_.push_back(std::move(record));
 }
 
 Task<StatusOr<Incarnation>> ClusterCoordinator::wait_for_parameter_server(int index, Time deadline) {

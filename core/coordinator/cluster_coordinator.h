@@ -298,7 +298,15 @@ class ClusterCoordinator {
   // unless that ps is already being recovered.
   void request_ps_recovery(int ps);
   Task<void> recover_parameter_servers();
+  // One recovery of the `failed` ps, recorded in ps_recoveries_ and the trace.
   Task<Status> recover_once(const std::vector<int>& failed, Time detected);
+  // Its steps (P11-P13): end the closures in flight, wait for the failed ps,
+  // reload the ones that lost their state (every ps for rollback). Fills in
+  // what `record` says was reloaded and from where.
+  Task<Status> reload_parameter_servers(const std::vector<int>& failed, Time detected, PsRecoveryRecord& record);
+  // The state to reload from: the recovery source, else start()'s values (P13).
+  StatusOr<RecoveryState> recovery_state() const;
+  void record_ps_recovery(PsRecoveryRecord record, const Status& status, Time start);
   // Health checks `ps` until it answers (its incarnation) or `deadline` passes (P12).
   Task<StatusOr<Incarnation>> wait_for_parameter_server(int ps, Time deadline);
   Task<Status> setup_worker(WorkerHandle& w, Time deadline);

@@ -49,6 +49,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"hotspot.textproto", 0x687f2fcd09a1c8c5ull},
       {"one_host.textproto", 0xced2c4836a23b880ull},
       {"partition.textproto", 0x59e5fc45a57d808dull},
+      {"ps_failure_never_back.textproto", 0x8103882ab48242f5ull},
       {"ps_failure_restore.textproto", 0xe136d7453cf8915eull},
       {"ps_failure_rollback.textproto", 0x2263fcb15c7b46c7ull},
       {"ps_failure_raises_at_join.textproto", 0xa93b83ac1e6e5e73ull},

@@ -224,6 +224,28 @@ TEST(RealScenarioTest, ExactlyOnceVisitsUnderWorkerKills) {
   EXPECT_EQ(visits_checked, 3) << real.out;
 }
 
+// ps:1 killed for good under restore, then rollback: the recovery waits 3 s
+// for it and gives up; training ends with UNAVAILABLE naming ps:1 and the
+// wait, in both modes, and the summary's recovery row says so.
+TEST(RealScenarioTest, APsThatNeverComesBackEndsTheRunNamingIt) {
+  expect_both_modes_agree("ps_failure_never_back.textproto");
+  for (const std::string policy : {"restore", "rollback"}) {
+    SCOPED_TRACE(policy);
+    const SimRun real = run_sim({"--real", scenario("ps_failure_never_back.textproto"), "--ps-failure-policy", policy});
+    EXPECT_EQ(real.exit_code, 0) << real.out << real.err;
+    ASSERT_FALSE(real.marks.empty()) << real.out << real.err;
+    for (const auto& [what, mark] : real.marks) EXPECT_TRUE(mark == "ok" || mark == "n/a") << what << ": " << mark;
+    const std::string row = "ps " + policy + " ";
+    const auto at = real.out.find(row);
+    ASSERT_NE(at, std::string::npos) << real.out;
+    const std::string line = real.out.substr(at, real.out.find('\n', at) - at);
+    EXPECT_NE(line.find("ps:1 failed"), std::string::npos) << line;
+    EXPECT_NE(line.find("ps:1 failed and did not answer again on its address within 3 s (ps_failure " + policy),
+              std::string::npos)
+        << line;
+  }
+}
+
 // Every scenario that runs in both modes, with TWINPS_REAL_ALL=1 (about a
 // minute of real time).
 TEST(RealScenarioTest, EveryScenarioThatRunsInBothModes) {
