@@ -893,6 +893,30 @@ Task<void> ClusterCoordinator::recover_parameter_servers() {
   state_changed_.notify_all();
 }
 
+namespace {
+// The recoveries just before this one that found ps `p` answering as the same
+// process (nothing reloaded), read back from the records: how many in a row,
+// and when the first of them was seen. A reload of `p`, a failed recovery or
+// a gap longer than `wait` ends the run of them (P12).
+struct SameProcessRounds {
+  int count = 0;
+  Time since = 0;
+};
+SameProcessRounds same_process_rounds(const std::vector<PsRecoveryRecord>& records, int p, Time detected,
+                                      Duration wait) {
+  SameProcessRounds r{0, detected};
+  Time next = detected;
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    if (std::find(it->failed.begin(), it->failed.end(), p) == it->failed.end()) continue;
+    if (!it->status.ok() || !it->reloaded.empty() || next - it->finished > wait) break;
+    ++r.count;
+    r.since = it->detected;
+    next = it->detected;
+  }
+  return r;
+}
+}  // namespace
+
 Task<Status> ClusterCoordinator::recover_once(const std::vector<int>& failed, Time detected) {
   PsRecoveryRecord record;
   record.policy = options_.ps_failure;
@@ -943,21 +967,33 @@ Task<Status> ClusterCoordinator::reload_parameter_servers(const std::vector<int>
     if (*back != ps_incarnations_[static_cast<std::size_t>(p)]) lost.push_back(p);
   }
   if (lost.empty()) {
-    // Nothing to reload: the closures run again. Bounded as C17 bounds ps
-    // failures, so that a ps the workers cannot reach while the coordinator
-    // can does not make them retry forever.
+    // Nothing to reload: the closures run again. Such rounds for a ps are
+    // bounded in time, by the recovery wait from the first of them, so that a
+    // ps the workers cannot reach while the coordinator can does not make
+    // them retry forever; between rounds the coordinator backs off, giving
+    // workers time to reconnect to a ps that just restarted (on real
+    // processes a worker's first calls to it can still fail).
     record.reloaded.clear();
     record.source = "nothing (every failed ps answered as the same process)";
-    Status too_many = absl::OkStatus();
-    const int k = options_.transient_ps_failures;
-    for (int p : failed)
-      if (too_many.ok() && ++ps_failure_counts_[p] >= std::max(k, 1))
-        too_many = with_failed_task(
-            absl::UnavailableError("ps:" + std::to_string(p) + " failed calls " + std::to_string(ps_failure_counts_[p]) +
-                                   " times while it kept answering as the same process (the limit is "
-                                   "transient_ps_failures)"),
+    Status too_long = absl::OkStatus();
+    int rounds = 0;
+    for (int p : failed) {
+      const SameProcessRounds earlier = same_process_rounds(ps_recoveries_, p, detected, options_.ps_recovery_wait);
+      rounds = std::max(rounds, earlier.count + 1);
+      if (too_long.ok() && runtime_.executor.now() - earlier.since >= options_.ps_recovery_wait) {
+        char wait[32];
+        std::snprintf(wait, sizeof wait, "%.6g s", to_seconds(options_.ps_recovery_wait));
+        too_long = with_failed_task(
+            absl::UnavailableError("ps:" + std::to_string(p) + " kept failing calls for " + wait +
+                                   " (the ps recovery wait) while it answered the coordinator as the same process"),
             TaskId::ps(p));
-    co_return too_many;
+      }
+    }
+    if (!too_long.ok()) co_return too_long;
+    Duration backoff = options_.recovery_backoff_min;
+    for (int r = 1; r < rounds && backoff < options_.recovery_backoff_max; ++r) backoff *= 2;
+    co_await sleep_for(runtime_.executor, std::min(backoff, options_.recovery_backoff_max));
+    co_return absl::OkStatus();
   }
   if (!rollback) record.reloaded = lost;
 
