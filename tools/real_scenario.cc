@@ -172,7 +172,7 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
 
   // The program, from now.
   std::vector<scenario::Action> actions(s.program().begin(), s.program().end());
-  if (actions.empty() && trainer) actions.emplace_back().mutable_train();  // as the simulator: one `train {}`
+  if (actions.empty() && training) actions.emplace_back().mutable_train();  // as the simulator: one `train {}`
   const Time origin = ex.now();
   // The faults, on wall-clock time. Setting up a real cluster takes real
   // time (1.3 s under ThreadSanitizer, 6 s under it on a loaded machine,
