@@ -1069,7 +1069,9 @@ Task<StatusOr<Incarnation>> ClusterCoordinator::wait_for_parameter_server(int in
   co_return with_failed_task(
       absl::UnavailableError(ps.short_name() + " failed and did not answer again on its address within " + wait +
                              " (ps_failure " + ps_failure_policy_name(options_.ps_failure) +
-                             " waits that long, the ps recovery wait); last: " + describe(last)),
+                             " waits that long, the ps recovery wait); last: " +
+                             // Its code and message only: the error itself names the task once.
+                             absl::StatusCodeToString(last.code()) + ": " + std::string(last.message())),
       ps);
 }
 

@@ -113,6 +113,9 @@ TEST(PsFailureSimTest, APsThatNeverComesBackIsRaisedNamingItAndTheWait) {
         << message;
     const std::string policy_name = policy == scenario::RESTORE ? "restore" : "rollback";
     EXPECT_NE(message.find("ps_failure " + policy_name), std::string::npos) << message;
+    // The failed task is named once, by the error itself (not again by the last health check's).
+    const std::string described = describe(train->status);
+    EXPECT_EQ(described.find("[failed task"), described.rfind("[failed task")) << described;
     EXPECT_EQ(r.stats.ps_recoveries, 0u);
     EXPECT_EQ(r.stats.ps_reloaded, 0u);
     // The one recovery attempted is recorded as failed, and the summary says why.
