@@ -715,6 +715,7 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
     // Cut short by a ps recovery (cancelled, fenced, or it met the failed ps
     // or the restarted one before it was reloaded): it runs again (P11).
     put_back();
+    finish_sync_closure(w, sync_step);  // sync: the worker takes a closure of this step again
     co_return;
   }
   switch (c.kind) {
@@ -891,6 +892,7 @@ Task<void> ClusterCoordinator::recover_parameter_servers() {
   recovering_ = false;
   queue_.resume();
   state_changed_.notify_all();
+  sync_changed_.notify_all();
 }
 
 namespace {

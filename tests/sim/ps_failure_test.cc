@@ -92,6 +92,32 @@ TEST(PsFailureSimTest, TheSameFailureUnderRaiseFailsTheRun) {
   EXPECT_TRUE(recoveries(r).empty());
 }
 
+// Either recovery with synchronous or stale-synchronous training: the
+// closures a recovery cut short leave their step, their workers take a
+// closure of the same step again, and every step is applied. (A closure put
+// back by a recovery once kept its worker "joined" in the step, and sync
+// training waited forever for the step's other gradients.)
+TEST(PsFailureSimTest, EachRecoveryWorksWithSyncAndSspTraining) {
+  for (auto policy : {scenario::RESTORE, scenario::ROLLBACK}) {
+    for (auto mode : {scenario::SYNC, scenario::SSP}) {
+      SCOPED_TRACE(scenario::PsFailure_Name(policy) + " " + scenario::TrainingMode_Name(mode));
+      LoadedScenario loaded = load("ps_failure_restore.textproto");
+      ASSERT_TRUE(loaded.ok()) << loaded.errors.front().to_string();
+      auto* coordinator = loaded.scenario.mutable_coordinator();
+      coordinator->set_ps_failure(policy);
+      coordinator->set_mode(mode);
+      if (mode == scenario::SSP) coordinator->set_staleness_bound(2);
+      SimResult r = Simulation(loaded.scenario).run();
+      expect_passes(loaded.scenario, r);
+      EXPECT_EQ(r.starts.size(), 1u) << "no coordinator restart";
+      ASSERT_EQ(recoveries(r).size(), 1u);
+      if (mode == scenario::SYNC) {
+        EXPECT_GE(r.stats.sync_steps, 80u / 3) << "a step per 3 closures (3 workers)";
+      }
+    }
+  }
+}
+
 // P12: ps:1 is killed for good. Under either policy the recovery waits
 // ps_recovery_wait_s (3 s), gives up, and training ends with UNAVAILABLE
 // naming ps:1 and the wait; nothing is reloaded. (This path freed a Status
