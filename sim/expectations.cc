@@ -76,6 +76,7 @@ std::uint64_t counter_value(const CoordinatorStats& s, scenario::StatCheck::Coun
     case scenario::StatCheck::ERRORS_RAISED: return s.errors_raised;
     case scenario::StatCheck::SYNC_STEPS: return s.sync_steps;
     case scenario::StatCheck::DROPPED_GRADIENTS: return s.staleness.dropped;
+    case scenario::StatCheck::PS_RECOVERIES: return s.ps_recoveries;
   }
   return 0;
 }
@@ -180,6 +181,23 @@ std::vector<ExpectationResult> check_expectations(const scenario::Scenario& sc, 
       }
     }
     switch (x.kind_case()) {
+      case scenario::Expectation::kClosuresAccounted: {
+        e.what = "every closure accounted for (scheduled = completed + failed + cancelled, every value OK)";
+        const auto& s = r.stats;
+        int total = 0, not_ok = 0;
+        for (const auto& v : r.values) {
+          if (v.program_start != last_start) continue;
+          ++total;
+          if (v.status != RemoteValueStatus::kReady || !v.outcome.ok()) ++not_ok;
+        }
+        const bool adds_up = s.scheduled == s.completed + s.failed + s.cancelled;
+        e.passed = total > 0 && adds_up && not_ok == 0;
+        e.observed = std::to_string(s.scheduled) + " scheduled, " + std::to_string(s.completed) + " completed, " +
+                     std::to_string(s.failed) + " failed, " + std::to_string(s.cancelled) + " cancelled, " +
+                     std::to_string(s.retried) + " retried; " + std::to_string(total - not_ok) + " of " +
+                     std::to_string(total) + " values OK";
+        break;
+      }
       case scenario::Expectation::kAllClosuresResolved: {
         e.what = "every closure resolved";
         int total = 0, unresolved = 0;

@@ -8,9 +8,6 @@ std::vector<std::string> real_mode_obstacles(const scenario::Scenario& s) {
   std::vector<std::string> out;
   if (s.fidelity() != scenario::NUMERIC)
     out.push_back("fidelity: TIMING_ONLY parameter servers hold shapes only; real ones hold values");
-  if (s.has_tutorial())
-    out.push_back("tutorial: real mode runs synthetic models (`model`) and model specs (`model_spec`, with their "
-                  "data: `twinps sim --real --train-data ...`); the tutorial on real processes is `twinps train`");
   const int tasks = 1 + s.cluster().workers() + s.cluster().ps();
   if (tasks > kRealModeMaxTasks)
     out.push_back("cluster: " + std::to_string(tasks) + " tasks; real mode launches at most " +

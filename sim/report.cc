@@ -74,6 +74,27 @@ std::vector<std::pair<std::string, std::string>> training_rows(const SimResult& 
   return rows;
 }
 
+// restore/rollback (P10): each recovery in place, one row each.
+std::vector<std::pair<std::string, std::string>> ps_recovery_rows(const SimResult& r) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  auto row = [&](std::string k, std::string v) { rows.emplace_back(std::move(k), std::move(v)); };
+  for (const auto& start : r.starts)
+    for (const auto& rec : start.ps_recoveries) {
+      std::string failed, reloaded;
+      for (int p : rec.failed) failed += (failed.empty() ? "ps:" : ",ps:") + std::to_string(p);
+      for (int p : rec.reloaded) reloaded += (reloaded.empty() ? "ps:" : ",ps:") + std::to_string(p);
+      row(std::string("ps ") + (rec.policy == PsFailurePolicy::kRollback ? "rollback" : "restore"),
+          failed + " failed (seen at " + fmt("%.3f s", to_seconds(rec.detected)) + "); " +
+              (!rec.status.ok()       ? "failed: " + describe(rec.status)
+               : rec.reloaded.empty() ? "it answered as the same process: nothing reloaded, closures run again" +
+                                            fmt(" at %.3f s", to_seconds(rec.finished))
+                                      : reloaded + " reloaded from " + rec.source +
+                                            fmt(" at %.3f s", to_seconds(rec.finished))));
+    }
+  if (r.steps_made_up > 0) row("steps made up", std::to_string(r.steps_made_up) + " (lost to ps recoveries, P14)");
+  return rows;
+}
+
 std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r) {
   std::vector<std::pair<std::string, std::string>> rows;
   auto row = [&](std::string k, std::string v) { rows.emplace_back(std::move(k), std::move(v)); };
@@ -94,6 +115,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r
                                           std::to_string(r.stats.worker_recoveries));
   row("errors raised", std::to_string(r.stats.errors_raised));
   if (r.starts.size() > 1) row("coordinator starts", std::to_string(r.starts.size()));
+  for (auto& kv : ps_recovery_rows(r)) rows.push_back(std::move(kv));
   for (auto& kv : training_rows(r)) rows.push_back(std::move(kv));
   if (r.final_iterations) row("iterations", std::to_string(*r.final_iterations));
   if (r.parameter_hash) {

@@ -24,6 +24,9 @@ StepSummary summarize_steps(const SimResult& r);
 double quantile_s(std::vector<Duration> d, double q);
 
 std::vector<std::pair<std::string, std::string>> summary_rows(const SimResult& r);
+// The rows of summary_rows() about ps recoveries in place (restore/rollback,
+// docs/semantics.md P10-P14); `twinps sim --real` prints them too.
+std::vector<std::pair<std::string, std::string>> ps_recovery_rows(const SimResult& r);
 
 // The rows of a summary about training, for simulated and real runs alike:
 // the last epoch's accuracy and the evaluation (a trainer's run), the

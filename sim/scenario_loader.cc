@@ -448,6 +448,9 @@ void Validator::coordinator() {
   else if (c.has_backup_workers() && c.mode() != scenario::SYNC) error(p(c, "backup_workers"), "is for mode SYNC only");
   else if (c.backup_workers() >= s_.cluster().workers())
     error(p(c, "backup_workers"), "must be fewer than the workers (" + std::to_string(s_.cluster().workers()) + ")");
+  positive(p(c, "ps_recovery_wait_s"), c.ps_recovery_wait_s(), "ps_recovery_wait_s");
+  if (c.has_ps_recovery_wait_s() && c.ps_failure() == scenario::RAISE)
+    error(p(c, "ps_recovery_wait_s"), "is for ps_failure RESTORE or ROLLBACK only");
 }
 
 void Validator::program() {
@@ -599,6 +602,7 @@ void Validator::expectations() {
     const Path p = root_(s_, "expect", i);
     switch (e.kind_case()) {
       case scenario::Expectation::kAllClosuresResolved:
+      case scenario::Expectation::kClosuresAccounted:
       case scenario::Expectation::kInvariants: break;
       case scenario::Expectation::kStat: bounds_ok(p(e, "stat"), e.stat()); break;
       case scenario::Expectation::kRaised:

@@ -52,6 +52,10 @@ CoordinatorOptions coordinator_options(const scenario::Coordinator& co) {
                                          : TrainingMode::kAsync;
   o.staleness_bound = co.staleness_bound();
   o.backup_workers = co.backup_workers();
+  o.ps_failure = co.ps_failure() == scenario::RESTORE    ? PsFailurePolicy::kRestore
+                 : co.ps_failure() == scenario::ROLLBACK ? PsFailurePolicy::kRollback
+                                                         : PsFailurePolicy::kRaise;
+  o.ps_recovery_wait = from_seconds(co.ps_recovery_wait_s());
   return o;
 }
 
@@ -126,6 +130,7 @@ Task<Status> ScenarioProgram::train(ClusterCoordinator& c, Executor& ex, TaskSco
 Task<Status> ScenarioProgram::run_trainer(ClusterCoordinator& c, std::unique_ptr<training::Trainer> trainer) {
   auto trained = co_await trainer->run(c);
   if (trained.ok() && trained->eval) result_.eval = trained->eval;
+  if (trained.ok()) result_.steps_made_up += trained->steps_made_up;
   co_return trained.status();
 }
 

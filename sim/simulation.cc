@@ -20,6 +20,7 @@
 #include "sim/fluid.h"
 #include "sim/hosts.h"
 #include "sim/scenario_program.h"
+#include "sim/trainer_action.h"
 #include "sim/task_names.h"
 #include "sim/workload.h"
 
@@ -69,6 +70,8 @@ void add_stats(CoordinatorStats& total, const CoordinatorStats& s) {
   total.worker_recoveries += s.worker_recoveries;
   total.resources_built += s.resources_built;
   total.ps_failures_retried += s.ps_failures_retried;
+  total.ps_recoveries += s.ps_recoveries;
+  total.ps_reloaded += s.ps_reloaded;
   total.timeouts_retried += s.timeouts_retried;
   total.errors_raised += s.errors_raised;
   total.staleness.merge(s.staleness);
@@ -605,6 +608,7 @@ void Simulation::Impl::snapshot_coordinator() {
   auto& s = result.starts.back();
   s.stats = cluster->coordinator().stats();
   s.dispatch_log = cluster->coordinator().dispatch_log();
+  s.ps_recoveries = cluster->coordinator().ps_recoveries();
 }
 
 std::vector<PsReport> Simulation::Impl::ps_counters() const {
@@ -630,23 +634,12 @@ std::vector<Duration> Simulation::Impl::task_cpu() const {
 // its generated records by the trainer. Data and initial values are drawn
 // from the run's seed.
 Status Simulation::Impl::set_up_tutorial(const ClusterShape& shape) {
-  const auto& t = sc.tutorial();
-  model::LoadedSpec loaded = model::parse_model_spec(tutorial::spec_text(), tutorial::kSpecFileName);
-  if (!loaded.ok()) return absl::InternalError(loaded.error_text());
-  model::spec::ModelSpec spec = std::move(loaded.spec);
-  spec.set_batch_size(t.batch_size());
-  for (auto& g : *spec.mutable_optimizer()) g.mutable_learning_rate()->set_constant(t.learning_rate());
-  spec.mutable_partitioner()->set_fixed_shards(t.has_num_shards() ? t.num_shards() : shape.ps);
-  spec.set_init_seed(seed + 1);
-  auto compiled = model::CompiledModel::compile(spec);
-  if (!compiled.ok()) return compiled.status();
-  spec_model = *compiled;
-  train_data = training::tutorial_data(seed, 200, 200);
-  eval_data = training::tutorial_data(seed + 1, 16, 0);
-  trainer_options.epochs = t.epochs();
-  trainer_options.steps_per_epoch = t.steps_per_epoch();
-  trainer_options.eval_every_epochs = 0;
-  trainer_options.eval_steps = 2;
+  auto setup = tutorial_setup(sc.tutorial(), shape.ps, seed);
+  if (!setup.ok()) return setup.status();
+  spec_model = setup->model;
+  train_data = std::move(setup->train);
+  eval_data = std::move(setup->eval);
+  trainer_options = std::move(setup->options);
   return find_iterations_shard(shape);
 }
 
@@ -679,14 +672,8 @@ Status Simulation::Impl::set_up_spec(const ClusterShape& shape) {
 // the crash.
 Task<Status> Simulation::Impl::run_trainer(ClusterCoordinator& c, int start, const std::string& label) {
   training::TrainerOptions o = trainer_options;
-  std::unique_ptr<CheckpointManager> manager;
-  const bool save = sc.has_tutorial() ? sc.tutorial().checkpoint_every_epoch()
-                                      : sc.has_checkpoints() && sc.checkpoints().every_epoch();
-  if (save) {
-    manager = std::make_unique<CheckpointManager>(
-        checkpoints, sc.has_tutorial() ? sc.tutorial().max_to_keep() : sc.checkpoints().max_to_keep());
-    o.checkpoints = manager.get();
-  }
+  std::unique_ptr<CheckpointManager> manager = scenario_checkpoints(sc, checkpoints);
+  o.checkpoints = manager.get();
   // Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice.
   ScenarioProgram::TrainerSetup setup{spec_model, &registry, *train_data, eval_data, std::move(o)};
   Task<Status> training = program->train(c, cluster->coordinator_executor(), *program_scope, start, label,

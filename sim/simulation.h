@@ -78,6 +78,7 @@ struct ProgramStart {
   Status start_status;  // ClusterCoordinator::start()
   CoordinatorStats stats;
   std::vector<DispatchRecord> dispatch_log;
+  std::vector<PsRecoveryRecord> ps_recoveries;  // restore/rollback in place (P10)
 };
 
 // A parameter server's counters (service, host link out and in).
@@ -160,6 +161,7 @@ struct SimResult {
   std::vector<training::EpochResult> epochs;  // trained by `train` actions
   std::optional<model::MetricValues> eval;    // the last `train` action's evaluation after training
   std::optional<std::int64_t> final_iterations;  // read from the stores at the end
+  std::int64_t steps_made_up = 0;  // trainer steps trained again after ps recoveries (P14)
   // NUMERIC: training::parameter_hash() of the trainable shards the live
   // parameter servers hold at the end.
   std::optional<std::uint64_t> parameter_hash;

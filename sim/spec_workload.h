@@ -41,6 +41,10 @@ struct SpecWorkload {
   TrainingMode mode = TrainingMode::kAsync;
   std::int64_t staleness_bound = 0;
   std::int64_t backup_workers = 0;  // mode sync
+  // The spec's training.ps_failure (with --ps-failure-policy) and
+  // ps_recovery_wait_s: used when the scenario's coordinator sets no policy.
+  PsFailurePolicy ps_failure = PsFailurePolicy::kRaise;
+  Duration ps_recovery_wait = 60 * kSecond;
 };
 
 // The synthetic model that times `model`'s train step. Metric accumulators

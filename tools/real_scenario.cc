@@ -9,6 +9,8 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "core/checkpoint/checkpoint_manager.h"
+#include "core/checkpoint/storage.h"
 #include "core/coordinator/cluster_coordinator.h"
 #include "core/data/dataset.h"
 #include "core/faults/fault_schedule.h"
@@ -19,6 +21,7 @@
 #include "sim/cluster_faults.h"
 #include "sim/real_mode.h"
 #include "sim/scenario_program.h"
+#include "sim/trainer_action.h"
 #include "sim/workload.h"
 #include "tools/data_plane_flag.h"
 #include "tools/process_cluster.h"
@@ -123,7 +126,23 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
 
   FunctionRegistry registry;  // the coordinator schedules the step functions by name
   SyntheticSetUp synthetic;
-  if (s.has_model_spec()) {
+  // What a `train` action trains: a model spec (its data from the caller) or
+  // the tutorial, as the simulator sets it up (sim/trainer_action.h), saving
+  // the scenario's checkpoints in this process's storage, which outlives the
+  // ps recoveries (restore/rollback) as the simulator's does.
+  std::optional<sim::ScenarioProgram::TrainerSetup> training;
+  InMemoryStorage checkpoints;
+  std::unique_ptr<CheckpointManager> manager = sim::scenario_checkpoints(s, checkpoints);
+  if (spec) {
+    training = sim::ScenarioProgram::TrainerSetup{spec->model, &registry, spec->train, spec->eval, spec->options};
+  } else if (s.has_tutorial()) {
+    auto tutorial = sim::tutorial_setup(s.tutorial(), result.shape.ps, s.seed());
+    if (!tutorial.ok()) return tutorial.status();
+    training = std::move(*tutorial);
+    training->registry = &registry;
+  }
+  if (training) {
+    if (manager) training->options.checkpoints = manager.get();
     training::register_training_functions(registry);
   } else {
     auto set_up = set_up_synthetic(s, result.shape, registry, work_dir);
@@ -153,6 +172,7 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
 
   // The program, from now.
   std::vector<scenario::Action> actions(s.program().begin(), s.program().end());
+  if (actions.empty() && training) actions.emplace_back().mutable_train();  // as the simulator: one `train {}`
   const Time origin = ex.now();
   // The faults, on wall-clock time. Setting up a real cluster takes real
   // time (1.3 s under ThreadSanitizer, 6 s under it on a loaded machine,
@@ -208,14 +228,13 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
       schedule(fault, late);
     }
   };
-  // A model spec's `train` actions: the trainer, as the simulator runs it.
-  // The program's closures' watchers run in `scope`.
+  // A `train` action: the trainer, as the simulator runs it. The program's
+  // closures' watchers run in `scope`.
   TaskScope scope(ex);
   std::unique_ptr<sim::ScenarioProgram> program;
-  if (spec)
+  if (training)
     hooks.train = [&](ClusterCoordinator& c, int start, const std::string& label) {
-      return program->train(c, ex, scope, start, label,
-                            {spec->model, &registry, spec->train, spec->eval, spec->options});
+      return program->train(c, ex, scope, start, label, *training);
     };
   program = std::make_unique<sim::ScenarioProgram>(std::move(actions), synthetic.workload.get(),
                                                    &synthetic.variables, result, std::move(hooks));
@@ -236,6 +255,11 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   auto& st = result.starts.back();
   st.stats = coordinator.stats();
   st.dispatch_log = coordinator.dispatch_log();
+  st.ps_recoveries = coordinator.ps_recoveries();
+  for (auto& rec : st.ps_recoveries) {  // times from the program's start, as the simulator's
+    rec.detected -= origin;
+    rec.finished -= origin;
+  }
   result.stats = st.stats;
   if (result.finished) {
     if (auto it = block_on(ex, sim::read_iterations(coordinator), ex.now() + 30 * kSecond)) result.final_iterations = *it;

@@ -143,7 +143,11 @@ void ModelFlags::add_training_options(po::options_description& opts) {
       ("staleness-bound", po::value<std::int64_t>(), "--mode ssp: closures a worker may run ahead of the slowest (>= 0)")
       ("backup-workers", po::value<std::int64_t>(),
        "--mode sync: a step is applied once workers - B of its closures completed; the late ones' gradients are "
-       "dropped (0 <= B < workers)");
+       "dropped (0 <= B < workers)")
+      ("ps-failure-policy", po::value<std::string>(),
+       "what a ps failure does: raise (the run fails, as TensorFlow's), restore (wait for the ps to come back and "
+       "reload only its shards from the newest checkpoint) or rollback (every ps back to the newest checkpoint); "
+       "overrides the spec's training.ps_failure");
 }
 
 void ModelFlags::add_data_options(po::options_description& opts, bool with_train) {
@@ -249,6 +253,14 @@ StatusOr<ModelRun> load_model_run(const ModelFlags& f, const po::variables_map& 
     if (backup && *backup < 0) return bad_flag("--backup-workers must not be negative");
     if (backup && run.mode != TrainingMode::kSync) return bad_flag("--backup-workers is for --mode sync only");
     run.backup_workers = run.mode == TrainingMode::kSync ? backup.value_or(t.backup_workers()) : 0;
+  }
+  {
+    // Already checked in the spec (training.ps_failure); the flag overrides it.
+    const std::string policy = flag<std::string>(vm, "ps-failure-policy").value_or(t.ps_failure());
+    const auto parsed = parse_ps_failure_policy(policy);
+    if (!parsed) return bad_flag("--ps-failure-policy must be raise, restore or rollback, not '" + policy + "'");
+    run.ps_failure = *parsed;
+    run.ps_recovery_wait = from_seconds(t.ps_recovery_wait_s());
   }
 
   // Data: the tutorial's generated records by default for the built-in tutorial.

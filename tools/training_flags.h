@@ -36,7 +36,7 @@ struct ModelFlags {
   // --model and the spec overrides (--batch-size, --learning-rate, --shards, --init-seed).
   void add_model_options(po::options_description& opts);
   // --epochs, --steps-per-epoch, --steps-per-execution, --eval-every, --eval-steps, --eval-mode,
-  // --mode, --staleness-bound, --backup-workers.
+  // --mode, --staleness-bound, --backup-workers, --ps-failure-policy.
   void add_training_options(po::options_description& opts);
   // --train-data, --eval-data and how to read them.
   void add_data_options(po::options_description& opts, bool with_train = true);
@@ -57,6 +57,10 @@ struct ModelRun {
   std::int64_t staleness_bound = 0;
   // The spec's training.backup_workers, then --backup-workers (mode sync).
   std::int64_t backup_workers = 0;
+  // The spec's training.ps_failure, then --ps-failure-policy; and its
+  // training.ps_recovery_wait_s.
+  PsFailurePolicy ps_failure = PsFailurePolicy::kRaise;
+  Duration ps_recovery_wait = 60 * kSecond;
   // Where the evaluation data is, for checkpoints (a side-car evaluator reads it).
   std::map<std::string, std::string> checkpoint_metadata;
 };

@@ -72,6 +72,7 @@ void ClosureQueue::clear_tagged(int worker) {
 // handed their work in worker order, so wake-ups (and so traces) come in the
 // order one walk over every idle worker gave.
 void ClosureQueue::dispatch() {
+  if (paused_) return;
   std::vector<int> chosen;
   for (int w : with_tagged_)
     if (idle_.count(w)) chosen.push_back(w);
@@ -129,6 +130,12 @@ void ClosureQueue::put_back(std::shared_ptr<Closure> closure) {
   }
   finish_in_flight();
   dispatch();
+}
+
+void ClosureQueue::resume() {
+  paused_ = false;
+  dispatch();
+  changed_.notify_all();
 }
 
 void ClosureQueue::mark_cancelled_in_flight() { finish_in_flight(); }

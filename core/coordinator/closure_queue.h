@@ -68,6 +68,10 @@ class ClosureQueue {
   void report_error(Status error);
   // A taken closure ended because its generation was cancelled (E6): it keeps its own result.
   void mark_cancelled_in_flight();
+  // No work is handed out while paused (a ps being restored or rolled back,
+  // P11); what is queued or put back waits, and resume() hands it out.
+  void pause() { paused_ = true; }
+  void resume();
   // Every idle worker, and every later next_work, gets the stop order.
   void stop();
 
@@ -88,6 +92,7 @@ class ClosureQueue {
   int in_flight_ = 0;
   std::optional<Status> error_;
   bool stopped_ = false;
+  bool paused_ = false;
   Notifier changed_;
 };
 

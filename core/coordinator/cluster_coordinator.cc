@@ -36,6 +36,7 @@ ClusterCoordinator::ClusterCoordinator(Runtime& runtime, ClusterShape shape, con
     w.dispatch_started = std::make_unique<Notifier>(runtime.executor);
   }
   stats_.closures_per_worker.assign(static_cast<std::size_t>(shape.workers), 0);
+  ps_incarnations_.assign(static_cast<std::size_t>(shape.ps), 0);
 }
 
 ClusterCoordinator::~ClusterCoordinator() { stop(); }
@@ -94,6 +95,9 @@ Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, Op
                                        std::vector<ShardState> initial) {
   if (started_) co_return absl::FailedPreconditionError("the coordinator has already started");
   TWINPS_CO_RETURN_IF_ERROR(check_training_mode(options_, shape_.workers));
+  if (options_.ps_failure != PsFailurePolicy::kRaise && options_.ps_recovery_wait <= 0)
+    co_return absl::InvalidArgumentError(std::string("ps_failure ") + ps_failure_policy_name(options_.ps_failure) +
+                                         " needs a positive ps recovery wait");
   variables_ = VariableDirectory(std::move(variables));
   optimizer_ = optimizer;
   const Time started_at = runtime_.executor.now();
@@ -103,6 +107,10 @@ Task<Status> ClusterCoordinator::start(std::vector<VariableLayout> variables, Op
   const Time deadline = add_saturating(started_at, options_.connect_timeout);
   TWINPS_CO_RETURN_IF_ERROR(co_await wait_for_cluster(deadline));
   TWINPS_CO_RETURN_IF_ERROR(co_await create_variables(initial, deadline));
+  if (options_.ps_failure != PsFailurePolicy::kRaise) {
+    ps_recovered_at_.assign(static_cast<std::size_t>(shape_.ps), 0);
+    if (!recovery_source_) initial_state_ = initial;  // P13: reloaded from these without a source
+  }
   // Every worker is set up at once, each retrying on its own.
   std::vector<Future<Status>> setups;
   for (auto& w : workers_) {
@@ -151,6 +159,7 @@ Task<Status> ClusterCoordinator::wait_for_cluster(Time deadline) {
       auto r = response_as<HealthResponse>(co_await answers[i]);
       if (r.ok()) {
         if (pending[i].job == Job::kWorker) workers_[static_cast<std::size_t>(pending[i].index)].incarnation = r->incarnation;
+        if (pending[i].job == Job::kPs) ps_incarnations_[static_cast<std::size_t>(pending[i].index)] = r->incarnation;
       } else {
         last_error[pending[i]] = r.status();
         still.push_back(pending[i]);
@@ -185,9 +194,10 @@ bool may_pass(const Status& s) {
 }
 }  // namespace
 
-Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>& initial, Time deadline) {
+StatusOr<std::vector<CreateShardsRequest>> ClusterCoordinator::create_requests(
+    const std::vector<ShardState>& state) const {
   std::map<ShardId, const ShardState*> by_id;
-  for (const auto& s : initial) by_id[s.spec.id] = &s;
+  for (const auto& s : state) by_id[s.spec.id] = &s;
   std::vector<CreateShardsRequest> per_ps(static_cast<std::size_t>(shape_.ps));
   for (auto& req : per_ps) {
     req.fence = Fence{runtime_.incarnation, generation_};
@@ -198,20 +208,31 @@ Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>&
     for (const auto& shard : v.shards) {
       auto it = by_id.find(shard.id);
       if (it == by_id.end())
-        co_return absl::InvalidArgumentError("no initial value for shard " + std::to_string(shard.id) + " of \"" +
-                                             v.name + "\"");
+        return absl::InvalidArgumentError("no initial value for shard " + std::to_string(shard.id) + " of \"" +
+                                          v.name + "\"");
       if (shard.ps < 0 || shard.ps >= shape_.ps)
-        co_return absl::InvalidArgumentError("\"" + v.name + "\" is placed on ps:" + std::to_string(shard.ps) +
-                                             " but the cluster has " + std::to_string(shape_.ps) + " ps");
-      ShardState& state = per_ps[static_cast<std::size_t>(shard.ps)].shards.emplace_back(*it->second);
+        return absl::InvalidArgumentError("\"" + v.name + "\" is placed on ps:" + std::to_string(shard.ps) +
+                                          " but the cluster has " + std::to_string(shape_.ps) + " ps");
+      ShardState& s = per_ps[static_cast<std::size_t>(shard.ps)].shards.emplace_back(*it->second);
       // The layout says how a variable is updated, whatever the state came from.
-      state.spec.optimizer = v.optimizer;
+      s.spec.optimizer = v.optimizer;
     }
   }
-  // Each ps is asked until it answers or the formation deadline passes: one
-  // preempted while the cluster forms is waited for (spec W9).
-  std::vector<int> pending;
-  for (int p = 0; p < shape_.ps; ++p) pending.push_back(p);
+  return per_ps;
+}
+
+Task<Status> ClusterCoordinator::create_variables(const std::vector<ShardState>& initial, Time deadline) {
+  auto per_ps = create_requests(initial);
+  if (!per_ps.ok()) co_return per_ps.status();
+  std::vector<int> all;
+  for (int p = 0; p < shape_.ps; ++p) all.push_back(p);
+  co_return co_await send_create_requests(std::move(*per_ps), std::move(all), deadline);
+}
+
+Task<Status> ClusterCoordinator::send_create_requests(std::vector<CreateShardsRequest> per_ps,
+                                                      std::vector<int> pending, Time deadline) {
+  // Each ps is asked until it answers or the deadline passes: one preempted
+  // while the cluster forms is waited for (spec W9).
   Duration backoff = options_.recovery_backoff_min;
   for (;;) {
     std::vector<Future<StatusOr<Response>>> answers;
@@ -306,6 +327,12 @@ Task<Status> ClusterCoordinator::join() {
   const Time start = runtime_.executor.now();
   joining_ = true;
   co_await queue_.wait_until_idle_or_error();
+  // P11: a recovery in progress is part of the work: join returns after it
+  // (its closures are put back, so the queue is not idle until they ran).
+  while (recovering_ && !queue_.has_error()) {
+    co_await state_changed_.wait();
+    co_await queue_.wait_until_idle_or_error();
+  }
   joining_ = false;
   state_changed_.notify_all();
   Status result = absl::OkStatus();
@@ -318,7 +345,7 @@ Task<Status> ClusterCoordinator::join() {
 
 Task<StatusOr<bool>> ClusterCoordinator::done() {
   if (queue_.has_error()) co_return co_await raise_pending_error();
-  co_return queue_.idle();
+  co_return queue_.idle() && !recovering_;
 }
 
 Task<Status> ClusterCoordinator::raise_pending_error() {
@@ -554,6 +581,11 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
     if (queue_.has_error()) ++stats_.cancelled; else ++stats_.retried;
     queue_.put_back(closure);
   };
+  if (closure->generation != generation_ && generations_ended_by_recovery_.count(closure->generation)) {
+    // Its generation was ended by a ps recovery, not an error (P11): it runs
+    // now, in the generation the recovered parameter servers accept.
+    closure->generation = generation_;
+  }
   if (closure->generation != generation_) {
     // Taken just before its generation was cancelled: it must not run (E2).
     closure->output.set_error(absl::CancelledError(kCancelledClosureMessage));
@@ -679,6 +711,13 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
                    : classify_closure_failure(error, FailureFacts{w.task, watch->lost, generation_cancelled});
   runtime_.trace.instant(w.task, "coordinator", closure_failure_name(c.kind), runtime_.executor.now(),
                          {TraceArg{"closure", static_cast<double>(closure->id)}});
+  if (c.kind != ClosureFailure::kWorkerFailure && generations_ended_by_recovery_.count(closure->generation)) {
+    // Cut short by a ps recovery (cancelled, fenced, or it met the failed ps
+    // or the restarted one before it was reloaded): it runs again (P11).
+    put_back();
+    finish_sync_closure(w, sync_step);  // sync: the worker takes a closure of this step again
+    co_return;
+  }
   switch (c.kind) {
     case ClosureFailure::kWorkerFailure:
       mark_worker_dead(w, error);
@@ -689,6 +728,12 @@ Task<void> ClusterCoordinator::process_closure(WorkerHandle& w, std::shared_ptr<
         CoordinatorEvent e = event(CoordinatorEvent::Kind::kPsFailed, *c.task);
         e.cause = error;
         observe(e);
+      }
+      if (options_.ps_failure != PsFailurePolicy::kRaise) {
+        // P10: recovered in place; the closure runs again once it is.
+        request_ps_recovery(c.task->index);
+        put_back();
+        break;
       }
       const int k = options_.transient_ps_failures;
       if (k > 0 && ++ps_failure_counts_[c.task->index] < k) {
@@ -778,6 +823,7 @@ Task<void> ClusterCoordinator::monitor_parameter_server(int index) {
   while (!stopping_) {
     co_await sleep_for(runtime_.executor, options_.heartbeat_interval);
     if (stopping_) break;
+    const Time asked = runtime_.executor.now();
     CallOptions opts;
     opts.deadline = add_saturating(runtime_.executor.now(), options_.heartbeat_timeout);
     opts.cancel = stop;
@@ -789,8 +835,18 @@ Task<void> ClusterCoordinator::monitor_parameter_server(int index) {
       continue;
     }
     last = r.status();
+    if (options_.ps_failure != PsFailurePolicy::kRaise &&
+        (ps_being_recovered_.count(index) || asked < ps_recovered_at_[static_cast<std::size_t>(index)])) {
+      misses = 0;  // a check of the ps as it was before its recovery
+      continue;
+    }
     if (++misses < options_.heartbeat_misses) continue;
     misses = 0;
+    if (options_.ps_failure != PsFailurePolicy::kRaise) {
+      runtime_.trace.instant(ps, "coordinator", "ps_failed", runtime_.executor.now());
+      request_ps_recovery(index);  // P10
+      continue;
+    }
     char detail[160];
     std::snprintf(detail, sizeof detail,
                   " did not answer %d health checks in a row (one every %.3g s, each given %.3g s): it is hung or "
@@ -808,6 +864,217 @@ Task<void> ClusterCoordinator::monitor_parameter_server(int index) {
         with_failed_task(absl::UnavailableError(ps.short_name() + detail + "; last: " + describe(last)), ps));
     ps_lost_.cancel();
   }
+}
+
+// ---------------------------------------------------------------- ps recovery (P10-P15)
+
+void ClusterCoordinator::request_ps_recovery(int ps) {
+  if (stopping_ || ps_being_recovered_.count(ps)) return;
+  if (ps_to_recover_.empty()) recovery_detected_ = runtime_.executor.now();  // the first of the next batch
+  ps_to_recover_.insert(ps);
+  if (recovering_) return;  // the recovery in progress takes it next
+  recovering_ = true;
+  queue_.pause();  // P11: nothing new is dispatched until the ps is reloaded
+  scope_.spawn(recover_parameter_servers());
+}
+
+Task<void> ClusterCoordinator::recover_parameter_servers() {
+  while (!ps_to_recover_.empty() && !stopping_) {
+    std::vector<int> failed(ps_to_recover_.begin(), ps_to_recover_.end());
+    ps_to_recover_.clear();
+    ps_being_recovered_.insert(failed.begin(), failed.end());
+    const Time detected = recovery_detected_;
+    Status s = co_await recover_once(failed, detected);
+    // P12: a recovery that failed is raised like any ps failure.
+    if (!s.ok()) queue_.report_error(std::move(s));
+    ps_being_recovered_.clear();
+  }
+  recovering_ = false;
+  queue_.resume();
+  state_changed_.notify_all();
+  sync_changed_.notify_all();
+}
+
+namespace {
+// The recoveries just before this one that found ps `p` answering as the same
+// process (nothing reloaded), read back from the records: how many in a row,
+// and when the first of them was seen. A reload of `p`, a failed recovery or
+// a gap longer than `wait` ends the run of them (P12).
+struct SameProcessRounds {
+  int count = 0;
+  Time since = 0;
+};
+SameProcessRounds same_process_rounds(const std::vector<PsRecoveryRecord>& records, int p, Time detected,
+                                      Duration wait) {
+  SameProcessRounds r{0, detected};
+  Time next = detected;
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    if (std::find(it->failed.begin(), it->failed.end(), p) == it->failed.end()) continue;
+    if (!it->status.ok() || !it->reloaded.empty() || next - it->finished > wait) break;
+    ++r.count;
+    r.since = it->detected;
+    next = it->detected;
+  }
+  return r;
+}
+}  // namespace
+
+Task<Status> ClusterCoordinator::recover_once(const std::vector<int>& failed, Time detected) {
+  PsRecoveryRecord record;
+  record.policy = options_.ps_failure;
+  record.failed = failed;
+  record.detected = detected;
+  const Time start = runtime_.executor.now();
+  // The steps return a plain status; recording it is a function of its own,
+  // not a capturing lambda called inside each co_return expression.
+  Status status = co_await reload_parameter_servers(failed, detected, record);
+  record_ps_recovery(record, status, start);
+  co_return status;
+}
+
+Task<Status> ClusterCoordinator::reload_parameter_servers(const std::vector<int>& failed, Time detected,
+                                                          PsRecoveryRecord& record) {
+  const bool rollback = options_.ps_failure == PsFailurePolicy::kRollback;
+  record.reloaded.clear();
+  if (rollback) {
+    for (int p = 0; p < shape_.ps; ++p) record.reloaded.push_back(p);
+  } else {
+    record.reloaded = failed;
+  }
+
+  // 1. End the closures in flight (P11): their calls are cancelled, every
+  // ps is fenced at a new generation so that a push still on its way is
+  // refused, and they are put back to run again once the ps is reloaded.
+  const std::uint64_t ended = generation_;
+  generations_ended_by_recovery_.insert(ended);
+  generation_cancel_.cancel();
+  co_await fence_parameter_servers(ended + 1, failed.front());
+  co_await queue_.wait_until_nothing_in_flight();
+  generation_ = ended + 1;
+  generation_cancel_ = CancellationSource();
+
+  // 2. Every failed ps must answer again on its address (P12). One that
+  // answers as the process it was (a hung ps that resumed, a connection that
+  // broke) still holds its state; one that answers as a new process lost it.
+  const Time deadline = add_saturating(detected, options_.ps_recovery_wait);
+  std::vector<int> lost;
+  std::map<int, Incarnation> came_back;
+  for (int p : failed) {
+    StatusOr<Incarnation> back = co_await wait_for_parameter_server(p, deadline);
+    if (!back.ok()) {
+      Status never_came_back = back.status();
+      co_return never_came_back;
+    }
+    came_back[p] = *back;
+    if (*back != ps_incarnations_[static_cast<std::size_t>(p)]) lost.push_back(p);
+  }
+  if (lost.empty()) {
+    // Nothing to reload: the closures run again. Such rounds for a ps are
+    // bounded in time, by the recovery wait from the first of them, so that a
+    // ps the workers cannot reach while the coordinator can does not make
+    // them retry forever; between rounds the coordinator backs off, giving
+    // workers time to reconnect to a ps that just restarted (on real
+    // processes a worker's first calls to it can still fail).
+    record.reloaded.clear();
+    record.source = "nothing (every failed ps answered as the same process)";
+    Status too_long = absl::OkStatus();
+    int rounds = 0;
+    for (int p : failed) {
+      const SameProcessRounds earlier = same_process_rounds(ps_recoveries_, p, detected, options_.ps_recovery_wait);
+      rounds = std::max(rounds, earlier.count + 1);
+      if (too_long.ok() && runtime_.executor.now() - earlier.since >= options_.ps_recovery_wait) {
+        char wait[32];
+        std::snprintf(wait, sizeof wait, "%.6g s", to_seconds(options_.ps_recovery_wait));
+        too_long = with_failed_task(
+            absl::UnavailableError("ps:" + std::to_string(p) + " kept failing calls for " + wait +
+                                   " (the ps recovery wait) while it answered the coordinator as the same process"),
+            TaskId::ps(p));
+      }
+    }
+    if (!too_long.ok()) co_return too_long;
+    Duration backoff = options_.recovery_backoff_min;
+    for (int r = 1; r < rounds && backoff < options_.recovery_backoff_max; ++r) backoff *= 2;
+    co_await sleep_for(runtime_.executor, std::min(backoff, options_.recovery_backoff_max));
+    co_return absl::OkStatus();
+  }
+  if (!rollback) record.reloaded = lost;
+
+  // 3. The state to reload (P13), cut per ps; 4. reloaded: the ps that lost
+  // their state (restore) or every ps (rollback), replacing what they hold.
+  StatusOr<RecoveryState> state = recovery_state();
+  if (!state.ok()) {
+    Status unreadable(state.status().code(), "reading the state to reload ps:" + std::to_string(failed.front()) +
+                                                 " from: " + describe(state.status()));
+    co_return unreadable;
+  }
+  record.source = state->source;
+  StatusOr<std::vector<CreateShardsRequest>> per_ps = create_requests(state->shards);
+  if (!per_ps.ok()) {
+    Status bad_state = per_ps.status();
+    co_return bad_state;
+  }
+  const Time reload_deadline = add_saturating(runtime_.executor.now(), options_.rpc_timeout);
+  Status reloaded = co_await send_create_requests(std::move(*per_ps), record.reloaded, reload_deadline);
+  if (!reloaded.ok()) {
+    Status not_reloaded = with_failed_task(
+        Status(reloaded.code(), std::string(rollback ? "rolling back" : "restoring") + " after the failure of ps:" +
+                                    std::to_string(failed.front()) + ": " + describe(reloaded)),
+        TaskId::ps(failed.front()));
+    co_return not_reloaded;
+  }
+  for (const auto& [p, incarnation] : came_back) ps_incarnations_[static_cast<std::size_t>(p)] = incarnation;
+  co_return absl::OkStatus();
+}
+
+StatusOr<RecoveryState> ClusterCoordinator::recovery_state() const {
+  if (recovery_source_) return recovery_source_();
+  if (!initial_state_.empty()) return RecoveryState{initial_state_, "the initial values"};
+  return absl::FailedPreconditionError("no state to reload from: the program that gave one (the trainer) has ended");
+}
+
+void ClusterCoordinator::record_ps_recovery(PsRecoveryRecord record, const Status& status, Time start) {
+  record.finished = runtime_.executor.now();
+  record.status = status;
+  if (status.ok()) {
+    if (!record.reloaded.empty()) ++stats_.ps_recoveries;
+    stats_.ps_reloaded += record.reloaded.size();
+    // Health checks sent before now saw the ps as it was (P12).
+    for (int p : record.failed) ps_recovered_at_[static_cast<std::size_t>(p)] = record.finished;
+    for (int p : record.reloaded) ps_recovered_at_[static_cast<std::size_t>(p)] = record.finished;
+  }
+  const bool rollback = record.policy == PsFailurePolicy::kRollback;
+  runtime_.trace.span(runtime_.self, "coordinator", rollback ? "ps rollback" : "ps restore", start,
+                      record.finished - start,
+                      {TraceArg{"ps", static_cast<double>(record.failed.front())},
+                       TraceArg{"reloaded", static_cast<double>(record.reloaded.size())},
+                       TraceArg{"code", static_cast<double>(status.code())}});
+  ps_recoveries_.push_back(std::move(record));
+}
+
+Task<StatusOr<Incarnation>> ClusterCoordinator::wait_for_parameter_server(int index, Time deadline) {
+  const TaskId ps = TaskId::ps(index);
+  Duration backoff = options_.recovery_backoff_min;
+  Status last;
+  while (!stopping_) {
+    const Duration timeout =
+        std::clamp<Duration>(deadline - runtime_.executor.now(), 1, options_.heartbeat_timeout);
+    auto health = response_as<HealthResponse>(co_await control_call(ps, HealthRequest{}, timeout));
+    if (health.ok()) co_return health->incarnation;
+    last = health.status();
+    if (runtime_.executor.now() >= deadline) break;
+    co_await sleep_for(runtime_.executor, std::max<Duration>(0, std::min(backoff, deadline - runtime_.executor.now())));
+    backoff = std::min(backoff * 2, options_.recovery_backoff_max);
+  }
+  if (stopping_) co_return absl::CancelledError("the coordinator stopped while waiting for " + ps.short_name());
+  char wait[32];
+  std::snprintf(wait, sizeof wait, "%.6g s", to_seconds(options_.ps_recovery_wait));
+  co_return with_failed_task(
+      absl::UnavailableError(ps.short_name() + " failed and did not answer again on its address within " + wait +
+                             " (ps_failure " + ps_failure_policy_name(options_.ps_failure) +
+                             " waits that long, the ps recovery wait); last: " +
+                             // Its code and message only: the error itself names the task once.
+                             absl::StatusCodeToString(last.code()) + ": " + std::string(last.message())),
+      ps);
 }
 
 void ClusterCoordinator::mark_worker_dead(WorkerHandle& w, const Status& cause) {
@@ -876,7 +1143,12 @@ Task<void> ClusterCoordinator::recover_worker(WorkerHandle& w) {
       }
       // The worker is up but cannot reach a parameter server: that ps failed,
       // and no closure will run to report it while workers stay down (W3/P4).
-      if (auto t = failed_task(setup); t && t->job == Job::kPs) queue_.report_error(setup);
+      if (auto t = failed_task(setup); t && t->job == Job::kPs) {
+        if (options_.ps_failure != PsFailurePolicy::kRaise)
+          request_ps_recovery(t->index);  // P10
+        else
+          queue_.report_error(setup);
+      }
     }
     co_await sleep_for(runtime_.executor, backoff);
     backoff = std::min(backoff * 2, options_.recovery_backoff_max);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/coordinator/closure.h"
 #include "core/coordinator/closure_queue.h"
 #include "core/coordinator/failure_classifier.h"
+#include "core/coordinator/ps_failure_policy.h"
 #include "core/coordinator/remote_value.h"
 #include "core/coordinator/training_mode.h"
 #include "core/runtime/runtime.h"
@@ -116,6 +118,33 @@ struct CoordinatorOptions {
   std::int64_t backup_workers = 0;
   // Called with each CoordinatorEvent as it happens; empty: none.
   std::function<void(const CoordinatorEvent&)> on_event;
+  // What a ps failure does (ps_failure_policy.h, P10-P15): raise (TensorFlow's,
+  // C17 and P1-P6), or restore/rollback in place without a restart.
+  PsFailurePolicy ps_failure = PsFailurePolicy::kRaise;
+  // restore/rollback: how long a failed ps is waited for to answer again on
+  // its address, from the moment its failure was seen; then UNAVAILABLE is
+  // raised naming the ps and this wait (P12).
+  Duration ps_recovery_wait = 60 * kSecond;
+};
+
+// The state restore/rollback reload parameter servers from: every shard of
+// every variable, and where it came from ("checkpoint ckpt-20", "the initial
+// values"), for the trace and the summary.
+struct RecoveryState {
+  std::vector<ShardState> shards;
+  std::string source;
+};
+using RecoverySource = std::function<StatusOr<RecoveryState>()>;
+
+// One recovery of parameter servers in place (restore or rollback), for summaries.
+struct PsRecoveryRecord {
+  PsFailurePolicy policy = PsFailurePolicy::kRestore;
+  std::vector<int> failed;    // the ps whose failure started it
+  std::vector<int> reloaded;  // the ps reloaded: the failed ones that lost their state (every ps for
+                              // rollback); none when every failed ps answered as the same process
+  std::string source;         // RecoveryState::source
+  Time detected = 0, finished = 0;
+  Status status;              // not OK: the recovery failed and its error was raised
 };
 
 // The options' problems for a cluster of `workers` (a negative staleness
@@ -143,6 +172,10 @@ struct CoordinatorStats {
   std::uint64_t sync_steps = 0;
   Duration sync_wait_time = 0;
   std::uint64_t ps_failures_retried = 0;
+  // restore/rollback: recoveries done in place (P10), and the parameter
+  // servers they reloaded, summed.
+  std::uint64_t ps_recoveries = 0;
+  std::uint64_t ps_reloaded = 0;
   std::uint64_t timeouts_retried = 0;
   std::uint64_t errors_raised = 0;
   std::vector<std::uint64_t> closures_per_worker;
@@ -197,6 +230,13 @@ class ClusterCoordinator {
   // iter(per_worker_dataset): a new iterator on every worker.
   PerWorkerValues create_per_worker_iterator(const PerWorkerDataset& dataset);
 
+  // restore/rollback (P13): where the state a failed ps is reloaded from
+  // comes from, asked at each recovery (the trainer gives the newest
+  // checkpoint). Unset: the values start() was given.
+  void set_recovery_source(RecoverySource source) { recovery_source_ = std::move(source); }
+  const std::vector<PsRecoveryRecord>& ps_recoveries() const { return ps_recoveries_; }
+  PsFailurePolicy ps_failure_policy() const { return options_.ps_failure; }
+
   // Stops dispatching; closures in flight are cancelled (W7).
   void stop();
 
@@ -247,6 +287,28 @@ class ClusterCoordinator {
 
   Task<Status> wait_for_cluster(Time deadline);
   Task<Status> create_variables(const std::vector<ShardState>& initial, Time deadline);
+  // One CreateShards request per ps from `state` (every shard's value), or
+  // INVALID_ARGUMENT naming a shard without one.
+  StatusOr<std::vector<CreateShardsRequest>> create_requests(const std::vector<ShardState>& state) const;
+  // Sends each ps in `targets` its request, retrying those that may come
+  // back until `deadline`.
+  Task<Status> send_create_requests(std::vector<CreateShardsRequest> per_ps, std::vector<int> targets, Time deadline);
+  // restore/rollback (P10-P15): a failed ps seen by a closure, the ps
+  // monitor or a worker's setup. Pauses dispatch and starts the recovery,
+  // unless that ps is already being recovered.
+  void request_ps_recovery(int ps);
+  Task<void> recover_parameter_servers();
+  // One recovery of the `failed` ps, recorded in ps_recoveries_ and the trace.
+  Task<Status> recover_once(const std::vector<int>& failed, Time detected);
+  // Its steps (P11-P13): end the closures in flight, wait for the failed ps,
+  // reload the ones that lost their state (every ps for rollback). Fills in
+  // what `record` says was reloaded and from where.
+  Task<Status> reload_parameter_servers(const std::vector<int>& failed, Time detected, PsRecoveryRecord& record);
+  // The state to reload from: the recovery source, else start()'s values (P13).
+  StatusOr<RecoveryState> recovery_state() const;
+  void record_ps_recovery(PsRecoveryRecord record, const Status& status, Time start);
+  // Health checks `ps` until it answers (its incarnation) or `deadline` passes (P12).
+  Task<StatusOr<Incarnation>> wait_for_parameter_server(int ps, Time deadline);
   Task<Status> setup_worker(WorkerHandle& w, Time deadline);
   // Health check then setup, retried with backoff until `deadline` (start()).
   Task<Status> connect_worker(WorkerHandle& w, Time deadline);
@@ -301,6 +363,20 @@ class ClusterCoordinator {
   bool joining_ = false;  // C6: schedule() waits while a join is in progress
   bool raising_ = false;
   Notifier state_changed_;
+  // restore/rollback: the ps waiting for a recovery and the ones being
+  // recovered, when the first failure was seen, generations ended by a
+  // recovery (their closures run again rather than being cancelled), when
+  // each ps was last recovered (older health-check failures are ignored).
+  std::set<int> ps_to_recover_;
+  std::set<int> ps_being_recovered_;
+  bool recovering_ = false;
+  Time recovery_detected_ = 0;
+  std::set<std::uint64_t> generations_ended_by_recovery_;
+  std::vector<Time> ps_recovered_at_;
+  std::vector<Incarnation> ps_incarnations_;  // each ps's process when its state was last created
+  RecoverySource recovery_source_;
+  std::vector<ShardState> initial_state_;  // kept for recovery only when no source is set
+  std::vector<PsRecoveryRecord> ps_recoveries_;
   // SSP (options_.mode == kSsp): the workers' clocks, and a wake-up for
   // workers waiting on them whenever one ticks, leaves or rejoins.
   std::optional<SspClock> ssp_;

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/coordinator/ps_failure_policy.h"
 #include "core/model/custom_layer.h"
 #include "core/model/spec_convert.h"
 
@@ -111,6 +112,10 @@ class Validator {
       error(p(t, "backup_workers"), "must be >= 0, got " + std::to_string(t.backup_workers()));
     else if (t.has_backup_workers() && t.mode() != "sync")
       error(p(t, "backup_workers"), "is for mode \"sync\" only");
+    if (!parse_ps_failure_policy(t.ps_failure()))
+      error(p(t, "ps_failure"), "must be \"raise\", \"restore\" or \"rollback\", got \"" + t.ps_failure() + "\"");
+    if (!(t.ps_recovery_wait_s() > 0))
+      error(p(t, "ps_recovery_wait_s"), "must be > 0, got " + std::to_string(t.ps_recovery_wait_s()));
   }
 
   // A name for a new input or layer: non-empty and unused.

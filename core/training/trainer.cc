@@ -168,6 +168,48 @@ struct Trainer::Run {
     co_return r->counter(h);
   }
 
+  // P14: after a ps recovery took the iterations counter back (a rollback,
+  // or a restore of the ps holding it), the epoch is not over until the
+  // counter reaches its end again: the missing steps are scheduled and
+  // joined. Bounded: each round ends with a join, and only a new recovery
+  // during it leaves steps missing again.
+  Task<Status> make_up_lost_steps() {
+    constexpr int kMaxRounds = 16;
+    const std::int64_t target = (static_cast<std::int64_t>(epoch) + 1) * spe;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      auto iterations = co_await read_iterations();
+      if (!iterations.ok()) co_return iterations.status();
+      if (*iterations >= target) co_return absl::OkStatus();
+      for (std::int64_t missing = target - *iterations; missing > 0;) {
+        const std::int64_t n = std::min(t.options_.steps_per_execution, missing);
+        std::vector<Arg> args{model, iterator, Value(n)};
+        auto rv = co_await c.schedule(kTrainStep, std::move(args));
+        if (!rv.ok()) co_return rv.status();
+        if (t.callbacks_.on_scheduled) t.callbacks_.on_scheduled(kTrainStep, *rv);
+        pending.push_back({*rv, n});
+        steps_scheduled += n;
+        result.steps_made_up += n;
+        missing -= n;
+      }
+      TWINPS_CO_RETURN_IF_ERROR(co_await join_and_fold());
+    }
+    co_return absl::AbortedError("epoch " + std::to_string(epoch) + ": the iterations counter was still below " +
+                                 std::to_string(target) + " after " + std::to_string(kMaxRounds) +
+                                 " rounds of making up steps lost to ps recoveries");
+  }
+
+  // restore/rollback (P13): a failed ps is reloaded from the newest
+  // checkpoint that verifies, or from the initial values before the first.
+  void set_recovery_source(const model::CompiledModel::Variables& vars) {
+    c.set_recovery_source([manager = t.options_.checkpoints, layouts = vars.layouts, optimizer = vars.optimizer,
+                           fresh = vars.initial]() -> StatusOr<RecoveryState> {
+      auto point = restore_or_initialize(manager, layouts, optimizer, fresh);
+      if (!point.ok()) return point.status();
+      return RecoveryState{std::move(point->shards),
+                           point->restored_from ? "checkpoint " + *point->restored_from : "the initial values"};
+    });
+  }
+
   Task<StatusOr<model::MetricValues>> evaluate_distributed() {
     const DataSource& source = *t.eval_;
     ParameterClient ps = c.parameter_client();
@@ -249,6 +291,7 @@ struct Trainer::Run {
     const auto& o = t.options_;
     auto vars = t.model_->build_variables(c.shape().ps);
     if (!vars.ok()) co_return vars.status();
+    if (c.ps_failure_policy() != PsFailurePolicy::kRaise) set_recovery_source(*vars);
     auto start = restore_or_initialize(o.checkpoints, vars->layouts, vars->optimizer, std::move(vars->initial));
     if (!start.ok()) co_return start.status();
     result.start.steps_per_epoch = spe;
@@ -258,6 +301,7 @@ struct Trainer::Run {
     result.start.refused = start->refused;
     if (t.callbacks_.on_start) t.callbacks_.on_start(result.start);
     TWINPS_CO_RETURN_IF_ERROR(co_await c.start(vars->layouts, vars->optimizer, std::move(start->shards)));
+    if (t.callbacks_.on_cluster_formed) t.callbacks_.on_cluster_formed();
 
     // The training data and the model on every worker (built again on a
     // worker that restarts, in this order). The data comes first: a worker
@@ -299,6 +343,7 @@ struct Trainer::Run {
         TWINPS_CO_RETURN_IF_ERROR(co_await maybe_save_within_epoch());
       }
       TWINPS_CO_RETURN_IF_ERROR(co_await join_and_fold());
+      if (c.ps_failure_policy() != PsFailurePolicy::kRaise) TWINPS_CO_RETURN_IF_ERROR(co_await make_up_lost_steps());
       if (newest_loss) result.final_loss = *newest_loss;
 
       EpochResult e;
@@ -354,6 +399,9 @@ Task<StatusOr<TrainResult>> Trainer::run(ClusterCoordinator& coordinator) {
   if (options_.progress_every > 0 && callbacks_.on_progress) progress.spawn(run.report_progress());
   auto result = co_await run.train();
   run.finished = true;
+  // The source reads this run's checkpoint manager, which the caller may
+  // destroy now: a later recovery must not use it.
+  if (coordinator.ps_failure_policy() != PsFailurePolicy::kRaise) coordinator.set_recovery_source(nullptr);
   if (!result.ok()) {
     // The chief's own calls to a ps (metrics, iterations, evaluation,
     // checkpoints) end CANCELLED once the heartbeats give that ps up. The ps's

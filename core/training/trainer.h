@@ -101,6 +101,9 @@ struct StartInfo {
 
 struct TrainerCallbacks {
   std::function<void(const StartInfo&)> on_start;
+  // The coordinator has started: the cluster is formed and the variables are
+  // created (`twinps sim --real` times its faults from here).
+  std::function<void()> on_cluster_formed;
   std::function<void(const EpochResult&)> on_epoch;
   std::function<void(const std::string& checkpoint)> on_checkpoint;
   std::function<void(const Progress&)> on_progress;
@@ -116,6 +119,9 @@ struct TrainResult {
   double final_loss = 0;            // the last closure's last step's loss
   std::int64_t steps_trained = 0;
   std::int64_t iterations = 0;      // the optimizer's step counter at the end
+  // restore/rollback (P14): steps trained again at epoch ends because a ps
+  // recovery took the iterations counter back.
+  std::int64_t steps_made_up = 0;
   Time training_started = 0, training_finished = 0;
   // What the training data's readers read, summed over every closure (a
   // closure that failed and ran again counts once).

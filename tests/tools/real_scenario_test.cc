@@ -4,8 +4,9 @@
 // expectations. Each expectation the real run can check holds in both runs;
 // the others print "n/a: why" in the real run, never "ok".
 //
-// The subset here covers a worker kill, a hung worker, a ps kill and a
-// partition, each a few seconds of real time. TWINPS_REAL_ALL=1 runs every
+// The subset here covers a worker kill, a hung worker, a ps kill, a
+// partition and a ps recovered in place (restore, rollback), each a few
+// seconds of real time. TWINPS_REAL_ALL=1 runs every
 // scenario that does not say `sim_only`.
 #include <gtest/gtest.h>
 
@@ -128,6 +129,12 @@ TEST(RealScenarioTest, Partition) { expect_both_modes_agree("partition.textproto
 
 // Sync training with a straggler and one backup worker: about 7 s of real time.
 TEST(RealScenarioTest, SyncWithABackupWorker) { expect_both_modes_agree("sync_backup_worker.textproto"); }
+// A ps killed and restarted on its address mid-training, recovered in place
+// without a coordinator restart (P10-P15): the tutorial trains to its
+// accuracy bound in both modes.
+TEST(RealScenarioTest, PsRestoredInPlace) { expect_both_modes_agree("ps_failure_restore.textproto"); }
+
+TEST(RealScenarioTest, PsRolledBackInPlace) { expect_both_modes_agree("ps_failure_rollback.textproto"); }
 
 // Stale-synchronous training (bound 1) with a 4x straggler and a second one
 // for 5 s: no gradient more than the bound allows behind, the straggler still
@@ -215,6 +222,28 @@ TEST(RealScenarioTest, ExactlyOnceVisitsUnderWorkerKills) {
     ++visits_checked;
   }
   EXPECT_EQ(visits_checked, 3) << real.out;
+}
+
+// ps:1 killed for good under restore, then rollback: the recovery waits 3 s
+// for it and gives up; training ends with UNAVAILABLE naming ps:1 and the
+// wait, in both modes, and the summary's recovery row says so.
+TEST(RealScenarioTest, APsThatNeverComesBackEndsTheRunNamingIt) {
+  expect_both_modes_agree("ps_failure_never_back.textproto");
+  for (const std::string policy : {"restore", "rollback"}) {
+    SCOPED_TRACE(policy);
+    const SimRun real = run_sim({"--real", scenario("ps_failure_never_back.textproto"), "--ps-failure-policy", policy});
+    EXPECT_EQ(real.exit_code, 0) << real.out << real.err;
+    ASSERT_FALSE(real.marks.empty()) << real.out << real.err;
+    for (const auto& [what, mark] : real.marks) EXPECT_TRUE(mark == "ok" || mark == "n/a") << what << ": " << mark;
+    const std::string row = "ps " + policy + " ";
+    const auto at = real.out.find(row);
+    ASSERT_NE(at, std::string::npos) << real.out;
+    const std::string line = real.out.substr(at, real.out.find('\n', at) - at);
+    EXPECT_NE(line.find("ps:1 failed"), std::string::npos) << line;
+    EXPECT_NE(line.find("ps:1 failed and did not answer again on its address within 3 s (ps_failure " + policy),
+              std::string::npos)
+        << line;
+  }
 }
 
 // Every scenario that runs in both modes, with TWINPS_REAL_ALL=1 (about a

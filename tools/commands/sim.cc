@@ -164,6 +164,8 @@ StatusOr<std::shared_ptr<const sim::SpecWorkload>> load_spec_workload(const scen
   w->mode = run->mode;
   w->staleness_bound = run->staleness_bound;
   w->backup_workers = run->backup_workers;
+  w->ps_failure = run->ps_failure;
+  w->ps_recovery_wait = run->ps_recovery_wait;
   return std::shared_ptr<const sim::SpecWorkload>(std::move(w));
 }
 
@@ -201,6 +203,24 @@ Status apply_training_mode(const po::variables_map& vm, const sim::SpecWorkload*
                                         ") must be fewer than the workers (" + std::to_string(s.cluster().workers()) +
                                         ")");
     co->set_backup_workers(backup);
+  }
+  // The ps failure policy likewise: --ps-failure-policy, else the
+  // scenario's coordinator.ps_failure, else the spec's training.ps_failure.
+  auto to_scenario = [](PsFailurePolicy p) {
+    return p == PsFailurePolicy::kRestore    ? scenario::RESTORE
+           : p == PsFailurePolicy::kRollback ? scenario::ROLLBACK
+                                             : scenario::RAISE;
+  };
+  if (vm.count("ps-failure-policy")) {
+    const std::string policy = vm["ps-failure-policy"].as<std::string>();
+    const auto parsed = parse_ps_failure_policy(policy);
+    if (!parsed)
+      return absl::InvalidArgumentError("--ps-failure-policy must be raise, restore or rollback, not '" + policy + "'");
+    co->set_ps_failure(to_scenario(*parsed));
+    if (*parsed == PsFailurePolicy::kRaise) co->clear_ps_recovery_wait_s();
+  } else if (spec && !co->has_ps_failure() && spec->ps_failure != PsFailurePolicy::kRaise) {
+    co->set_ps_failure(to_scenario(spec->ps_failure));
+    co->set_ps_recovery_wait_s(to_seconds(spec->ps_recovery_wait));
   }
   return absl::OkStatus();
 }
@@ -311,6 +331,7 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
   t.row("worker failures / recoveries", format("%llu / %llu", static_cast<unsigned long long>(st.worker_failures),
                                                static_cast<unsigned long long>(st.worker_recoveries)));
   t.row("errors raised", std::to_string(st.errors_raised));
+  for (const auto& [k, v] : sim::ps_recovery_rows(run->result)) t.row(k, v);
   for (auto& [k, v] : sim::training_rows(run->result)) t.row(k, v);
   t.row("iterations at the end",
         run->result.final_iterations ? std::to_string(*run->result.final_iterations) : std::string("unreadable"));

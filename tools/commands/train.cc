@@ -114,6 +114,12 @@ void print_summary(const training::TrainResult& r, const CoordinatorStats& stats
                                static_cast<long long>(r.read.passes_completed)));
   if (!stats.staleness.empty()) t.row("gradient staleness", stats.staleness.describe());
   if (stats.sync_steps > 0) t.row("sync steps applied", std::to_string(stats.sync_steps));
+  // --ps-failure-policy restore/rollback (docs/semantics.md P10-P14).
+  if (stats.ps_recoveries > 0)
+    t.row("ps recoveries", format("%llu in place (%llu ps reloaded from the newest checkpoint)",
+                                  static_cast<unsigned long long>(stats.ps_recoveries),
+                                  static_cast<unsigned long long>(stats.ps_reloaded)));
+  if (r.steps_made_up > 0) t.row("steps made up", std::to_string(r.steps_made_up) + " (lost to ps recoveries)");
   if (r.read.records_skipped > 0 || r.read.files_cut_short > 0)
     t.row("bad records skipped", format("%lld (%lld files cut short)", static_cast<long long>(r.read.records_skipped),
                                         static_cast<long long>(r.read.files_cut_short)));
@@ -488,6 +494,8 @@ int run_train(int argc, char** argv) {
   s.coordinator.mode = s.run.mode;
   s.coordinator.staleness_bound = s.run.staleness_bound;
   s.coordinator.backup_workers = s.run.backup_workers;
+  s.coordinator.ps_failure = s.run.ps_failure;
+  s.coordinator.ps_recovery_wait = s.run.ps_recovery_wait;
 
   sim::FaultRecorder recorder;
   if (vm.count("record-faults")) {
