@@ -236,6 +236,11 @@ scenario::Coordinator scenario_coordinator(const CoordinatorOptions& o, double p
   c.set_mode(o.mode == TrainingMode::kSsp ? scenario::SSP : o.mode == TrainingMode::kSync ? scenario::SYNC : scenario::ASYNC);
   if (o.mode == TrainingMode::kSsp) c.set_staleness_bound(o.staleness_bound);
   if (o.mode == TrainingMode::kSync) c.set_backup_workers(o.backup_workers);
+  // The ps failure policy: a run that recovered a ps in place replays as one.
+  if (o.ps_failure != PsFailurePolicy::kRaise) {
+    c.set_ps_failure(o.ps_failure == PsFailurePolicy::kRestore ? scenario::RESTORE : scenario::ROLLBACK);
+    c.set_ps_recovery_wait_s(to_seconds(o.ps_recovery_wait));
+  }
   return c;
 }
 

@@ -305,23 +305,37 @@ TEST(FaultRecorderTest, TheTextIsAScenarioFileWithAHeaderOfWhatWasObserved) {
   EXPECT_EQ(parsed.SerializeAsString(), s.SerializeAsString());
 }
 
+// The coordinator block a recording carries: every mode and ps failure
+// policy comes back as it was, so a replay runs with the recorded run's rules.
+scenario::Coordinator coordinator_block(scenario::TrainingMode mode, scenario::PsFailure policy) {
+  scenario::Coordinator c;
+  c.set_transient_ps_failures(2);
+  c.set_transient_timeouts(4);
+  c.set_heartbeat_interval_s(0.5);
+  c.set_heartbeat_timeout_s(1);
+  c.set_heartbeat_misses(2);
+  c.set_closure_timeout_s(9);
+  c.set_rpc_timeout_s(11);
+  c.set_ps_call_timeout_s(7);
+  c.set_queue_capacity(64);
+  c.set_mode(mode);
+  if (mode == scenario::SSP) c.set_staleness_bound(3);
+  if (mode == scenario::SYNC) c.set_backup_workers(1);
+  if (policy != scenario::RAISE) {
+    c.set_ps_failure(policy);
+    c.set_ps_recovery_wait_s(12);
+  }
+  return c;
+}
+
 TEST(FaultRecorderTest, TheCoordinatorsOptionsGoBackToTheScenarioTheyCameFrom) {
   for (auto mode : {scenario::ASYNC, scenario::SSP, scenario::SYNC}) {
-    scenario::Coordinator c;
-    c.set_transient_ps_failures(2);
-    c.set_transient_timeouts(4);
-    c.set_heartbeat_interval_s(0.5);
-    c.set_heartbeat_timeout_s(1);
-    c.set_heartbeat_misses(2);
-    c.set_closure_timeout_s(9);
-    c.set_rpc_timeout_s(11);
-    c.set_ps_call_timeout_s(7);
-    c.set_queue_capacity(64);
-    c.set_mode(mode);
-    if (mode == scenario::SSP) c.set_staleness_bound(3);
-    if (mode == scenario::SYNC) c.set_backup_workers(1);
-    const scenario::Coordinator back = scenario_coordinator(coordinator_options(c), 7);
-    EXPECT_EQ(back.SerializeAsString(), c.SerializeAsString()) << back.DebugString() << "\nvs\n" << c.DebugString();
+    for (auto policy : {scenario::RAISE, scenario::RESTORE, scenario::ROLLBACK}) {
+      SCOPED_TRACE(scenario::TrainingMode_Name(mode) + " " + scenario::PsFailure_Name(policy));
+      const scenario::Coordinator c = coordinator_block(mode, policy);
+      const scenario::Coordinator back = scenario_coordinator(coordinator_options(c), 7);
+      EXPECT_EQ(back.SerializeAsString(), c.SerializeAsString()) << back.DebugString() << "\nvs\n" << c.DebugString();
+    }
   }
 }
 

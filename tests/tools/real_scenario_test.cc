@@ -121,6 +121,9 @@ SimRun expect_both_modes_agree(const std::string& file) {
 
 TEST(RealScenarioTest, WorkerKilledMidstAFunction) { expect_both_modes_agree("worker_preemption_midst_function.textproto"); }
 
+// The tutorial as TensorFlow's tutorial runs it, trained by the trainer on real processes.
+TEST(RealScenarioTest, TheTutorial) { expect_both_modes_agree("tutorial.textproto"); }
+
 TEST(RealScenarioTest, HungWorker) { expect_both_modes_agree("worker_hang.textproto"); }
 
 TEST(RealScenarioTest, PsKilledRaisesAtJoin) { expect_both_modes_agree("ps_failure_raises_at_join.textproto"); }
@@ -275,9 +278,11 @@ TEST(RealScenarioTest, SimulatedOnlyExpectationsPrintNotApplicable) {
 
 // A scenario that only the simulator can run is refused, saying why.
 TEST(RealScenarioTest, ASimOnlyScenarioIsRefusedSayingWhy) {
-  const SimRun r = run_sim({"--real", scenario("tutorial.textproto")});
+  const SimRun r = run_sim({"--real", scenario("one_host.textproto")});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("runs on the simulator only: the tutorial trains with the trainer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("runs on the simulator only: it checks step times that come from the simulated host"),
+            std::string::npos)
+      << r.err;
   const SimRun seeded = run_sim({"--real", scenario("partition.textproto"), "--seed", "3"});
   EXPECT_EQ(seeded.exit_code, 2);
   EXPECT_NE(seeded.err.find("--seed does not apply to --real"), std::string::npos) << seeded.err;
