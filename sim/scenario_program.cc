@@ -116,6 +116,9 @@ Task<Status> ScenarioProgram::train(ClusterCoordinator& c, Executor& ex, TaskSco
     result_.starts[static_cast<std::size_t>(start)].start_epoch = info.start_epoch;
   };
   callbacks.on_epoch = [this](const training::EpochResult& e) { result_.epochs.push_back(e); };
+  // Faults timed from the program's start hit training, not the cluster's
+  // creation, however long that takes (real processes under a sanitizer).
+  callbacks.on_cluster_formed = [this] { started(); };
   // Every closure the trainer schedules is recorded, so that expectations
   // over the program's closures see the training's too.
   callbacks.on_scheduled = [this, &c, &ex, &scope, start, label, index = 0](const std::string& fn,
@@ -134,6 +137,12 @@ Task<Status> ScenarioProgram::run_trainer(ClusterCoordinator& c, std::unique_ptr
   co_return trained.status();
 }
 
+void ScenarioProgram::started() {
+  if (started_ || !hooks_.on_started) return;
+  started_ = true;
+  hooks_.on_started();
+}
+
 Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& scope, int start) {
   auto finish = [&] {
     result_.starts[static_cast<std::size_t>(start)].finished = true;
@@ -143,13 +152,13 @@ Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& 
   if (workload_) {
     // A synthetic model's variables; a spec's are created by the trainer
     // (restoring a checkpoint) in its `train` action.
-    Status started = co_await c.start(variables_->layouts, workload_->spec().optimizer, variables_->initial);
-    if (!started.ok()) {
-      result_.starts[static_cast<std::size_t>(start)].start_status = std::move(started);
+    Status formed = co_await c.start(variables_->layouts, workload_->spec().optimizer, variables_->initial);
+    if (!formed.ok()) {
+      result_.starts[static_cast<std::size_t>(start)].start_status = std::move(formed);
       finish();
       co_return;
     }
-    if (hooks_.on_started) hooks_.on_started();
+    started();
     const synthetic::ModelSpec& spec = workload_->spec();
     if (spec.exactly_once) {
       // The coordinator owns the data: each train closure gets its split,
@@ -160,11 +169,9 @@ Task<void> ScenarioProgram::run(ClusterCoordinator& c, Executor& ex, TaskScope& 
           c.create_per_worker_dataset(synthetic::kDatasetFn, synthetic::dataset_args(spec, c.shape().workers));
       iterator = c.create_per_worker_resource(synthetic::kIteratorFn, {}, &dataset.datasets);
     }
-  } else if (hooks_.on_started) {
-    // A model spec's trainer starts the coordinator inside its `train`
-    // action: the program's start is the nearest moment before it.
-    hooks_.on_started();
   }
+  // A model spec's trainer starts the coordinator inside its `train` action,
+  // which calls started() once the cluster is formed.
   for (std::size_t i = 0; i < actions_.size(); ++i)
     co_await run_action(c, ex, scope, start, static_cast<int>(i), actions_[i], iterator);
   finish();

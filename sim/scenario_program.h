@@ -37,10 +37,10 @@ class ScenarioProgram {
     // A `train` action: the trainer on this coordinator; empty: a train action
     // fails with UNIMPLEMENTED, saying so.
     std::function<Task<Status>(ClusterCoordinator& c, int start, const std::string& label)> train;
-    // Called when a synthetic model's coordinator has started (the cluster is
-    // set up), before the first action; for a model spec, whose trainer
-    // starts the coordinator in its `train` action, before the first action.
-    // Empty: nothing.
+    // Called once, when the coordinator has started (the cluster is set up
+    // and the variables created): a synthetic model's before the first
+    // action, a model spec's from inside its first `train` action, where the
+    // trainer starts it. Empty: nothing.
     std::function<void()> on_started;
   };
 
@@ -85,6 +85,8 @@ class ScenarioProgram {
   // A schedule action's closures: its count, or enough for its for_s at pace_.
   int closures_to_schedule(const scenario::Schedule& s, int workers) const;
   Task<Status> run_trainer(ClusterCoordinator& c, std::unique_ptr<training::Trainer> trainer);
+  // Hooks::on_started, the first time the coordinator has started.
+  void started();
 
   std::vector<scenario::Action> actions_;
   synthetic::Workload* workload_;
@@ -96,6 +98,7 @@ class ScenarioProgram {
   // first epoch at every program start.
   std::optional<EpochSplits> splits_;
   bool done_ = false;
+  bool started_ = false;  // on_started was called
   struct {
     int count = 0;
     Time started = 0;

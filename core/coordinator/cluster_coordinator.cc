@@ -868,6 +868,22 @@ Task<void> ClusterCoordinator::monitor_parameter_server(int index) {
 
 // ---------------------------------------------------------------- ps recovery (P10-P15)
 
+Task<StatusOr<bool>> ClusterCoordinator::recover_failed_parameter_servers() {
+  if (options_.ps_failure == PsFailurePolicy::kRaise || stopping_) co_return false;
+  bool requested = false;
+  for (int p = 0; p < shape_.ps; ++p) {
+    auto health =
+        response_as<HealthResponse>(co_await control_call(TaskId::ps(p), HealthRequest{}, options_.heartbeat_timeout));
+    if (health.ok() && health->incarnation == ps_incarnations_[static_cast<std::size_t>(p)]) continue;
+    request_ps_recovery(p);
+    requested = true;
+  }
+  if (!requested && !recovering_) co_return false;
+  while (recovering_ && !queue_.has_error()) co_await state_changed_.wait();
+  if (queue_.has_error()) co_return co_await raise_pending_error();
+  co_return true;
+}
+
 void ClusterCoordinator::request_ps_recovery(int ps) {
   if (stopping_ || ps_being_recovered_.count(ps)) return;
   if (ps_to_recover_.empty()) recovery_detected_ = runtime_.executor.now();  // the first of the next batch

@@ -235,6 +235,14 @@ class ClusterCoordinator {
   // checkpoint). Unset: the values start() was given.
   void set_recovery_source(RecoverySource source) { recovery_source_ = std::move(source); }
   const std::vector<PsRecoveryRecord>& ps_recoveries() const { return ps_recoveries_; }
+  // restore/rollback (P15): after a call of the program's own to the
+  // parameter servers (not a closure's) failed, asks every ps whether it is
+  // the process its state was created on; recovers those that are not, or
+  // do not answer, as a closure's failure would, and waits until the
+  // recovery is over. True: a recovery ran and the call may be made again;
+  // false: every ps is as it was, or the policy is raise (the error stands).
+  // A recovery that failed is raised here.
+  Task<StatusOr<bool>> recover_failed_parameter_servers();
   PsFailurePolicy ps_failure_policy() const { return options_.ps_failure; }
 
   // Stops dispatching; closures in flight are cancelled (W7).

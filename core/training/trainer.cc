@@ -129,8 +129,61 @@ struct Trainer::Run {
     return m;
   }
 
+  // P15: whether a call of the chief's own to the parameter servers (not a
+  // closure's) that ended with `s` is made again: under restore/rollback,
+  // once the ps it met was found failed or restarted and was recovered; at
+  // most kChiefCallAttempts calls. A recovery that failed is the error.
+  static constexpr int kChiefCallAttempts = 3;
+  Task<StatusOr<bool>> again_after_recovery(const Status& s, int attempt) {
+    if (s.ok() || attempt >= kChiefCallAttempts) co_return false;
+    co_return co_await c.recover_failed_parameter_servers();
+  }
+
+  Task<Status> reset_train_metrics() {
+    for (int attempt = 1;; ++attempt) {
+      ParameterClient ps = c.parameter_client();
+      Status s = co_await t.model_->reset_metrics(ps, c.variables(), model::Phase::kTrain);
+      auto again = co_await again_after_recovery(s, attempt);
+      if (!again.ok()) co_return again.status();
+      if (!*again) co_return s;
+    }
+  }
+
+  // The epoch's training metrics and iterations counter, read once every
+  // step of the epoch is applied (P14); again after a recovery (P15).
+  Task<Status> finish_epoch(EpochResult& e) {
+    for (int attempt = 1;; ++attempt) {
+      Status s = absl::OkStatus();
+      if (c.ps_failure_policy() != PsFailurePolicy::kRaise) s = co_await make_up_lost_steps();
+      if (s.ok()) s = co_await read_epoch_metrics(e);
+      auto again = co_await again_after_recovery(s, attempt);
+      if (!again.ok()) co_return again.status();
+      if (!*again) co_return s;
+    }
+  }
+
+  Task<Status> read_epoch_metrics(EpochResult& e) {
+    ParameterClient reader = c.parameter_client();
+    auto metrics = co_await t.model_->read_metrics(reader, c.variables(), model::Phase::kTrain);
+    if (!metrics.ok()) co_return metrics.status();
+    e.train = *metrics;
+    auto iterations = co_await read_iterations();
+    if (!iterations.ok()) co_return iterations.status();
+    e.iterations = *iterations;
+    co_return absl::OkStatus();
+  }
+
   Task<Status> save(std::map<std::string, std::string> meta) {
-    auto saved = co_await save_checkpoint(c, *t.options_.checkpoints, std::move(meta));
+    for (int attempt = 1;; ++attempt) {
+      Status s = co_await save_once(meta);
+      auto again = co_await again_after_recovery(s, attempt);
+      if (!again.ok()) co_return again.status();
+      if (!*again) co_return s;
+    }
+  }
+
+  Task<Status> save_once(const std::map<std::string, std::string>& meta) {
+    auto saved = co_await save_checkpoint(c, *t.options_.checkpoints, meta);
     if (!saved.ok()) co_return saved.status();
     steps_at_last_save = steps_scheduled;
     last_save_at = c.now();
@@ -316,8 +369,7 @@ struct Trainer::Run {
     last_save_at = c.now();
     result.training_started = result.training_finished = c.now();
     for (epoch = result.start.start_epoch; epoch < o.epochs; ++epoch) {
-      ParameterClient ps = c.parameter_client();
-      TWINPS_CO_RETURN_IF_ERROR(co_await t.model_->reset_metrics(ps, c.variables(), model::Phase::kTrain));
+      TWINPS_CO_RETURN_IF_ERROR(co_await reset_train_metrics());
       const Time epoch_started = c.now();
       steps_done_in_epoch = 0;
       for (std::int64_t step = 0; step < spe; step += o.steps_per_execution) {
@@ -343,18 +395,10 @@ struct Trainer::Run {
         TWINPS_CO_RETURN_IF_ERROR(co_await maybe_save_within_epoch());
       }
       TWINPS_CO_RETURN_IF_ERROR(co_await join_and_fold());
-      if (c.ps_failure_policy() != PsFailurePolicy::kRaise) TWINPS_CO_RETURN_IF_ERROR(co_await make_up_lost_steps());
-      if (newest_loss) result.final_loss = *newest_loss;
-
       EpochResult e;
       e.epoch = epoch;
-      ParameterClient reader = c.parameter_client();
-      auto metrics = co_await t.model_->read_metrics(reader, c.variables(), model::Phase::kTrain);
-      if (!metrics.ok()) co_return metrics.status();
-      e.train = *metrics;
-      auto iterations = co_await read_iterations();
-      if (!iterations.ok()) co_return iterations.status();
-      e.iterations = *iterations;
+      TWINPS_CO_RETURN_IF_ERROR(co_await finish_epoch(e));
+      if (newest_loss) result.final_loss = *newest_loss;
       e.finished_at = c.now();
       // The epoch on the chief's track of the trace (its training metrics as arguments).
       c.trace().span(c.self(), "program", "epoch", epoch_started, e.finished_at - epoch_started,

@@ -259,6 +259,46 @@ TEST(TrainerTest, APsHungDuringTheChiefsOwnCallRaisesTheHeartbeatsUnavailable) {
   EXPECT_THAT(std::string(r->status().message()), HasSubstr("ps:0 did not answer 3 health checks in a row"));
 }
 
+// P15: a ps killed and restarted empty between epochs, while no closure
+// runs: the chief's own call (zeroing the next epoch's metrics) is the
+// first to meet it. Under restore and rollback the coordinator finds the ps
+// restarted, recovers it (from the initial values: there is no checkpoint)
+// and the call runs again; every epoch trains. Under raise (TensorFlow's)
+// the run fails on that call.
+TEST(TrainerTest, APsRestartedEmptyBetweenEpochsIsRecoveredWhenTheChiefsOwnCallMeetsIt) {
+  for (auto policy : {PsFailurePolicy::kRestore, PsFailurePolicy::kRollback, PsFailurePolicy::kRaise}) {
+    SCOPED_TRACE(ps_failure_policy_name(policy));
+    FunctionRegistry registry;
+    register_training_functions(registry);
+    InMemoryClusterOptions lo;
+    lo.shape = ClusterShape{3, 2};
+    lo.coordinator.ps_failure = policy;
+    InMemoryCluster cluster(registry, lo);
+    TrainerCallbacks callbacks;
+    int epochs_seen = 0;
+    callbacks.on_epoch = [&](const EpochResult&) {
+      if (++epochs_seen != 1) return;
+      cluster.kill(TaskId::ps(1));
+      cluster.restart(TaskId::ps(1));  // empty, on its address
+    };
+    Trainer trainer(compile(tutorial::spec_text()), registry, tutorial_data(1, 200, 200), std::nullopt,
+                    tutorial_options(), callbacks);
+    auto r = cluster.run(trainer.run(cluster.coordinator()));
+    ASSERT_TRUE(r) << "the run did not end";
+    if (policy == PsFailurePolicy::kRaise) {
+      EXPECT_FALSE(r->ok()) << "TensorFlow's behaviour: the failure is raised";
+      continue;
+    }
+    ASSERT_TRUE(r->ok()) << describe(r->status());
+    EXPECT_EQ(static_cast<int>((*r)->epochs.size()), tutorial_options().epochs);
+    const auto& recoveries = cluster.coordinator().ps_recoveries();
+    ASSERT_EQ(recoveries.size(), 1u);
+    EXPECT_EQ(recoveries[0].failed, std::vector<int>{1});
+    EXPECT_TRUE(recoveries[0].status.ok()) << describe(recoveries[0].status);
+    EXPECT_EQ(recoveries[0].source, "the initial values");
+  }
+}
+
 TEST(TrainerTest, CheckpointsWithinEpochsEveryNStepsJoinFirst) {
   InMemoryStorage storage;
   CheckpointManager manager(storage, /*max_to_keep=*/10);
