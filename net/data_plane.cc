@@ -1,7 +1,10 @@
 #include "net/data_plane.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <deque>
 #include <map>
 #include <optional>
@@ -11,8 +14,10 @@
 #include <vector>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
@@ -48,12 +53,43 @@ bool split_host_port(const std::string& address, std::string* host, int* port) {
 
 bool is_wildcard_host(const std::string& host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
 
+const std::string& this_boot_id() {
+  static const std::string id = [] {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string line;
+    std::getline(f, line);
+    return line;
+  }();
+  return id;
+}
+
+namespace {
+constexpr char kLocalNamePrefix[] = "twinps-data-";
+}  // namespace
+
+std::string same_host_socket_name(int port) {
+  if (this_boot_id().empty()) return "";
+  return kLocalNamePrefix + this_boot_id() + "-" + std::to_string(::getpid()) + "-" + std::to_string(port);
+}
+
+bool on_this_host(const std::string& socket_name) {
+  const std::string prefix = kLocalNamePrefix + this_boot_id() + "-";
+  return !this_boot_id().empty() && socket_name.size() > prefix.size() && socket_name.compare(0, prefix.size(), prefix) == 0;
+}
+
 // Not an anonymous namespace: DataPlane::State, which has linkage, holds these types.
 namespace dp {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
+using local = asio::local::stream_protocol;
+// A connection's socket: TCP, or a Unix socket to a task on this host.
+using Socket = asio::generic::stream_protocol::socket;
 namespace df = dataframe;
+
+// The abstract-namespace address of a same-host socket name (no file to
+// clean up: it goes with the process, and is seen only in its network namespace).
+local::endpoint abstract_endpoint(const std::string& name) { return local::endpoint(std::string(1, '\0') + name); }
 
 constexpr std::size_t kReadBufferBytes = 64 << 10;
 // Attachment bytes still on the socket are read straight into the tensors
@@ -160,6 +196,8 @@ using dp::Target;
 using dp::TargetRecorder;
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
+using dp::local;
+using dp::Socket;
 namespace df = dataframe;
 
 // ================================================================== state
@@ -192,6 +230,9 @@ struct DataPlane::State : std::enable_shared_from_this<State> {
   // callee
   std::optional<tcp::acceptor> acceptor;
   int port = 0;
+  // Tasks on this host connect here instead (DataPlaneOptions::same_host_socket).
+  std::optional<local::acceptor> local_acceptor;
+  std::string local_name;
   std::shared_ptr<const CallHandler> handler;
   std::set<std::shared_ptr<Connection>> accepted;
 
@@ -220,6 +261,9 @@ struct DataPlane::State : std::enable_shared_from_this<State> {
 
   // ---- callee side
   void accept_next();
+  void accept_next_local();
+  void listen_same_host();
+  void on_accepted(Socket socket);
   void serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id, std::uint64_t bytes,
                      IncomingCall call);
   void stop_serving();
@@ -242,10 +286,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class Role { kCaller, kCallee };
   enum class CloseMode { kFail, kDrop };  // peer trouble / our own shutdown
 
-  Connection(DataPlane::State* state, Role role, tcp::socket socket, TaskId peer)
+  Connection(DataPlane::State* state, Role role, Socket socket, TaskId peer)
       : state_(state), role_(role), socket_(std::move(socket)), peer_(peer),
         rbuf_(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)), rcap_(kReadBufferBytes) {
-    if (state_->tls) tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *state_->tls);
+    if (state_->tls) tls_ = std::make_unique<asio::ssl::stream<Socket&>>(socket_, *state_->tls);
   }
 
   bool closed() const { return closed_; }
@@ -347,6 +391,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void protocol_error(const std::string& what);
   void io_error(const char* op, const boost::system::error_code& ec);
   void set_socket_options();
+  // Caller: the peer's Unix socket when it is on this host, else (or when that fails) TCP.
+  void connect_same_host(const DataEndpoint& ep);
+  void connect_tcp(const DataEndpoint& ep);
+  void on_connected(const boost::system::error_code& ec);
   void cancel_connect_timer() {
     if (connect_timer_ != kNoTimer) state_->executor.cancel(connect_timer_);
     connect_timer_ = kNoTimer;
@@ -354,8 +402,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   DataPlane::State* state_;
   Role role_;
-  tcp::socket socket_;
-  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls_;  // over socket_, when the data plane has TLS
+  Socket socket_;
+  std::unique_ptr<asio::ssl::stream<Socket&>> tls_;  // over socket_, when the data plane has TLS
+  bool same_host_ = false;  // over a Unix socket (connect_same_host)
   TaskId peer_;
   DataEndpoint endpoint_;
   bool connected_ = false;  // TCP (and TLS) up: handshake frames may be written
@@ -410,7 +459,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 void Connection::set_socket_options() {
   boost::system::error_code ig;
-  socket_.set_option(tcp::no_delay(true), ig);
+  if (!same_host_) socket_.set_option(tcp::no_delay(true), ig);
   if (state_->options.socket_buffer_bytes > 0) {
     socket_.set_option(asio::socket_base::send_buffer_size(state_->options.socket_buffer_bytes), ig);
     socket_.set_option(asio::socket_base::receive_buffer_size(state_->options.socket_buffer_bytes), ig);
@@ -429,6 +478,31 @@ void Connection::start_timer(const char* what) {
 void Connection::connect(const DataEndpoint& ep) {
   endpoint_ = ep;
   start_timer("connect to");
+  // A Unix socket moves bytes between two processes of one kernel at about
+  // twice loopback TCP's rate (no TCP stack, no checksums or segmentation).
+  // With TLS configured the connection stays TLS over TCP, as configured.
+  if (!tls_ && state_->options.same_host_socket && on_this_host(ep.same_host_socket)) return connect_same_host(ep);
+  connect_tcp(ep);
+}
+
+void Connection::connect_same_host(const DataEndpoint& ep) {
+  same_host_ = true;
+  socket_.async_connect(abstract_endpoint(ep.same_host_socket),
+                        [self = shared_from_this(), ep](const boost::system::error_code& ec) {
+                          if (self->closed_) return;
+                          if (!ec) {
+                            ++self->state_->stats.same_host_connections_opened;
+                            return self->on_connected(ec);
+                          }
+                          // Another network namespace, or the peer has just gone: TCP decides.
+                          boost::system::error_code ig;
+                          self->socket_.close(ig);
+                          self->same_host_ = false;
+                          self->connect_tcp(ep);
+                        });
+}
+
+void Connection::connect_tcp(const DataEndpoint& ep) {
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(ep.host, ec);
   if (tls_) {
@@ -438,31 +512,35 @@ void Connection::connect(const DataEndpoint& ep) {
     tls_->set_verify_callback(asio::ssl::host_name_verification(ep.host));
     if (ec) SSL_set_tlsext_host_name(tls_->native_handle(), ep.host.c_str());  // SNI, for names only
   }
-  auto on_connected = [self = shared_from_this()](const boost::system::error_code& cec) {
-    if (self->closed_) return;
-    if (cec) return self->io_error("connect to", cec);
-    self->set_socket_options();
-    if (!self->tls_) return self->on_transport_ready();
-    self->tls_->async_handshake(asio::ssl::stream_base::client, [self](const boost::system::error_code& hec) {
-      if (self->closed_) return;
-      if (hec) return self->io_error("complete the TLS handshake with", hec);
-      self->on_transport_ready();
-    });
-  };
+  auto connected = [self = shared_from_this()](const boost::system::error_code& cec) { self->on_connected(cec); };
   if (!ec) {
-    socket_.async_connect(tcp::endpoint(address, static_cast<unsigned short>(ep.port)), std::move(on_connected));
+    socket_.async_connect(tcp::endpoint(address, static_cast<unsigned short>(ep.port)), std::move(connected));
     return;
   }
   state_->resolver.async_resolve(
       ep.host, std::to_string(ep.port),
-      [self = shared_from_this(), on_connected = std::move(on_connected)](const boost::system::error_code& rec,
-                                                                         tcp::resolver::results_type results) mutable {
+      [self = shared_from_this(), connected = std::move(connected)](const boost::system::error_code& rec,
+                                                                   tcp::resolver::results_type results) mutable {
         if (self->closed_) return;
         if (rec) return self->io_error("resolve the address of", rec);
-        asio::async_connect(self->socket_, results,
-                            [on_connected = std::move(on_connected)](const boost::system::error_code& cec,
-                                                                     const tcp::endpoint&) { on_connected(cec); });
+        std::vector<Socket::endpoint_type> candidates;
+        for (const auto& entry : results) candidates.emplace_back(entry.endpoint());
+        asio::async_connect(self->socket_, candidates,
+                            [connected = std::move(connected)](const boost::system::error_code& cec,
+                                                               const Socket::endpoint_type&) { connected(cec); });
       });
+}
+
+void Connection::on_connected(const boost::system::error_code& ec) {
+  if (closed_) return;
+  if (ec) return io_error("connect to", ec);
+  set_socket_options();
+  if (!tls_) return on_transport_ready();
+  tls_->async_handshake(asio::ssl::stream_base::client, [self = shared_from_this()](const boost::system::error_code& hec) {
+    if (self->closed_) return;
+    if (hec) return self->io_error("complete the TLS handshake with", hec);
+    self->on_transport_ready();
+  });
 }
 
 void Connection::start_callee() {
@@ -1050,7 +1128,8 @@ void Connection::protocol_error(const std::string& what) {
 
 void Connection::io_error(const char* op, const boost::system::error_code& ec) {
   std::string where = peer_.short_name();
-  if (role_ == Role::kCaller) where += " (" + endpoint_.host + ":" + std::to_string(endpoint_.port) + ")";
+  if (role_ == Role::kCaller)
+    where += " (" + endpoint_.host + ":" + std::to_string(endpoint_.port) + (same_host_ ? ", over its Unix socket" : "") + ")";
   close(absl::UnavailableError(std::string("cannot ") + op + " the data plane of " + where + ": " + ec.message()),
         CloseMode::kFail);
 }
@@ -1184,7 +1263,8 @@ void DataPlane::State::on_discovered(const TaskId& to, std::uint64_t generation,
     return;
   }
   // Connections to an old endpoint belong to an earlier incarnation of the peer.
-  if (peer.endpoint.host != found->host || peer.endpoint.port != found->port) {
+  if (peer.endpoint.host != found->host || peer.endpoint.port != found->port ||
+      peer.endpoint.same_host_socket != found->same_host_socket) {
     auto old = std::move(peer.conns);
     peer.conns.clear();
     for (auto& conn : old)
@@ -1209,7 +1289,7 @@ void DataPlane::State::hand_to_grpc(const std::shared_ptr<OutCall>& c) {
 void DataPlane::State::dispatch(Peer& peer, const std::shared_ptr<OutCall>& c) {
   std::shared_ptr<Connection> conn;
   if (peer.conns.size() < static_cast<std::size_t>(std::max(options.connections_per_peer, 1))) {
-    conn = std::make_shared<Connection>(this, Connection::Role::kCaller, tcp::socket(executor.context()), c->to);
+    conn = std::make_shared<Connection>(this, Connection::Role::kCaller, Socket(executor.context()), c->to);
     peer.conns.push_back(conn);
     ++stats.connections_opened;
     conn->connect(peer.endpoint);
@@ -1344,14 +1424,54 @@ void DataPlane::State::accept_next() {
       });
       return;
     }
-    {
-      auto conn = std::make_shared<Connection>(s.get(), Connection::Role::kCallee, std::move(socket), TaskId());
-      conn->start_callee();
-      s->accepted.insert(conn);
-      ++s->stats.connections_accepted;
-    }
+    const auto protocol = socket.local_endpoint().protocol();
+    s->on_accepted(Socket(s->executor.context(), protocol, socket.release()));
     s->accept_next();
   });
+}
+
+void DataPlane::State::accept_next_local() {
+  if (!local_acceptor) return;
+  local_acceptor->async_accept(executor.context(), [weak = weak_from_this()](const boost::system::error_code& ec,
+                                                                              local::socket socket) {
+    auto s = weak.lock();
+    if (!s || !s->local_acceptor || ec == asio::error::operation_aborted) return;
+    if (ec) {
+      s->executor.post_after(10 * kMillisecond, [weak = std::weak_ptr<State>(s)] {
+        if (auto st = weak.lock()) st->accept_next_local();
+      });
+      return;
+    }
+    ++s->stats.same_host_connections_accepted;
+    s->on_accepted(Socket(s->executor.context(), local(), socket.release()));
+    s->accept_next_local();
+  });
+}
+
+void DataPlane::State::on_accepted(Socket socket) {
+  auto conn = std::make_shared<Connection>(this, Connection::Role::kCallee, std::move(socket), TaskId());
+  conn->start_callee();
+  accepted.insert(conn);
+  ++stats.connections_accepted;
+}
+
+// Also listens on a Unix socket in the abstract namespace, named for this
+// boot, process and port, for callers on this host (DataEndpoint). Not
+// having one (no boot id to name it by, the name taken) costs only speed:
+// callers use TCP.
+void DataPlane::State::listen_same_host() {
+  if (!options.same_host_socket || tls) return;
+  const std::string name = same_host_socket_name(port);
+  if (name.empty()) return;
+  boost::system::error_code ec;
+  local::acceptor a(executor.context());
+  a.open(local(), ec);
+  if (!ec) a.bind(dp::abstract_endpoint(name), ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return;
+  local_acceptor.emplace(std::move(a));
+  local_name = name;
+  accept_next_local();
 }
 
 void DataPlane::State::serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id,
@@ -1385,10 +1505,15 @@ void DataPlane::State::serve_request(const std::shared_ptr<Connection>& conn, st
 }
 
 void DataPlane::State::stop_serving() {
+  boost::system::error_code ig;
   if (acceptor) {
-    boost::system::error_code ig;
     acceptor->close(ig);
     acceptor.reset();
+  }
+  if (local_acceptor) {
+    local_acceptor->close(ig);
+    local_acceptor.reset();
+    local_name.clear();
   }
   auto conns = accepted;
   for (auto& conn : conns)
@@ -1478,10 +1603,12 @@ Status DataPlane::listen(const std::string& host, int port) {
   state_->port = acceptor.local_endpoint().port();
   state_->acceptor.emplace(std::move(acceptor));
   state_->accept_next();
+  state_->listen_same_host();
   return absl::OkStatus();
 }
 
 int DataPlane::port() const { return state_->acceptor ? state_->port : 0; }
+const std::string& DataPlane::same_host_socket() const { return state_->local_name; }
 
 void DataPlane::set_handler(std::shared_ptr<const CallHandler> handler) { state_->handler = std::move(handler); }
 

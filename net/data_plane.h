@@ -1,6 +1,8 @@
 #pragma once
 // The data plane: Pull and Push (the parameter servers' traffic) over framed
-// TCP connections (net/data_frame.h) that live on the task's own AsioExecutor.
+// TCP connections (net/data_frame.h) that live on the task's own AsioExecutor;
+// between two tasks of one host, over a Unix socket instead (same frames,
+// same handshake; DataPlaneOptions::same_host_socket).
 // Reads complete on the executor's thread, handlers run there inline, replies
 // are written from there: no thread hand-off anywhere on the path, unlike
 // gRPC, whose completions arrive on its own threads. Tensors are written
@@ -50,6 +52,9 @@ namespace twinps::net {
 struct DataEndpoint {
   std::string host;  // as in the peer's configured address (an IP literal or a name)
   int port = 0;      // 0: the peer serves no data plane
+  // The peer's Unix socket for callers on its host (an abstract-namespace
+  // name that carries its kernel's boot id); empty: none.
+  std::string same_host_socket = {};
 };
 
 // Finds where `to` serves its data plane; `done` runs on the executor, never
@@ -64,6 +69,11 @@ struct DataPlaneOptions {
   std::size_t attachment_threshold = 2048;  // tensors of at least this many bytes go out of band
   int connections_per_peer = 1;
   int socket_buffer_bytes = 0;  // SO_SNDBUF and SO_RCVBUF; 0 leaves the kernel's autotuning
+  // Serve, and use, a Unix socket between tasks of one host (one kernel and
+  // network namespace) besides TCP: the same frames and handshake, without
+  // the TCP stack. Not with TLS (the connection stays TLS over TCP). A caller
+  // that cannot reach it (another namespace) uses TCP.
+  bool same_host_socket = true;
   // Per incoming connection, the bytes of requests received or being
   // received and not yet answered (0: max_message_bytes). A request that
   // would pass it waits — the connection stops reading and TCP pushes back
@@ -86,6 +96,8 @@ struct DataPlaneStats {
   std::uint64_t discoveries = 0;            // asked where a peer listens
   std::uint64_t connections_opened = 0;     // as caller
   std::uint64_t connections_accepted = 0;   // as callee
+  std::uint64_t same_host_connections_opened = 0;    // of those opened, over the Unix socket
+  std::uint64_t same_host_connections_accepted = 0;  // of those accepted, over the Unix socket
   std::uint64_t requests_served = 0;        // reached the handler
   std::uint64_t frames_rejected = 0;        // answered with a transport error, or ended a connection
   std::uint64_t requests_held = 0;          // waited under max_connection_inbound_bytes
@@ -108,6 +120,8 @@ class DataPlane {
   // and IPv4 where the host has both.
   Status listen(const std::string& host, int port = 0);
   int port() const;  // 0 when not listening
+  // The Unix socket's name callers on this host use (DataEndpoint); empty: none.
+  const std::string& same_host_socket() const;
   void set_handler(std::shared_ptr<const CallHandler> handler);
   // Closes the listener and every incoming connection: their callers' calls
   // fail with UNAVAILABLE; handlers still holding a Responder answer no one.
@@ -128,5 +142,12 @@ class DataPlane {
 bool split_host_port(const std::string& address, std::string* host, int* port);
 // True for the hosts that mean "every interface": "", "0.0.0.0", "::".
 bool is_wildcard_host(const std::string& host);
+// This kernel's boot id (/proc/sys/kernel/random/boot_id); empty if unreadable.
+const std::string& this_boot_id();
+// The same-host socket name a data plane listening on `port` in this
+// process takes; empty without a boot id.
+std::string same_host_socket_name(int port);
+// Whether a peer's same-host socket name was made on this host (same boot id).
+bool on_this_host(const std::string& socket_name);
 
 }  // namespace twinps::net

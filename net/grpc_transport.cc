@@ -71,6 +71,7 @@ struct ServerShared {
   std::map<std::uint64_t, std::shared_ptr<IncomingRpc>> live;  // received, not yet answered
   std::uint64_t next_id = 1;
   std::atomic<int> data_port{0};  // 0: no data plane
+  std::string same_host_socket;   // set before the server starts, then only read
 };
 
 // One incoming call. Kept alive by itself until gRPC is done with it (OnDone)
@@ -254,6 +255,7 @@ class Service final : public ServiceBase {
     wire::DataPlaneInfo info;
     to_proto(shared_->self, info.mutable_task());
     info.set_port(static_cast<std::uint32_t>(shared_->data_port.load()));
+    info.set_same_host_socket(shared_->same_host_socket);
     grpc::Slice slice(info.SerializeAsString());
     *response = grpc::ByteBuffer(&slice, 1);
     reactor->Finish(grpc::Status::OK);
@@ -320,7 +322,7 @@ StatusOr<DataEndpoint> decode_location(const grpc::Status& status, const Discove
       info.port() > 65535)
     return absl::InvalidArgumentError(what + ": a malformed reply");
   if (task != d.to) return absl::UnavailableError(what + ": its address is served by " + task.short_name());
-  return DataEndpoint{d.host, static_cast<int>(info.port())};
+  return DataEndpoint{d.host, static_cast<int>(info.port()), info.same_host_socket()};
 }
 
 struct OutgoingRpc {
@@ -456,6 +458,7 @@ struct GrpcTransport::Impl {
     o.attachment_threshold = options.attachment_threshold;
     o.connections_per_peer = options.data_connections_per_peer;
     o.socket_buffer_bytes = options.data_socket_buffer_bytes;
+    o.same_host_socket = options.data_same_host_socket;
     o.security = options.security;
     o.discover = [this](const TaskId& to, Time deadline, UniqueFunction<void(StatusOr<DataEndpoint>)> done) {
       locate(to, deadline, std::move(done));
@@ -474,6 +477,7 @@ struct GrpcTransport::Impl {
                                         "' to listen for the data plane");
     TWINPS_RETURN_IF_ERROR(data->listen(host, options.data_listen_port));
     server_shared->data_port.store(data->port());
+    server_shared->same_host_socket = data->same_host_socket();
     return absl::OkStatus();
   }
 
@@ -766,6 +770,8 @@ GrpcTransportStats GrpcTransport::stats() const {
     out.data_plane_fallbacks = d.fallbacks;
     out.data_connections_opened = d.connections_opened;
     out.data_connections_accepted = d.connections_accepted;
+    out.data_same_host_connections_opened = d.same_host_connections_opened;
+    out.data_same_host_connections_accepted = d.same_host_connections_accepted;
     out.data_frames_rejected = d.frames_rejected;
     out.unauthenticated_refused += d.handshakes_refused;
     out.data_bytes_received = d.bytes_received;

@@ -100,6 +100,9 @@ struct GrpcTransportOptions {
   int data_connections_per_peer = 1;
   // SO_SNDBUF/SO_RCVBUF of data-plane sockets; 0 keeps the kernel's autotuning.
   int data_socket_buffer_bytes = 0;
+  // Tasks on one host reach each other's data plane over a Unix socket
+  // (DataPlaneOptions::same_host_socket); false: TCP between every pair.
+  bool data_same_host_socket = true;
   // Every request over the data plane, not only Pull and Push: for tests
   // (the whole contract suite on the data plane) and experiments.
   bool data_plane_for_every_request = false;
@@ -117,6 +120,8 @@ struct GrpcTransportStats {
   std::uint64_t discoveries = 0;       // LocateDataPlane RPCs
   std::uint64_t data_connections_opened = 0;
   std::uint64_t data_connections_accepted = 0;
+  std::uint64_t data_same_host_connections_opened = 0;    // of those, over the Unix socket
+  std::uint64_t data_same_host_connections_accepted = 0;
   std::uint64_t data_frames_rejected = 0;
   std::uint64_t unauthenticated_refused = 0;  // gRPC calls and data-plane connections without the token
   std::uint64_t data_bytes_received = 0;      // on data-plane connections (both roles)

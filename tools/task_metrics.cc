@@ -143,6 +143,9 @@ void TaskMetrics::publish() {
     m.counter("twinps_data_plane_sent_bytes_total", "Bytes sent on data-plane connections.", t.data_bytes_sent);
     m.counter("twinps_data_plane_connections_accepted_total", "Data-plane connections accepted.",
               t.data_connections_accepted);
+    m.counter("twinps_data_plane_same_host_connections_accepted_total",
+              "Data-plane connections accepted over the Unix socket, from tasks on this host.",
+              t.data_same_host_connections_accepted);
     m.counter("twinps_unauthenticated_refused_total",
               "Calls and data-plane connections refused for want of the cluster token.", t.unauthenticated_refused);
     if (const ParameterServerNode* ps = node_->ps()) {

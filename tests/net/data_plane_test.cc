@@ -1,6 +1,7 @@
 // What the TCP data plane adds to the transport contract (which
 // transport_contract_test.cc runs on both planes): routing between the
-// planes, discovery of a peer's data port (again after a restart), several
+// planes, discovery of a peer's data port (again after a restart), the Unix
+// socket between tasks of one host (and TCP where it cannot be reached), several
 // connections per peer, pipelined large replies, and frames from a client
 // that does not follow the protocol. Waits are bounded; nothing asserts on timing.
 #include <arpa/inet.h>
@@ -136,6 +137,66 @@ TEST(DataPlaneTest, PullAndPushTakeTheDataPlaneAndControlCallsTakeGrpc) {
   EXPECT_EQ(s.discoveries, 1u) << "asked once where ps:0's data plane is";
   EXPECT_EQ(s.data_connections_opened, 1u);
   EXPECT_EQ(server.stats().data_connections_accepted, 1u);
+}
+
+// Two tasks of one host: the data plane takes the Unix socket the peer
+// announced (the same frames and handshake), unless either end is told
+// tcp-only; a name made on another host, or one nobody listens on, is TCP.
+TEST(DataPlaneTest, TasksOnOneHostUseTheUnixSocketAndOthersTcp) {
+  for (bool same_host : {true, false}) {
+    SCOPED_TRACE(same_host ? "default" : "tcp-only");
+    Book book;
+    GrpcTransportOptions o;
+    o.data_same_host_socket = same_host;
+    ThreadedServer server(book, echo_handler(kPs, ramp(300, 64)), o);
+    AsioExecutor ex;
+    auto client = make_client(kChief, ex, book, o);
+    for (int i = 0; i < 3; ++i) {
+      auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(2000, 64)));
+      ASSERT_TRUE(pushed.ok()) << pushed.status();
+      expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(2000, 64));
+    }
+    const auto s = client->stats();
+    EXPECT_EQ(s.data_plane_calls, 3u);
+    EXPECT_EQ(s.data_connections_opened, 1u);
+    EXPECT_EQ(s.data_same_host_connections_opened, same_host ? 1u : 0u);
+    EXPECT_EQ(server.stats().data_same_host_connections_accepted, same_host ? 1u : 0u);
+  }
+}
+
+// A peer whose Unix socket cannot be reached from here (another network
+// namespace of this host, say) is called over TCP after all.
+TEST(DataPlaneTest, AnUnreachableSameHostSocketFallsBackToTcp) {
+  Book book;
+  ThreadedServer server(book, echo_handler(kPs, ramp(2, 2)));
+  const int data_port = server.transport->data_port();
+  ASSERT_NE(data_port, 0);
+  AsioExecutor ex;
+  DataPlaneOptions o;
+  o.discover = [data_port](const TaskId&, Time, UniqueFunction<void(StatusOr<DataEndpoint>)> done) {
+    // This boot's name, but for a port nobody here listens on.
+    done(DataEndpoint{"127.0.0.1", data_port, same_host_socket_name(1)});
+  };
+  o.fallback = [](const TaskId&, Request, CallOptions, ResponseCallback done) {
+    done(absl::InternalError("test: no gRPC fallback expected"));
+  };
+  DataPlane plane(kChief, ex, o);
+  std::optional<StatusOr<Response>> got;
+  plane.call(kPs, push_of(ramp(50, 8)), {}, [&](StatusOr<Response> r) { got = std::move(r); });
+  ASSERT_TRUE(ex.run_until([&] { return got.has_value(); }, ex.now() + kBound));
+  ASSERT_TRUE(got->ok()) << got->status();
+  expect_eq(std::get<PullResponse>(**got).items.at(0).values, ramp(50, 8));
+  EXPECT_EQ(plane.stats().connections_opened, 1u);
+  EXPECT_EQ(plane.stats().same_host_connections_opened, 0u);
+  EXPECT_EQ(server.stats().data_same_host_connections_accepted, 0u);
+}
+
+TEST(DataPlaneTest, ASameHostSocketNameIsOnlyTakenForThisBoot) {
+  ASSERT_FALSE(this_boot_id().empty()) << "Linux always has /proc/sys/kernel/random/boot_id";
+  EXPECT_TRUE(on_this_host(same_host_socket_name(4242)));
+  EXPECT_FALSE(on_this_host("twinps-data-00000000-0000-0000-0000-000000000000-1-4242"));
+  EXPECT_FALSE(on_this_host(""));
+  EXPECT_NE(same_host_socket_name(1), same_host_socket_name(2)) << "one per data port";
 }
 
 TEST(DataPlaneTest, APeerAddressedByHostNameIsResolved) {

@@ -50,23 +50,34 @@ struct Addresses {
   void set(const TaskId& t, int port) { (*map)[t] = "127.0.0.1:" + std::to_string(port); }
 };
 
-// Which plane the running test exercises (set by the fixture).
-DataPlaneMode g_plane = DataPlaneMode::kGrpc;
+// Which plane the running test exercises (set by the fixture): gRPC, or
+// the data plane over the Unix socket tasks of one host use, or over TCP.
+enum class Plane { kGrpc, kDataPlaneSameHost, kDataPlaneTcp };
+Plane g_plane = Plane::kGrpc;
 
-class TransportContractTest : public ::testing::TestWithParam<DataPlaneMode> {
+class TransportContractTest : public ::testing::TestWithParam<Plane> {
  protected:
   void SetUp() override { g_plane = GetParam(); }
 };
 
-std::string plane_name(const ::testing::TestParamInfo<DataPlaneMode>& info) {
-  return info.param == DataPlaneMode::kGrpc ? "Grpc" : "DataPlane";
+std::string plane_name(const ::testing::TestParamInfo<Plane>& info) {
+  switch (info.param) {
+    case Plane::kGrpc:
+      return "Grpc";
+    case Plane::kDataPlaneSameHost:
+      return "DataPlaneSameHost";
+    case Plane::kDataPlaneTcp:
+      return "DataPlaneTcp";
+  }
+  return "?";
 }
 
 std::unique_ptr<GrpcTransport> make(const TaskId& self, AsioExecutor& ex, Addresses& book, bool serve = true,
                                     GrpcTransportOptions options = {}, int port = 0) {
-  options.data_plane = g_plane;
+  options.data_plane = g_plane == Plane::kGrpc ? DataPlaneMode::kGrpc : DataPlaneMode::kTcp;
   // On the data plane, every request (not only Pull and Push) so that the whole suite runs there.
-  options.data_plane_for_every_request = g_plane == DataPlaneMode::kTcp;
+  options.data_plane_for_every_request = g_plane != Plane::kGrpc;
+  options.data_same_host_socket = g_plane == Plane::kDataPlaneSameHost;
   if (serve) options.listen_address = "127.0.0.1:" + std::to_string(port);
   options.resolve = book.resolver();
   auto t = GrpcTransport::create(self, ex, std::move(options));
@@ -602,7 +613,7 @@ TEST_P(TransportContractTest, BindingATakenPortFails) {
   Pair p;
   GrpcTransportOptions o;
   o.listen_address = "127.0.0.1:" + std::to_string(p.b->port());
-  o.data_plane = GetParam();
+  o.data_plane = GetParam() == Plane::kGrpc ? DataPlaneMode::kGrpc : DataPlaneMode::kTcp;
   auto t = GrpcTransport::create(TaskId::ps(1), p.ex, o);
   EXPECT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kUnavailable) << t.status();
@@ -624,8 +635,8 @@ TEST_P(TransportContractTest, AwaitableCallWorksFromACoroutine) {
   EXPECT_EQ(*got, 3u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Planes, TransportContractTest, ::testing::Values(DataPlaneMode::kGrpc, DataPlaneMode::kTcp),
-                         plane_name);
+INSTANTIATE_TEST_SUITE_P(Planes, TransportContractTest,
+                         ::testing::Values(Plane::kGrpc, Plane::kDataPlaneSameHost, Plane::kDataPlaneTcp), plane_name);
 
 }  // namespace
 }  // namespace twinps::net

@@ -31,7 +31,8 @@ TEST(BenchAllTest, QuickRunReportsFiguresBesideTheMachinesLimits) {
   const std::string md = read_file(report);
   EXPECT_NE(md.find("| figure | value | held against | ratio |"), std::string::npos) << md;
   // The limits, measured in this run, as positive rates.
-  for (const char* limit : {"machine: one loopback TCP stream, 64 MiB \\| ", "machine: memcpy, 256 MiB \\| "}) {
+  for (const char* limit : {"machine: one loopback TCP stream, 64 MiB \\| ", "machine: one Unix socket stream, 64 MiB \\| ",
+                            "machine: memcpy, 256 MiB \\| "}) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(md, m, std::regex(std::string(limit) + "([0-9.]+) GB/s"))) << limit << "\n" << md;
     EXPECT_GT(std::stod(m[1]), 0) << limit;
@@ -42,6 +43,12 @@ TEST(BenchAllTest, QuickRunReportsFiguresBesideTheMachinesLimits) {
       md, ps, std::regex(R"(bytes both ways \| ([0-9.]+) GB/s \| one loopback TCP stream ([0-9.]+) GB/s \| ([0-9.]+)x)")))
       << md;
   EXPECT_NEAR(std::stod(ps[3]), std::stod(ps[1]) / std::stod(ps[2]), 0.01 + 0.02 * std::stod(ps[3]));
+  // Both planes between processes of one host: TCP and the Unix socket, each against its own stream.
+  EXPECT_TRUE(std::regex_search(md, std::regex(R"(1 ps x 1 workers, TCP: bytes both ways \| [0-9.]+ GB/s \| one loopback TCP stream)")))
+      << md;
+  EXPECT_TRUE(std::regex_search(
+      md, std::regex(R"(1 ps x 1 workers, Unix socket: bytes both ways \| [0-9.]+ GB/s \| one Unix socket stream)")))
+      << md;
   EXPECT_TRUE(std::regex_search(md, std::regex(R"(tutorial, .* \| [1-9][0-9]* examples/s)"))) << md;
   EXPECT_TRUE(std::regex_search(md, std::regex(R"(simulated / wall time \| [0-9.]+x)"))) << md;
   EXPECT_NE(md.find("load average"), std::string::npos) << md;

@@ -1,8 +1,9 @@
 // twinps bench all: the standard set of measurements in one run — push/pull
-// at 4 KB, 1 MB and 16 MB with 1x1 and 2x2 processes, training (the tutorial
-// and the sparse embedding), the simulator at 1,000 x 100 — beside the
-// machine's own limits measured in the same run (one loopback TCP stream,
-// memcpy), so that every ratio it prints compares figures of one sitting.
+// at 4 KB, 1 MB and 16 MB with 1x1 and 2x2 processes over TCP and over the
+// same-host Unix socket, training (the tutorial and the sparse embedding),
+// the simulator at 1,000 x 100 — beside the machine's own limits measured in
+// the same run (one loopback TCP stream, one Unix socket stream, memcpy), so
+// that every ratio it prints compares figures of one sitting.
 // Each measurement is the ordinary `twinps bench TARGET` run as a child of
 // this binary; its printed table is read back. --report FILE writes the
 // results as a Markdown table (the README quotes it).
@@ -93,40 +94,61 @@ struct Plan {
 std::string gbps(double bytes_per_s) { return format("%.2f GB/s", bytes_per_s / 1e9); }
 std::string times(double r) { return format("%.2fx", r); }
 
-// Push/pull at each size and cluster: goodput (ps-lite's figure: one way) and
-// the bytes both ways against one loopback stream.
-bool measure_ps(const Plan& p, double stream, std::vector<Row>& rows) {
+// The machine's limits for one connection, measured in the same run.
+struct Streams {
+  double tcp = 0;   // one loopback TCP stream
+  double unix = 0;  // one Unix socket stream (the data plane between tasks of one host)
+};
+
+// Push/pull at each size and cluster, over each plane the data plane has
+// between processes of one host: its Unix socket (the default) and TCP
+// (`--data-plane tcp-only`, what tasks on different hosts use). Goodput is
+// ps-lite's figure (one way); the bytes both ways are held against one
+// stream of the same kind and against one TCP stream.
+bool measure_ps(const Plan& p, const Streams& stream, std::vector<Row>& rows) {
   struct Size {
     const char* name;
     const char* values;
   };
+  struct Plane {
+    const char* flag;
+    const char* name;
+    double limit;
+    const char* limit_name;
+  };
   const std::vector<Size> sizes = p.quick ? std::vector<Size>{{"4 KB", "1024"}}
                                           : std::vector<Size>{{"4 KB", "1024"}, {"1 MB", "262144"}, {"16 MB", "4194304"}};
   const std::vector<int> clusters = p.quick ? std::vector<int>{1} : std::vector<int>{1, 2};
+  const std::vector<Plane> planes = {{"tcp-only", "TCP", stream.tcp, "one loopback TCP stream"},
+                                     {"tcp", "Unix socket", stream.unix, "one Unix socket stream"}};
   // A second of warmup even when quick: the generators must have started and
   // connected before the first window (under ThreadSanitizer on a loaded
   // machine 0.2 s was not enough and the window saw no pair at all).
-  for (int n : clusters)
-    for (const Size& s : sizes) {
-      const std::string tag = format("ps-%dx%d-%s", n, n, s.values);
-      auto out = run_child({"bench", "ps", "--servers", std::to_string(n), "--workers", std::to_string(n),
-                            "--values-per-key", s.values, "--repeats", std::to_string(p.repeats), "--window",
-                            format("%g", p.window), "--warmup", "1"},
-                           p.dir, tag);
-      if (!out) return false;
-      const auto pairs = table_value(*out, "push->pull pairs/s");
-      const auto wire = table_value(*out, "GB/s (push+pull bytes)");
-      const auto goodput = table_value(*out, "goodput GB/s");
-      if (!pairs || !wire || !goodput) {
-        std::fprintf(stderr, "twinps bench all: unreadable bench ps output:\n%s\n", out->c_str());
-        return false;
+  for (const Plane& plane : planes)
+    for (int n : clusters)
+      for (const Size& s : sizes) {
+        const std::string tag = format("ps-%s-%dx%d-%s", plane.flag, n, n, s.values);
+        auto out = run_child({"bench", "ps", "--servers", std::to_string(n), "--workers", std::to_string(n),
+                              "--values-per-key", s.values, "--repeats", std::to_string(p.repeats), "--window",
+                              format("%g", p.window), "--warmup", "1", "--data-plane", plane.flag},
+                             p.dir, tag);
+        if (!out) return false;
+        const auto pairs = table_value(*out, "push->pull pairs/s");
+        const auto wire = table_value(*out, "GB/s (push+pull bytes)");
+        const auto goodput = table_value(*out, "goodput GB/s");
+        if (!pairs || !wire || !goodput) {
+          std::fprintf(stderr, "twinps bench all: unreadable bench ps output:\n%s\n", out->c_str());
+          return false;
+        }
+        const std::string where = format("push->pull %s, %d ps x %d workers, %s", s.name, n, n, plane.name);
+        rows.push_back({where + ": pairs/s", format("%.0f", *pairs), "", ""});
+        rows.push_back({where + ": goodput (one way)", format("%.2f GB/s", *goodput), "", ""});
+        rows.push_back({where + ": bytes both ways", format("%.2f GB/s", *wire),
+                        std::string(plane.limit_name) + " " + gbps(plane.limit), times(*wire * 1e9 / plane.limit)});
+        if (plane.limit != stream.tcp)
+          rows.push_back({where + ": bytes both ways", format("%.2f GB/s", *wire),
+                          "one loopback TCP stream " + gbps(stream.tcp), times(*wire * 1e9 / stream.tcp)});
       }
-      const std::string where = format("push->pull %s, %d ps x %d workers", s.name, n, n);
-      rows.push_back({where + ": pairs/s", format("%.0f", *pairs), "", ""});
-      rows.push_back({where + ": goodput (one way)", format("%.2f GB/s", *goodput), "", ""});
-      rows.push_back({where + ": bytes both ways", format("%.2f GB/s", *wire), "one loopback TCP stream " + gbps(stream),
-                      times(*wire * 1e9 / stream)});
-    }
   return true;
 }
 
@@ -237,9 +259,12 @@ int run_bench_all(int argc, char** argv) {
   const std::string load_before = load_average();
 
   std::vector<Row> rows;
-  const double stream = loopback_stream_bytes_per_s(std::size_t{64} << 20, p.repeats);
+  Streams stream;
+  stream.tcp = loopback_stream_bytes_per_s(std::size_t{64} << 20, p.repeats);
+  stream.unix = unix_stream_bytes_per_s(std::size_t{64} << 20, p.repeats);
   const double copy = memcpy_bytes_per_s(std::size_t{256} << 20, 5);
-  rows.push_back({"machine: one loopback TCP stream, 64 MiB", gbps(stream), "", ""});
+  rows.push_back({"machine: one loopback TCP stream, 64 MiB", gbps(stream.tcp), "", ""});
+  rows.push_back({"machine: one Unix socket stream, 64 MiB", gbps(stream.unix), "", ""});
   rows.push_back({"machine: memcpy, 256 MiB", gbps(copy), "", ""});
   bool ok = measure_ps(p, stream, rows) && measure_tutorial(p, rows) && (p.quick || measure_sparse(p, rows)) &&
             measure_sim(p, rows);

@@ -82,7 +82,17 @@ bool read_all(int fd, char* p, std::size_t n) {
 }
 
 // N connected pairs on loopback: (sender end, receiver end).
-std::vector<std::pair<Socket, Socket>> connect_pairs(int n) {
+std::vector<std::pair<Socket, Socket>> connect_pairs(int n, bool unix_socket = false) {
+  if (unix_socket) {
+    // What the data plane uses between tasks of one host (net/data_plane.h).
+    std::vector<std::pair<Socket, Socket>> out;
+    for (int i = 0; i < n; ++i) {
+      int fds[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) throw std::runtime_error("cannot make a Unix socket pair");
+      out.emplace_back(Socket(fds[0]), Socket(fds[1]));
+    }
+    return out;
+  }
   Socket listener(::socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -109,9 +119,9 @@ std::vector<std::pair<Socket, Socket>> connect_pairs(int n) {
 // One run: stream i carries sizes[i] bytes; returns each stream's completion
 // (s), from the instant the first sender began writing (so that waking the
 // threads up is not counted).
-std::vector<double> run_streams(const std::vector<std::size_t>& sizes) {
+std::vector<double> run_streams(const std::vector<std::size_t>& sizes, bool unix_socket = false) {
   const int n = static_cast<int>(sizes.size());
-  auto pairs = connect_pairs(n);
+  auto pairs = connect_pairs(n, unix_socket);
   const std::size_t most = *std::max_element(sizes.begin(), sizes.end());
   std::vector<std::vector<char>> out(static_cast<std::size_t>(n), std::vector<char>(most, 'x'));
   std::vector<std::vector<char>> in(static_cast<std::size_t>(n), std::vector<char>(most));
@@ -166,6 +176,13 @@ double measure_latency(int repeats) {
 double loopback_stream_bytes_per_s(std::size_t bytes, int repeats) {
   std::vector<double> rates;
   for (int r = 0; r < std::max(repeats, 1); ++r) rates.push_back(static_cast<double>(bytes) / run_streams({bytes}).at(0));
+  return median(rates);
+}
+
+double unix_stream_bytes_per_s(std::size_t bytes, int repeats) {
+  std::vector<double> rates;
+  for (int r = 0; r < std::max(repeats, 1); ++r)
+    rates.push_back(static_cast<double>(bytes) / run_streams({bytes}, true).at(0));
   return median(rates);
 }
 

@@ -32,5 +32,7 @@ int run_bench_all(int argc, char** argv);    // tools/commands/bench_all.cc
 // One loopback TCP stream of `bytes`, bytes per second (median of `repeats`):
 // the machine's limit for one connection (tools/commands/bench_flows.cc).
 double loopback_stream_bytes_per_s(std::size_t bytes, int repeats);
+// The same over a Unix socket pair: the limit of the data plane between tasks of one host.
+double unix_stream_bytes_per_s(std::size_t bytes, int repeats);
 
 }  // namespace twinps::cli
