@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -260,8 +261,9 @@ struct DataPlane::State : std::enable_shared_from_this<State> {
   void drop(OutCall& c);
 
   // ---- callee side
-  void accept_next();
-  void accept_next_local();
+  // Accepts connections on `which` (the TCP acceptor or the same-host one), one after another.
+  template <typename Protocol>
+  void accept_next(std::optional<asio::basic_socket_acceptor<Protocol>> State::*which);
   void listen_same_host();
   void on_accepted(Socket socket);
   void serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id, std::uint64_t bytes,
@@ -1412,39 +1414,24 @@ void DataPlane::State::on_caller_connection_closed(Connection* conn) {
 
 // ================================================================== state: callee side
 
-void DataPlane::State::accept_next() {
-  if (!acceptor) return;
-  acceptor->async_accept(executor.context(), [weak = weak_from_this()](const boost::system::error_code& ec,
-                                                                        tcp::socket socket) {
+template <typename Protocol>
+void DataPlane::State::accept_next(std::optional<asio::basic_socket_acceptor<Protocol>> State::*which) {
+  auto& listening = this->*which;
+  if (!listening) return;
+  listening->async_accept(executor.context(), [weak = weak_from_this(), which](const boost::system::error_code& ec,
+                                                                              typename Protocol::socket socket) {
     auto s = weak.lock();
-    if (!s || !s->acceptor || ec == asio::error::operation_aborted) return;
+    if (!s || !(s.get()->*which) || ec == asio::error::operation_aborted) return;
     if (ec) {  // out of descriptors, say: try again shortly rather than spin
-      s->executor.post_after(10 * kMillisecond, [weak = std::weak_ptr<State>(s)] {
-        if (auto st = weak.lock()) st->accept_next();
+      s->executor.post_after(10 * kMillisecond, [weak = std::weak_ptr<State>(s), which] {
+        if (auto st = weak.lock()) st->accept_next(which);
       });
       return;
     }
+    if constexpr (std::is_same_v<Protocol, local>) ++s->stats.same_host_connections_accepted;
     const auto protocol = socket.local_endpoint().protocol();
     s->on_accepted(Socket(s->executor.context(), protocol, socket.release()));
-    s->accept_next();
-  });
-}
-
-void DataPlane::State::accept_next_local() {
-  if (!local_acceptor) return;
-  local_acceptor->async_accept(executor.context(), [weak = weak_from_this()](const boost::system::error_code& ec,
-                                                                              local::socket socket) {
-    auto s = weak.lock();
-    if (!s || !s->local_acceptor || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      s->executor.post_after(10 * kMillisecond, [weak = std::weak_ptr<State>(s)] {
-        if (auto st = weak.lock()) st->accept_next_local();
-      });
-      return;
-    }
-    ++s->stats.same_host_connections_accepted;
-    s->on_accepted(Socket(s->executor.context(), local(), socket.release()));
-    s->accept_next_local();
+    s->accept_next(which);
   });
 }
 
@@ -1471,7 +1458,7 @@ void DataPlane::State::listen_same_host() {
   if (ec) return;
   local_acceptor.emplace(std::move(a));
   local_name = name;
-  accept_next_local();
+  accept_next(&State::local_acceptor);
 }
 
 void DataPlane::State::serve_request(const std::shared_ptr<Connection>& conn, std::uint64_t wire_id,
@@ -1602,7 +1589,7 @@ Status DataPlane::listen(const std::string& host, int port) {
                                   ": " + ec.message());
   state_->port = acceptor.local_endpoint().port();
   state_->acceptor.emplace(std::move(acceptor));
-  state_->accept_next();
+  state_->accept_next(&State::acceptor);
   state_->listen_same_host();
   return absl::OkStatus();
 }

@@ -908,7 +908,6 @@ Task<void> ClusterCoordinator::recover_parameter_servers() {
   recovering_ = false;
   queue_.resume();
   state_changed_.notify_all();
-  sync_changed_.notify_all();
 }
 
 namespace {
