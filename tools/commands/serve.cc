@@ -205,14 +205,17 @@ int run_serve(int argc, char** argv) {
     spdlog::error("{}: {}", task.short_name(), describe(metrics.status()));
     return metrics.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailed;
   }
+  // Handlers before the readiness line: a launcher may send SIGTERM the
+  // moment it reads "serving on", and that must be a graceful stop, not the
+  // default action (ObservabilityTest.LogsAreLeveledAndCanBeJson met it).
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
   // The readiness line: with --port 0 it is where a launcher learns the
   // port the OS picked (tools/process_cluster.h reads "serving on HOST:PORT").
   const std::string bound = ":" + std::to_string((*node)->port());
   spdlog::info("{} serving on {} (listening on {}, data plane port {}, incarnation {:016x})", task.short_name(),
                with_port(*address, bound), with_port(*listen, bound), (*node)->transport().data_port(),
                (*node)->incarnation());
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
   // The executor runs on this thread; a periodic timer lets it notice signals.
   auto& ex = (*node)->executor();
   std::function<void()> tick;
