@@ -248,6 +248,9 @@ void Validator::workload() {
     positive(p(t, "learning_rate"), t.learning_rate(), "learning_rate");
     if (t.has_num_shards() && t.num_shards() < 1) error(p(t, "num_shards"), "must be at least 1");
     if (t.max_to_keep() < 1) error(p(t, "max_to_keep"), "must be at least 1");
+    if (t.visitation() == scenario::EXACTLY_ONCE && s_.coordinator().ps_failure() != scenario::RAISE)
+      error(p(t, "visitation"), "EXACTLY_ONCE needs coordinator.ps_failure RAISE (a restore or rollback takes "
+                                "applied records back)");
     return;
   }
   if (s_.has_checkpoints()) {
@@ -666,8 +669,12 @@ void Validator::expectations() {
       case scenario::Expectation::kVisitsPerExample: {
         const auto& v = e.visits_per_example();
         const Path vp = p(e, "visits_per_example");
-        if (!s_.has_model() || s_.model().examples_per_epoch() <= 0)
-          error(vp, "visits are counted for a synthetic `model` with examples_per_epoch");
+        const bool counted = (s_.has_model() && s_.model().examples_per_epoch() > 0) ||
+                             (s_.has_tutorial() && s_.tutorial().visitation() == scenario::EXACTLY_ONCE) ||
+                             s_.has_model_spec();
+        if (!counted)
+          error(vp, "visits are counted for a synthetic `model` with examples_per_epoch, the tutorial with "
+                    "visitation EXACTLY_ONCE, or a model spec trained with training.visitation \"exactly_once\"");
         label_ok(vp(v, "after"), v.after(), false);
         bounds_ok(vp, v);
         break;

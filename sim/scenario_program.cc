@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "core/runtime/sync.h"
 #include "core/worker/parameter_client.h"
 #include "sim/workload.h"
 
 namespace twinps::sim {
+
+// The synthetic model and exactly-once training count visits in one variable.
+static_assert(std::string_view(synthetic::kVisitsVar) == model::CompiledModel::kVisits);
 
 Task<std::vector<std::int64_t>> read_visits(ClusterCoordinator& c) {
   const VariableLayout* v = c.variables().find(synthetic::kVisitsVar);
@@ -265,7 +269,8 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
   rec.values_end = result_.values.size();
   if (!a.label().empty()) {
     rec.iterations = co_await read_iterations(c);
-    if (workload_ && workload_->spec().examples_per_epoch > 0) rec.visits = co_await read_visits(c);
+    // A synthetic model's visits, or an exactly-once trainer's (none: empty).
+    rec.visits = co_await read_visits(c);
   }
   result_.actions.push_back(std::move(rec));
 }

@@ -21,6 +21,10 @@ StatusOr<ScenarioProgram::TrainerSetup> tutorial_setup(const scenario::Tutorial&
   setup.options.steps_per_epoch = t.steps_per_epoch();
   setup.options.eval_every_epochs = 0;
   setup.options.eval_steps = 2;
+  if (t.visitation() == scenario::EXACTLY_ONCE) {
+    setup.options.visitation = training::Visitation::kExactlyOnce;
+    setup.options.data_seed = seed;
+  }
   return setup;
 }
 

@@ -147,7 +147,10 @@ void ModelFlags::add_training_options(po::options_description& opts) {
       ("ps-failure-policy", po::value<std::string>(),
        "what a ps failure does: raise (the run fails, as TensorFlow's), restore (wait for the ps to come back and "
        "reload only its shards from the newest checkpoint) or rollback (every ps back to the newest checkpoint); "
-       "overrides the spec's training.ps_failure");
+       "overrides the spec's training.ps_failure")
+      ("visitation", po::value<std::string>(),
+       "at-least-once (TensorFlow's: each worker's iterator over its shard) or exactly-once (every training record "
+       "once per pass over the data whatever workers die); overrides the spec's training.visitation");
 }
 
 void ModelFlags::add_data_options(po::options_description& opts, bool with_train) {
@@ -261,6 +264,21 @@ StatusOr<ModelRun> load_model_run(const ModelFlags& f, const po::variables_map& 
     if (!parsed) return bad_flag("--ps-failure-policy must be raise, restore or rollback, not '" + policy + "'");
     run.ps_failure = *parsed;
     run.ps_recovery_wait = from_seconds(t.ps_recovery_wait_s());
+  }
+  {
+    // Already checked in the spec (training.visitation); the flag overrides it.
+    std::string visitation = t.visitation() == "exactly_once" ? "exactly-once" : "at-least-once";
+    if (auto v = flag<std::string>(vm, "visitation")) visitation = *v;
+    if (visitation != "at-least-once" && visitation != "exactly-once")
+      return bad_flag("--visitation must be at-least-once or exactly-once, not '" + visitation + "'");
+    if (visitation == "exactly-once") {
+      if (run.ps_failure != PsFailurePolicy::kRaise)
+        return bad_flag("--visitation exactly-once needs --ps-failure-policy raise (a restore or rollback takes "
+                        "applied records back)");
+      o.visitation = training::Visitation::kExactlyOnce;
+    }
+    o.data_seed = f.seed;
+    o.shuffle_records = f.shuffle_buffer > 0;
   }
 
   // Data: the tutorial's generated records by default for the built-in tutorial.

@@ -468,7 +468,10 @@ void register_file_dataset_functions(FunctionRegistry& registry) {
     FileDatasetSpec spec;
     if (!spec.ParseFromString(std::get<std::string>(ctx.args[0])))
       return absl::InvalidArgumentError("file_dataset: the spec argument is not a serialized FileDatasetSpec");
-    auto ds = FileDataset::create(spec, ctx.worker_index, static_cast<int>(std::get<std::int64_t>(ctx.args[1])));
+    // Divided among 1: the whole data, on whichever worker builds it
+    // (exactly-once training's record table reads it all on every worker).
+    const int workers = static_cast<int>(std::get<std::int64_t>(ctx.args[1]));
+    auto ds = FileDataset::create(spec, workers == 1 ? 0 : ctx.worker_index, workers);
     if (!ds.ok()) return ds.status();
     return std::unique_ptr<Resource>(std::move(*ds));
   });

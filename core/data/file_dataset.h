@@ -114,7 +114,8 @@ class FileDataset final : public RecordDatasetResource {
 };
 
 // The arguments of the kFileDatasetFunction resource: the spec and the
-// number of workers to divide the files among.
+// number of workers to divide the files among (1: every worker builds the
+// whole data).
 std::vector<Value> file_dataset_args(const FileDatasetSpec& spec, int workers);
 
 // Registers kFileDatasetFunction (and the "iterator" function, which makes

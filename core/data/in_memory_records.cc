@@ -128,7 +128,34 @@ RecordBatch take_records(const RecordBatch& all, std::span<const std::size_t> in
       to.offsets.push_back(to.offsets.back() + static_cast<std::int64_t>(end - begin));
     }
   }
+  if (all.origins.size() == static_cast<std::size_t>(all.size)) {
+    out.origins.reserve(indices.size());
+    for (std::size_t i : indices) out.origins.push_back(all.origins[i]);
+    out.files = all.files;
+  }
   return out;
+}
+
+void append_records(RecordBatch& into, const RecordBatch& batch) {
+  if (into.columns.empty()) {
+    into.columns.resize(batch.columns.size());
+    for (std::size_t k = 0; k < batch.columns.size(); ++k) {
+      into.columns[k].type = batch.columns[k].type;
+      into.columns[k].offsets.assign(1, 0);
+    }
+    into.files = batch.files;
+  }
+  for (std::size_t k = 0; k < batch.columns.size(); ++k) {
+    const Column& from = batch.columns[k];
+    Column& to = into.columns[k];
+    const std::int64_t base = to.offsets.back();
+    to.floats.insert(to.floats.end(), from.floats.begin(), from.floats.end());
+    to.ints.insert(to.ints.end(), from.ints.begin(), from.ints.end());
+    to.strings.insert(to.strings.end(), from.strings.begin(), from.strings.end());
+    for (std::size_t r = 1; r < from.offsets.size(); ++r) to.offsets.push_back(base + from.offsets[r]);
+  }
+  into.origins.insert(into.origins.end(), batch.origins.begin(), batch.origins.end());
+  into.size += batch.size;
 }
 
 StatusOr<std::unique_ptr<InMemoryRecordDataset>> InMemoryRecordDataset::create(

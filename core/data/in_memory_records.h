@@ -36,7 +36,12 @@ class InMemoryRecordDataset final : public RecordDatasetResource {
 // and fixed widths; INVALID_ARGUMENT naming the column otherwise.
 Status check_batch(const Schema& schema, const RecordBatch& batch);
 
-// The records `indices` of `all`, in that order.
+// The records `indices` of `all`, in that order (with their origins, when
+// `all` has them).
 RecordBatch take_records(const RecordBatch& all, std::span<const std::size_t> indices);
+
+// Appends `batch`'s records to `into` (same schema; `into` may be empty):
+// a table of every record, built from a dataset's batches.
+void append_records(RecordBatch& into, const RecordBatch& batch);
 
 }  // namespace twinps::data

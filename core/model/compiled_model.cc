@@ -155,7 +155,8 @@ VariableDemand demand_of(const std::string& name, const Shape& shape, const Part
 
 }  // namespace
 
-StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bool shape_only) const {
+StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bool shape_only,
+                                                                  std::int64_t visit_rows) const {
   // The cluster's optimizer is the first variable's; a variable whose group
   // has another gets it as its own (on its layout, so on its shards and in
   // checkpoints). A spec whose groups agree so creates exactly what a
@@ -203,6 +204,19 @@ StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bo
     } else {
       RandomStream r = init.fork(v.name);
       for (auto& s : shard_states(*layout, initial_value(v.initializer, v.shape, r))) out.initial.push_back(std::move(s));
+    }
+  }
+  if (visit_rows > 0) {
+    // One block, whatever the partitioners: the trainer reads it whole.
+    placer.set_partitioner(nullptr);
+    auto visits = placer.create(kVisits, {visit_rows, 1}, VariableKind::kAccumulator);
+    if (!visits.ok()) return visits.status();
+    if (shape_only) {
+      ShardState s;
+      s.spec = ShardSpec{visits->shards[0].id, visits->shard_name(0), VariableKind::kAccumulator, visit_rows, 1, true};
+      out.initial.push_back(std::move(s));
+    } else {
+      for (auto& s : shard_states(*visits, Matrix::Zero(visit_rows, 1))) out.initial.push_back(std::move(s));
     }
   }
   out.layouts = placer.variables();
@@ -346,7 +360,7 @@ Task<StatusOr<Value>> CompiledModel::train(StepContext& ctx) const {
 }
 
 Task<StatusOr<double>> CompiledModel::run_train_steps(StepContext& ctx, data::RecordIteratorResource& iterator,
-                                                      std::int64_t steps) const {
+                                                      std::int64_t steps, const StepPushHook& add_to_push) const {
   auto vars = find_variables(in_step(ctx), Phase::kTrain);
   if (!vars.ok()) co_return vars.status();
   auto next_batch = [&]() -> StatusOr<PreparedBatch> {
@@ -387,6 +401,7 @@ Task<StatusOr<double>> CompiledModel::run_train_steps(StepContext& ctx, data::Re
     std::vector<Matrix> deltas = metric_deltas(logits, f.labels, l.loss);
     for (std::size_t m = 0; m < deltas.size(); ++m) push.add(*vars->metrics[m], std::move(deltas[m]));
     push.add_counter(*vars->iterations, 1);
+    if (add_to_push) add_to_push(i, push);
 
     if (i + 1 == steps) {
       Status pushed = co_await ctx.ps().push(push);

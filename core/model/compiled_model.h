@@ -105,9 +105,15 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   // (timing-only simulation). `optimizer` is the first variable's; every
   // trainable variable whose optimizer group has another carries it in its
   // layout (VariableLayout::optimizer) and shards.
-  StatusOr<Variables> build_variables(int num_ps, bool shape_only = false) const;
+  // `visit_rows` > 0 (exactly-once training): also kVisits, an accumulator
+  // of one row per training example, unsharded and created last (so the
+  // other variables are placed as without it).
+  StatusOr<Variables> build_variables(int num_ps, bool shape_only = false, std::int64_t visit_rows = 0) const;
 
   static constexpr char kIterations[] = "iterations";
+  // Exactly-once training: how many times each example was trained on, as
+  // the parameter servers applied it (core/training/exactly_once.h).
+  static constexpr char kVisits[] = "visits";
   // Names of the accumulators behind a metric: "accuracy/total" ... for
   // training, "eval_accuracy/total" ... for evaluation.
   std::vector<std::string> metric_variables(Phase phase) const;
@@ -128,8 +134,11 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
   // `steps` training steps on `iterator`'s batches, returning the last
   // step's loss; one evaluation batch, adding to the eval metrics on the
   // parameter servers and returning its loss.
+  // `add_to_push`, when given, adds its writes to step i's push (exactly-once
+  // training counts each step's examples there: applied with its gradients).
+  using StepPushHook = std::function<void(std::int64_t step, ParameterClient::PushBatch& push)>;
   Task<StatusOr<double>> run_train_steps(StepContext& ctx, data::RecordIteratorResource& iterator,
-                                         std::int64_t steps) const;
+                                         std::int64_t steps, const StepPushHook& add_to_push = {}) const;
   Task<StatusOr<double>> run_eval_step(StepContext& ctx, data::RecordIteratorResource& iterator) const;
 
   // Direct evaluation on the coordinator: one batch's metric deltas

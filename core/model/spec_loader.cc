@@ -114,6 +114,11 @@ class Validator {
       error(p(t, "backup_workers"), "is for mode \"sync\" only");
     if (!parse_ps_failure_policy(t.ps_failure()))
       error(p(t, "ps_failure"), "must be \"raise\", \"restore\" or \"rollback\", got \"" + t.ps_failure() + "\"");
+    if (t.visitation() != "at_least_once" && t.visitation() != "exactly_once")
+      error(p(t, "visitation"), "must be \"at_least_once\" or \"exactly_once\", got \"" + t.visitation() + "\"");
+    else if (t.visitation() == "exactly_once" && t.ps_failure() != "raise")
+      error(p(t, "visitation"), "\"exactly_once\" needs ps_failure \"raise\" (a restore or rollback takes applied "
+                                "records back)");
     if (!(t.ps_recovery_wait_s() > 0))
       error(p(t, "ps_recovery_wait_s"), "must be > 0, got " + std::to_string(t.ps_recovery_wait_s()));
   }

@@ -2,6 +2,7 @@
 
 #include "core/model/spec_loader.h"
 #include "core/training/data_source.h"
+#include "core/training/exactly_once.h"
 #include "core/worker/step_context.h"
 
 namespace twinps::training {
@@ -88,6 +89,7 @@ void register_model_functions(FunctionRegistry& registry) {
 void register_training_functions(FunctionRegistry& registry) {
   register_model_functions(registry);
   register_data_functions(registry);
+  register_exactly_once_functions(registry);
 }
 
 }  // namespace twinps::training

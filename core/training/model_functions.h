@@ -60,7 +60,8 @@ struct StepReport {
 void register_model_functions(FunctionRegistry& registry);
 
 // What every twinps task registers to train any model spec: the model
-// functions above and the data functions (core/training/data_source.h).
+// functions above, the data functions (core/training/data_source.h) and
+// exactly-once training's (core/training/exactly_once.h).
 void register_training_functions(FunctionRegistry& registry);
 
 }  // namespace twinps::training

@@ -7,6 +7,7 @@
 
 #include "core/checkpoint/training_checkpoints.h"
 #include "core/runtime/sync.h"
+#include "core/training/exactly_once.h"
 #include "core/training/model_functions.h"
 
 namespace twinps::training {
@@ -58,6 +59,8 @@ Status Trainer::check() const {
   if (eval_ && options_.eval_mode == EvalMode::kDistributed && options_.eval_steps == 0 && eval_->records <= 0)
     return absl::InvalidArgumentError("eval_steps is 0 (one pass) but the number of evaluation records is unknown");
   if (model_->batch_size() < 1) return absl::InvalidArgumentError("the batch size must be at least 1");
+  if (options_.visitation == Visitation::kExactlyOnce && train_.records <= 0)
+    return absl::InvalidArgumentError("exactly-once visitation needs the number of training records");
   return absl::OkStatus();
 }
 
@@ -71,7 +74,11 @@ struct Trainer::Run {
   const std::int64_t spe;
   TrainResult result;
   PerWorkerValues model;
-  PerWorkerValues iterator;
+  PerWorkerValues iterator;  // at least once: each worker's iterator over its shard
+  PerWorkerValues table;     // exactly once: every record on every worker
+  // Exactly once: the order of the records in pass `order_pass` over them.
+  std::vector<std::int64_t> order;
+  std::int64_t order_pass = -1;
   PerWorkerDataset eval_dataset;
   bool eval_dataset_built = false;
   int epoch = 0;
@@ -210,6 +217,86 @@ struct Trainer::Run {
     co_return s;
   }
 
+  bool exactly_once() const { return t.options_.visitation == Visitation::kExactlyOnce; }
+
+  // Exactly once, the data is a stream of passes over the records, each in
+  // its own order, `pass_steps()` steps a pass (the last batch of a pass may
+  // be short); the run's step g trains pass g / pass_steps()'s batch
+  // g % pass_steps(). Epochs of the trainer are counts of steps, as Keras's
+  // steps_per_epoch: a pass may span epochs.
+  std::int64_t pass_steps() const { return ceil_div(t.train_.records, t.model_->batch_size()); }
+  std::int64_t global_step(std::int64_t step) const { return static_cast<std::int64_t>(epoch) * spe + step; }
+
+  const std::vector<std::int64_t>& pass_order(std::int64_t pass) {
+    if (pass != order_pass) {
+      order = epoch_order(t.train_.records, t.options_.data_seed, pass, t.options_.shuffle_records);
+      order_pass = pass;
+    }
+    return order;
+  }
+
+  // The steps a closure starting at the epoch's step `step` runs: at most
+  // steps_per_execution, within the epoch, and (exactly once) within a pass.
+  std::int64_t closure_steps(std::int64_t step) const {
+    std::int64_t n = std::min(t.options_.steps_per_execution, spe - step);
+    if (exactly_once()) n = std::min(n, pass_steps() - global_step(step) % pass_steps());
+    return n;
+  }
+
+  // A train closure of `n` steps from the epoch's step `step`: the next
+  // records of the worker's iterator, or (exactly once) the records those
+  // steps cover, as a split with its key (unique in the run).
+  std::vector<Arg> train_args(std::int64_t step, std::int64_t n) {
+    if (!exactly_once()) return {model, iterator, Value(n)};
+    const std::int64_t g = global_step(step);
+    const std::vector<std::int64_t>& ids = pass_order(g / pass_steps());
+    const std::int64_t b = t.model_->batch_size();
+    const auto begin = static_cast<std::size_t>(g % pass_steps() * b);
+    const auto end = std::min(ids.size(), begin + static_cast<std::size_t>(n * b));
+    return {model, table, Value(pack_ids(std::span(ids).subspan(begin, end - begin))), Value(g + 1)};
+  }
+
+  // The step an epoch starts at. A run restored from a checkpoint saved
+  // within an epoch (after a join, so every split scheduled before it was
+  // applied, in order) goes on with that epoch's next split when the
+  // records are visited exactly once; at least once (TensorFlow's) it
+  // trains the whole epoch again.
+  std::int64_t first_step_of(int e) const {
+    if (!exactly_once() || e != result.start.start_epoch) return 0;
+    return std::clamp<std::int64_t>(result.start.restored_iterations - static_cast<std::int64_t>(e) * spe, 0, spe);
+  }
+
+  // Exactly once: the visits the parameter servers counted, against the
+  // epochs trained (this run's and a restored checkpoint's).
+  Task<StatusOr<VisitCounts>> read_visits() {
+    const VariableLayout* v = c.variables().find(model::CompiledModel::kVisits);
+    if (!v) co_return absl::InternalError("exactly-once training created no visits variable");
+    ParameterClient ps = c.parameter_client();
+    ParameterClient::PullBatch pull;
+    const int h = pull.dense(*v);
+    auto r = co_await ps.pull(pull);
+    if (!r.ok()) co_return r.status();
+    const Matrix& m = r->value(h);
+    // What every step of every epoch, up to the last, was due to visit.
+    const std::int64_t steps = static_cast<std::int64_t>(t.options_.epochs) * spe;
+    VisitCounts counts;
+    counts.examples = m.rows();
+    counts.full_passes = steps / pass_steps();
+    counts.partial_records = std::min(t.train_.records, steps % pass_steps() * t.model_->batch_size());
+    std::vector<std::int64_t> due(static_cast<std::size_t>(m.rows()), counts.full_passes);
+    const std::vector<std::int64_t>& next = pass_order(counts.full_passes);
+    for (std::int64_t i = 0; i < counts.partial_records; ++i) ++due[static_cast<std::size_t>(next[static_cast<std::size_t>(i)])];
+    if (m.rows() == 0) co_return counts;
+    counts.min = counts.max = std::llround(m(0, 0));
+    for (Eigen::Index i = 0; i < m.rows(); ++i) {
+      const std::int64_t n = std::llround(m(i, 0));
+      counts.min = std::min(counts.min, n);
+      counts.max = std::max(counts.max, n);
+      if (n != due[static_cast<std::size_t>(i)]) ++counts.off;
+    }
+    co_return counts;
+  }
+
   Task<StatusOr<std::int64_t>> read_iterations() {
     const VariableLayout* v = c.variables().find(model::CompiledModel::kIterations);
     if (!v) co_return absl::InternalError("the model has no iterations counter");
@@ -342,7 +429,7 @@ struct Trainer::Run {
 
   Task<StatusOr<TrainResult>> train() {
     const auto& o = t.options_;
-    auto vars = t.model_->build_variables(c.shape().ps);
+    auto vars = t.model_->build_variables(c.shape().ps, false, exactly_once() ? t.train_.records : 0);
     if (!vars.ok()) co_return vars.status();
     if (c.ps_failure_policy() != PsFailurePolicy::kRaise) set_recovery_source(*vars);
     auto start = restore_or_initialize(o.checkpoints, vars->layouts, vars->optimizer, std::move(vars->initial));
@@ -361,9 +448,16 @@ struct Trainer::Run {
     // shuffles with a stream forked by the resource's id, so the tutorial's
     // data is shuffled as TensorFlow's tutorial program (dataset, then
     // iterator) has it shuffled.
-    DatasetRequest r{c.shape().workers, t.model_->batch_size(), -1, true};
-    PerWorkerDataset dataset = c.create_per_worker_dataset(t.train_.function, t.train_.args(r));
-    iterator = c.create_per_worker_iterator(dataset);
+    if (exactly_once()) {
+      // Each worker reads all of it once, in order; the coordinator orders it.
+      DatasetRequest whole{1, t.model_->batch_size(), 1, false};
+      PerWorkerDataset dataset = c.create_per_worker_dataset(t.train_.function, t.train_.args(whole));
+      table = c.create_per_worker_resource(kRecordTableFunction, {Value(t.train_.records)}, &dataset.datasets);
+    } else {
+      DatasetRequest r{c.shape().workers, t.model_->batch_size(), -1, true};
+      PerWorkerDataset dataset = c.create_per_worker_dataset(t.train_.function, t.train_.args(r));
+      iterator = c.create_per_worker_iterator(dataset);
+    }
     model = c.create_per_worker_resource(kModelFunction, model_args(t.model_->spec()));
 
     last_save_at = c.now();
@@ -372,12 +466,13 @@ struct Trainer::Run {
       TWINPS_CO_RETURN_IF_ERROR(co_await reset_train_metrics());
       const Time epoch_started = c.now();
       steps_done_in_epoch = 0;
-      for (std::int64_t step = 0; step < spe; step += o.steps_per_execution) {
-        const std::int64_t n = std::min(o.steps_per_execution, spe - step);
-        std::vector<Arg> args{model, iterator, Value(n)};
-        auto rv = co_await c.schedule(kTrainStep, std::move(args));
+      const std::int64_t first_step = first_step_of(epoch);
+      const char* fn = exactly_once() ? kTrainSplitStep : kTrainStep;
+      for (std::int64_t step = first_step, n = 0; step < spe; step += n) {
+        n = closure_steps(step);
+        auto rv = co_await c.schedule(fn, train_args(step, n));
         if (!rv.ok()) co_return rv.status();
-        if (t.callbacks_.on_scheduled) t.callbacks_.on_scheduled(kTrainStep, *rv);
+        if (t.callbacks_.on_scheduled) t.callbacks_.on_scheduled(fn, *rv);
         pending.push_back({*rv, n});
         steps_scheduled += n;
         bool failed = fold_finished();
@@ -405,8 +500,9 @@ struct Trainer::Run {
                      {TraceArg{"epoch", static_cast<double>(epoch)},
                       TraceArg{"accuracy", e.train.accuracy.value_or(-1)}, TraceArg{"loss", e.train.loss}});
       const double seconds = to_seconds(e.finished_at - epoch_started);
-      e.examples_per_second = seconds > 0 ? static_cast<double>(spe * t.model_->batch_size()) / seconds : 0;
-      result.steps_trained += spe;
+      e.examples_per_second =
+          seconds > 0 ? static_cast<double>((spe - first_step) * t.model_->batch_size()) / seconds : 0;
+      result.steps_trained += spe - first_step;
       result.training_finished = e.finished_at;
       const bool last = epoch + 1 == o.epochs;
       if (t.eval_ && (last || (o.eval_every_epochs > 0 && (epoch + 1) % o.eval_every_epochs == 0))) {
@@ -426,6 +522,11 @@ struct Trainer::Run {
     auto iterations = co_await read_iterations();
     if (!iterations.ok()) co_return iterations.status();
     result.iterations = *iterations;
+    if (exactly_once()) {
+      auto visits = co_await read_visits();
+      if (!visits.ok()) co_return visits.status();
+      result.visits = *visits;
+    }
     if (t.eval_ && !result.eval) {  // nothing left to train: evaluate what was restored
       auto eval = co_await evaluate();
       if (!eval.ok()) co_return eval.status();
@@ -437,6 +538,10 @@ struct Trainer::Run {
 
 Task<StatusOr<TrainResult>> Trainer::run(ClusterCoordinator& coordinator) {
   TWINPS_CO_RETURN_IF_ERROR(check());
+  if (options_.visitation == Visitation::kExactlyOnce && coordinator.ps_failure_policy() != PsFailurePolicy::kRaise)
+    co_return absl::InvalidArgumentError(
+        "exactly-once visitation needs the ps failure policy raise: a restore or rollback takes applied splits "
+        "back, which would leave their examples unvisited");
   Run run(*this, coordinator);
   // Declared after `run`: the progress reporter is destroyed first.
   TaskScope progress(coordinator.executor());

@@ -8,7 +8,9 @@
 //     verifies, or fresh; a restored run resumes at epoch
 //     iterations // steps_per_epoch (TensorFlow's tutorial, spec P7);
 //   * the spec is shipped to every worker (core/training/model_functions.h),
-//     the training data is a per-worker dataset, repeated forever, and each
+//     the training data is a per-worker dataset, repeated forever (or,
+//     exactly once, every record on every worker and each closure's records
+//     chosen by the coordinator: core/training/exactly_once.h), and each
 //     epoch schedules steps_per_epoch steps in closures of
 //     steps_per_execution steps, then joins and reads the epoch's metrics;
 //   * checkpoints are saved every N epochs (and after the last) and, within
@@ -34,6 +36,16 @@
 #include "core/training/data_source.h"
 
 namespace twinps::training {
+
+// How train steps get their records.
+enum class Visitation {
+  // TensorFlow's: each worker's iterator reads its shard of the data round
+  // and round; a restarted worker's iterator starts again and a closure put
+  // back after a worker failure reads another worker's data (spec L1, R10).
+  kAtLeastOnce,
+  // Every record once per epoch, whatever workers die (core/training/exactly_once.h).
+  kExactlyOnce,
+};
 
 enum class EvalMode {
   kDistributed,  // eval closures on the workers, metrics accumulated on a ps
@@ -69,6 +81,26 @@ struct TrainerOptions {
 
   // How often on_progress is called (executor clock); 0: never.
   Duration progress_every = 0;
+
+  // kExactlyOnce: the steps go through the records pass after pass, each
+  // pass in an order drawn from (data_seed, pass), or file order when
+  // !shuffle_records, each record once per pass; the ps failure policy must
+  // be raise (a restore or rollback takes applied splits back).
+  Visitation visitation = Visitation::kAtLeastOnce;
+  std::uint64_t data_seed = 1;
+  bool shuffle_records = true;
+};
+
+// Exactly-once training: how many times the parameter servers counted each
+// training example at the end (CompiledModel::kVisits), against what the
+// steps trained (this run's and a restored checkpoint's) were due to visit.
+struct VisitCounts {
+  std::int64_t examples = 0;
+  std::int64_t full_passes = 0;      // every example is due this many visits ...
+  std::int64_t partial_records = 0;  // ... and these of the next pass one more
+  std::int64_t min = 0, max = 0;
+  std::int64_t off = 0;              // examples visited other than due
+  bool exact() const { return examples > 0 && off == 0; }
 };
 
 // Metrics of one epoch.
@@ -126,6 +158,8 @@ struct TrainResult {
   // What the training data's readers read, summed over every closure (a
   // closure that failed and ran again counts once).
   data::ReadStats read;
+  // Exactly-once training only.
+  std::optional<VisitCounts> visits;
 };
 
 class Trainer {

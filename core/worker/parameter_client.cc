@@ -38,6 +38,9 @@ void ParameterClient::PushBatch::gradient_rows(const VariableLayout& v, RowIds i
 void ParameterClient::PushBatch::add(const VariableLayout& v, Matrix delta) {
   writes_.push_back(Write{&v, Update::Op::kAdd, false, {}, std::move(delta), 0});
 }
+void ParameterClient::PushBatch::add_rows(const VariableLayout& v, RowIds ids, Matrix delta_rows) {
+  writes_.push_back(Write{&v, Update::Op::kAdd, true, std::move(ids), std::move(delta_rows), 0});
+}
 void ParameterClient::PushBatch::assign(const VariableLayout& v, Matrix new_value) {
   writes_.push_back(Write{&v, Update::Op::kAssign, false, {}, std::move(new_value), 0});
 }

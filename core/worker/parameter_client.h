@@ -77,6 +77,9 @@ class ParameterClient {
     // Accumulators (metrics): value += delta, or value = new_value.
     void add(const VariableLayout& v, Matrix delta);
     void assign(const VariableLayout& v, Matrix new_value);
+    // An accumulator's rows by global id: value[id] += delta row (the
+    // visits per example of exactly-once training; duplicates are summed).
+    void add_rows(const VariableLayout& v, RowIds ids, Matrix delta_rows);
     // Counters (iterations): value += delta.
     void add_counter(const VariableLayout& v, std::int64_t delta);
     // Timing-only simulation: a gradient for a shape-only variable touching

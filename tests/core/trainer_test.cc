@@ -496,6 +496,129 @@ TEST(TrainerTest, EpochsOfOnePassOverCsvFilesShardedOverWorkers) {
   std::filesystem::remove_all(dir);
 }
 
+// Exactly-once visitation (issue 13, point 3; core/training/exactly_once.h)
+// on CSV files: 2,000 records, 63 steps a pass (the last batch 16), closures
+// of 4 steps cut at the pass's end. Workers are killed while closures run
+// on them and restarted later (their records read again); the closures put
+// back run elsewhere with the same records. The visits the parameter
+// servers applied: every record once per pass.
+TEST(TrainerTest, ExactlyOnceTrainsEveryFileRecordOncePerPassWhileWorkersAreKilled) {
+  const auto dir = std::filesystem::temp_directory_path() / ("twinps_exactly_once_" + std::to_string(::getpid()));
+  testing::write_rings_files(dir);
+  auto m = compile(testing::rings_spec("0.01"));
+  data::FileDatasetSpec spec;
+  spec.add_patterns((dir / "train-*.csv").string());
+  data::set_columns(m->schema(), spec);
+  auto files = file_data(spec);
+  ASSERT_TRUE(files.ok()) << files.status();
+
+  FunctionRegistry registry;
+  register_training_functions(registry);
+  InMemoryClusterOptions lo;
+  lo.shape = ClusterShape{3, 2};
+  InMemoryCluster cluster(registry, lo);
+  TrainerOptions o;
+  o.epochs = 3;
+  o.steps_per_execution = 4;
+  o.visitation = Visitation::kExactlyOnce;
+  TrainerCallbacks callbacks;
+  int scheduled = 0;
+  callbacks.on_scheduled = [&](const std::string&, const RemoteValue&) {
+    switch (++scheduled) {
+      case 10: cluster.kill(TaskId::worker(0)); break;
+      case 14: cluster.restart(TaskId::worker(0)); break;
+      case 30: cluster.kill(TaskId::worker(1)); break;
+      case 31: cluster.kill(TaskId::worker(2)); break;
+      case 36: cluster.restart(TaskId::worker(1)); cluster.restart(TaskId::worker(2)); break;
+    }
+  };
+  Trainer trainer(m, registry, *files, std::nullopt, o, callbacks);
+  auto r = cluster.run(trainer.run(cluster.coordinator()));
+  ASSERT_TRUE(r && r->ok()) << (r ? describe(r->status()) : "did not finish");
+  const CoordinatorStats& stats = cluster.coordinator().stats();
+  EXPECT_EQ(stats.worker_failures, 3u);
+  EXPECT_GE(stats.retried, 1u) << "a closure in flight on a killed worker ran again";
+  EXPECT_EQ((*r)->iterations, 3 * 63) << "no step applied twice, none lost";
+  ASSERT_TRUE((*r)->visits);
+  const VisitCounts& v = *(*r)->visits;
+  EXPECT_EQ(v.examples, 2000);
+  EXPECT_EQ(v.full_passes, 3);
+  EXPECT_EQ(v.partial_records, 0);
+  EXPECT_EQ(v.off, 0) << "visits from " << v.min << " to " << v.max;
+  EXPECT_EQ(v.min, 3);
+  EXPECT_EQ(v.max, 3);
+  EXPECT_EQ((*r)->read.records_read, 3 * 2000) << "a closure's records are counted once";
+  EXPECT_GE(*(*r)->epochs.back().train.accuracy, 0.9);
+  std::filesystem::remove_all(dir);
+}
+
+// Passes span epochs (40 steps an epoch, 25 a pass) and a run restored from
+// a checkpoint within an epoch goes on with that epoch's next records: the
+// first run trains 40 steps (pass 0, 15 steps of pass 1) and saves; the
+// second, of 80-step epochs, restores at iterations 40 = epoch 0, step 40,
+// and trains steps 40..79. Every record is due 3 visits, the first 40 of
+// pass 3's order 4, and that is what the ps counted.
+TEST(TrainerTest, ExactlyOnceResumesWithinAnEpochAndPassesSpanEpochs) {
+  FunctionRegistry registry;
+  register_training_functions(registry);
+  InMemoryClusterOptions lo;
+  lo.shape = ClusterShape{2, 2};
+  InMemoryCluster cluster(registry, lo);
+  InMemoryStorage storage;
+  CheckpointManager manager(storage, 2);
+  auto m = compile(tutorial::spec_text());
+  TrainerOptions o;
+  o.epochs = 1;
+  o.steps_per_epoch = 40;
+  o.eval_every_epochs = 0;
+  o.visitation = Visitation::kExactlyOnce;
+  o.checkpoints = &manager;
+  Trainer first(m, registry, tutorial_data(1, 200, 200), std::nullopt, o);
+  auto one = cluster.run(first.run(cluster.coordinator()));
+  ASSERT_TRUE(one && one->ok()) << (one ? describe(one->status()) : "did not finish");
+  EXPECT_EQ((*one)->visits->full_passes, 1);
+  EXPECT_EQ((*one)->visits->partial_records, 15 * 8);
+  EXPECT_TRUE((*one)->visits->exact());
+  cluster.restart_coordinator();
+
+  o.steps_per_epoch = 80;
+  Trainer second(m, registry, tutorial_data(1, 200, 200), std::nullopt, o);
+  auto two = cluster.run(second.run(cluster.coordinator()));
+  ASSERT_TRUE(two && two->ok()) << (two ? describe(two->status()) : "did not finish");
+  EXPECT_EQ((*two)->start.restored_iterations, 40);
+  EXPECT_EQ((*two)->steps_trained, 40) << "steps 40..79 of the epoch, not the whole epoch again";
+  EXPECT_EQ((*two)->iterations, 80);
+  const VisitCounts& v = *(*two)->visits;
+  EXPECT_EQ(v.full_passes, 3);
+  EXPECT_EQ(v.partial_records, 5 * 8);
+  EXPECT_TRUE(v.exact()) << v.off << " examples off; visits from " << v.min << " to " << v.max;
+  EXPECT_EQ(v.min, 3);
+  EXPECT_EQ(v.max, 4);
+}
+
+// Exactly once needs the ps failure policy raise and a known record count.
+TEST(TrainerTest, ExactlyOnceRefusesARecoveryPolicyAndUncountedData) {
+  FunctionRegistry registry;
+  register_training_functions(registry);
+  InMemoryClusterOptions lo;
+  lo.shape = ClusterShape{2, 1};
+  lo.coordinator.ps_failure = PsFailurePolicy::kRollback;
+  InMemoryCluster cluster(registry, lo);
+  TrainerOptions o = tutorial_options();
+  o.visitation = Visitation::kExactlyOnce;
+  Trainer trainer(compile(tutorial::spec_text()), registry, tutorial_data(1, 200, 200), std::nullopt, o);
+  auto r = cluster.run(trainer.run(cluster.coordinator()));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r->status().message()), HasSubstr("ps failure policy raise"));
+
+  DataSource uncounted = tutorial_data(1, 200, 200);
+  uncounted.records = -1;
+  o.steps_per_epoch = 5;
+  Trainer counted(compile(tutorial::spec_text()), registry, uncounted, std::nullopt, o);
+  EXPECT_THAT(std::string(counted.check().message()), HasSubstr("needs the number of training records"));
+}
+
 TEST(TrainerTest, FileDataErrorsNameThePatternOrTheFile) {
   auto m = compile(testing::rings_spec("0.01"));
   data::FileDatasetSpec spec;

@@ -44,6 +44,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"coordinator_restart.textproto", 0xe32dba09273362f9ull},
       {"cost_profile.textproto", 0xd7e1ddf4f6dfd48dull},
       {"duplicated_pushes.textproto", 0x29c84c83388fdb3cull},
+      {"exactly_once_tutorial_worker_kill.textproto", 0x8056956bae279246ull},
       {"exactly_once_worker_kill.textproto", 0x81a7441ff27651ebull},
       {"flow_network.textproto", 0xff2bf3dcd167338aull},
       {"hotspot.textproto", 0x687f2fcd09a1c8c5ull},

@@ -227,6 +227,15 @@ TEST(RealScenarioTest, ExactlyOnceVisitsUnderWorkerKills) {
   EXPECT_EQ(visits_checked, 3) << real.out;
 }
 
+// The same for a model the trainer trains (the tutorial's 200 records, three
+// passes, two workers killed): every record trained on 3 times, in both modes.
+TEST(RealScenarioTest, ExactlyOnceVisitsOfATrainedModelUnderWorkerKills) {
+  const SimRun real = expect_both_modes_agree("exactly_once_tutorial_worker_kill.textproto");
+  ASSERT_EQ(real.marks.count("every example's visits after \"train\" == 3"), 1u) << real.out;
+  EXPECT_EQ(real.marks.at("every example's visits after \"train\" == 3"), "ok") << real.out;
+  EXPECT_NE(real.out.find("200 examples: 200 x3"), std::string::npos) << real.out;
+}
+
 // ps:1 killed for good under restore, then rollback: the recovery waits 3 s
 // for it and gives up; training ends with UNAVAILABLE naming ps:1 and the
 // wait, in both modes, and the summary's recovery row says so.

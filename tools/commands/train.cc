@@ -95,6 +95,20 @@ std::string metrics_text(const model::spec::ModelSpec& spec, const model::Metric
   return out;
 }
 
+// "every one of 200 examples 3 times: exactly once per pass", or the spread.
+std::string describe_visits(const training::VisitCounts& v) {
+  const auto ll = [](std::int64_t n) { return static_cast<long long>(n); };
+  const std::string due =
+      v.partial_records == 0
+          ? format("every one of %lld examples %lld times", ll(v.examples), ll(v.full_passes))
+          : format("%lld of %lld examples %lld times, the other %lld %lld (pass %lld begun)", ll(v.partial_records),
+                   ll(v.examples), ll(v.full_passes + 1), ll(v.examples - v.partial_records), ll(v.full_passes),
+                   ll(v.full_passes + 1));
+  if (v.exact()) return due + ": exactly once per pass";
+  return format("NOT exactly once: %lld of %lld examples visited other than due (seen %lld to %lld times; due: %s)",
+                ll(v.off), ll(v.examples), ll(v.min), ll(v.max), due.c_str());
+}
+
 void print_summary(const training::TrainResult& r, const CoordinatorStats& stats, double clock_seconds,
                    std::int64_t batch_size) {
   Table t;
@@ -120,6 +134,7 @@ void print_summary(const training::TrainResult& r, const CoordinatorStats& stats
                                   static_cast<unsigned long long>(stats.ps_recoveries),
                                   static_cast<unsigned long long>(stats.ps_reloaded)));
   if (r.steps_made_up > 0) t.row("steps made up", std::to_string(r.steps_made_up) + " (lost to ps recoveries)");
+  if (r.visits) t.row("visits per example", describe_visits(*r.visits));
   if (r.read.records_skipped > 0 || r.read.files_cut_short > 0)
     t.row("bad records skipped", format("%lld (%lld files cut short)", static_cast<long long>(r.read.records_skipped),
                                         static_cast<long long>(r.read.files_cut_short)));
@@ -207,6 +222,12 @@ Task<int> coordinator_program(ClusterCoordinator& c, const FunctionRegistry& reg
     report.json["eval"] = metrics_json(*result->eval);
   }
   report.json["records_read"] = result->read.records_read;
+  if (result->visits) {
+    const training::VisitCounts& v = *result->visits;
+    report.json["visits"] = {{"examples", v.examples}, {"full_passes", v.full_passes},
+                             {"partial_records", v.partial_records}, {"min", v.min}, {"max", v.max},
+                             {"off", v.off}, {"exactly_once", v.exact()}};
+  }
   report.json["records_skipped"] = result->read.records_skipped;
   {
     report.json["staleness"] = staleness_json(c.stats().staleness);
