@@ -136,37 +136,40 @@ struct Trainer::Run {
     return m;
   }
 
-  // P15: whether a call of the chief's own to the parameter servers (not a
-  // closure's) that ended with `s` is made again: under restore/rollback,
-  // once the ps it met was found failed or restarted and was recovered; at
-  // most kChiefCallAttempts calls. A recovery that failed is the error.
+  // P15: a call of the chief's own to the parameter servers (not a
+  // closure's), `call()`, made again when it failed and the ps it met was
+  // found failed or restarted and was recovered (restore/rollback); at most
+  // kChiefCallAttempts calls. A recovery that failed is the error. `call`
+  // returns a member coroutine's Task; it is not a coroutine itself, so
+  // nothing it captures must outlive a suspension.
   static constexpr int kChiefCallAttempts = 3;
-  Task<StatusOr<bool>> again_after_recovery(const Status& s, int attempt) {
-    if (s.ok() || attempt >= kChiefCallAttempts) co_return false;
-    co_return co_await c.recover_failed_parameter_servers();
+  template <typename Call>
+  Task<Status> again_after_recovery(Call call) {
+    for (int attempt = 1;; ++attempt) {
+      Status s = co_await call();
+      if (s.ok() || attempt >= kChiefCallAttempts) co_return s;
+      auto recovered = co_await c.recover_failed_parameter_servers();
+      if (!recovered.ok()) co_return recovered.status();
+      if (!*recovered) co_return s;
+    }
   }
 
   Task<Status> reset_train_metrics() {
-    for (int attempt = 1;; ++attempt) {
-      ParameterClient ps = c.parameter_client();
-      Status s = co_await t.model_->reset_metrics(ps, c.variables(), model::Phase::kTrain);
-      auto again = co_await again_after_recovery(s, attempt);
-      if (!again.ok()) co_return again.status();
-      if (!*again) co_return s;
-    }
+    co_return co_await again_after_recovery([this] { return reset_train_metrics_once(); });
+  }
+  Task<Status> reset_train_metrics_once() {
+    ParameterClient ps = c.parameter_client();
+    co_return co_await t.model_->reset_metrics(ps, c.variables(), model::Phase::kTrain);
   }
 
   // The epoch's training metrics and iterations counter, read once every
   // step of the epoch is applied (P14); again after a recovery (P15).
   Task<Status> finish_epoch(EpochResult& e) {
-    for (int attempt = 1;; ++attempt) {
-      Status s = absl::OkStatus();
-      if (c.ps_failure_policy() != PsFailurePolicy::kRaise) s = co_await make_up_lost_steps();
-      if (s.ok()) s = co_await read_epoch_metrics(e);
-      auto again = co_await again_after_recovery(s, attempt);
-      if (!again.ok()) co_return again.status();
-      if (!*again) co_return s;
-    }
+    co_return co_await again_after_recovery([this, &e] { return finish_epoch_once(e); });
+  }
+  Task<Status> finish_epoch_once(EpochResult& e) {
+    if (c.ps_failure_policy() != PsFailurePolicy::kRaise) TWINPS_CO_RETURN_IF_ERROR(co_await make_up_lost_steps());
+    co_return co_await read_epoch_metrics(e);
   }
 
   Task<Status> read_epoch_metrics(EpochResult& e) {
@@ -181,12 +184,7 @@ struct Trainer::Run {
   }
 
   Task<Status> save(std::map<std::string, std::string> meta) {
-    for (int attempt = 1;; ++attempt) {
-      Status s = co_await save_once(meta);
-      auto again = co_await again_after_recovery(s, attempt);
-      if (!again.ok()) co_return again.status();
-      if (!*again) co_return s;
-    }
+    co_return co_await again_after_recovery([this, &meta] { return save_once(meta); });
   }
 
   Task<Status> save_once(const std::map<std::string, std::string>& meta) {
