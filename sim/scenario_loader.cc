@@ -154,6 +154,7 @@ class Validator {
   void cluster();
   void network();
   void workload();
+  void exactly_once_fits(const Path& where);
   void compute();
   void service();
   void hosts();
@@ -236,6 +237,16 @@ void Validator::network() {
   }
 }
 
+// EXACTLY_ONCE's guarantee holds only where nothing takes applied steps
+// back or drops a completed closure's gradients.
+void Validator::exactly_once_fits(const Path& where) {
+  if (s_.coordinator().ps_failure() != scenario::RAISE)
+    error(where, "EXACTLY_ONCE needs coordinator.ps_failure RAISE (a restore or rollback takes applied records back)");
+  if (s_.coordinator().mode() == scenario::SYNC && s_.coordinator().backup_workers() > 0)
+    error(where, "EXACTLY_ONCE cannot have coordinator.backup_workers (their late gradients are dropped, and their "
+                 "examples with them)");
+}
+
 void Validator::workload() {
   if (s_.has_tutorial()) {
     const auto& t = s_.tutorial();
@@ -248,9 +259,7 @@ void Validator::workload() {
     positive(p(t, "learning_rate"), t.learning_rate(), "learning_rate");
     if (t.has_num_shards() && t.num_shards() < 1) error(p(t, "num_shards"), "must be at least 1");
     if (t.max_to_keep() < 1) error(p(t, "max_to_keep"), "must be at least 1");
-    if (t.visitation() == scenario::EXACTLY_ONCE && s_.coordinator().ps_failure() != scenario::RAISE)
-      error(p(t, "visitation"), "EXACTLY_ONCE needs coordinator.ps_failure RAISE (a restore or rollback takes "
-                                "applied records back)");
+    if (t.visitation() == scenario::EXACTLY_ONCE) exactly_once_fits(p(t, "visitation"));
     return;
   }
   if (s_.has_checkpoints()) {
@@ -347,6 +356,7 @@ void Validator::workload() {
   // sent: only a scenario says how much is computed.
   if (m.examples_per_epoch() > 0 && !model_only_ && s_.fidelity() != scenario::NUMERIC)
     error(p(m, "examples_per_epoch"), "example ids need NUMERIC fidelity (a TIMING_ONLY step reads no data)");
+  if (m.visitation() == scenario::EXACTLY_ONCE) exactly_once_fits(p(m, "visitation"));
   if (m.visitation() == scenario::EXACTLY_ONCE && m.examples_per_epoch() <= 0)
     error(p(m, "visitation"), "EXACTLY_ONCE needs examples_per_epoch (the examples to cut into splits)");
   if (m.visitation() == scenario::EXACTLY_ONCE && m.steps_per_closure() != 1)

@@ -275,6 +275,9 @@ StatusOr<ModelRun> load_model_run(const ModelFlags& f, const po::variables_map& 
       if (run.ps_failure != PsFailurePolicy::kRaise)
         return bad_flag("--visitation exactly-once needs --ps-failure-policy raise (a restore or rollback takes "
                         "applied records back)");
+      if (run.backup_workers > 0)
+        return bad_flag("--visitation exactly-once cannot have --backup-workers (their late gradients are dropped, "
+                        "and their examples with them)");
       o.visitation = training::Visitation::kExactlyOnce;
     }
     o.data_seed = f.seed;

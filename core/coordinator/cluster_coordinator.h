@@ -244,6 +244,8 @@ class ClusterCoordinator {
   // A recovery that failed is raised here.
   Task<StatusOr<bool>> recover_failed_parameter_servers();
   PsFailurePolicy ps_failure_policy() const { return options_.ps_failure; }
+  // Sync mode's backup workers (0 in the other modes): their late gradients are dropped.
+  std::int64_t backup_workers() const { return options_.mode == TrainingMode::kSync ? options_.backup_workers : 0; }
 
   // Stops dispatching; closures in flight are cancelled (W7).
   void stop();

@@ -119,6 +119,9 @@ class Validator {
     else if (t.visitation() == "exactly_once" && t.ps_failure() != "raise")
       error(p(t, "visitation"), "\"exactly_once\" needs ps_failure \"raise\" (a restore or rollback takes applied "
                                 "records back)");
+    else if (t.visitation() == "exactly_once" && t.backup_workers() > 0)
+      error(p(t, "visitation"), "\"exactly_once\" cannot have backup_workers (their late gradients are dropped, and "
+                                "their examples with them)");
     if (!(t.ps_recovery_wait_s() > 0))
       error(p(t, "ps_recovery_wait_s"), "must be > 0, got " + std::to_string(t.ps_recovery_wait_s()));
   }

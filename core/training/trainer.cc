@@ -540,6 +540,11 @@ Task<StatusOr<TrainResult>> Trainer::run(ClusterCoordinator& coordinator) {
     co_return absl::InvalidArgumentError(
         "exactly-once visitation needs the ps failure policy raise: a restore or rollback takes applied splits "
         "back, which would leave their examples unvisited");
+  if (options_.visitation == Visitation::kExactlyOnce && coordinator.backup_workers() > 0)
+    co_return absl::InvalidArgumentError(
+        "exactly-once visitation cannot drop gradients: sync mode's backup workers (" +
+        std::to_string(coordinator.backup_workers()) + ") drop the late closures' gradients, and their examples "
+        "with them");
   Run run(*this, coordinator);
   // Declared after `run`: the progress reporter is destroyed first.
   TaskScope progress(coordinator.executor());

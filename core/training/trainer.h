@@ -85,7 +85,8 @@ struct TrainerOptions {
   // kExactlyOnce: the steps go through the records pass after pass, each
   // pass in an order drawn from (data_seed, pass), or file order when
   // !shuffle_records, each record once per pass; the ps failure policy must
-  // be raise (a restore or rollback takes applied splits back).
+  // be raise (a restore or rollback takes applied splits back) and sync mode
+  // must have no backup workers (their gradients are dropped).
   Visitation visitation = Visitation::kAtLeastOnce;
   std::uint64_t data_seed = 1;
   bool shuffle_records = true;

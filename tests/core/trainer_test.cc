@@ -596,8 +596,9 @@ TEST(TrainerTest, ExactlyOnceResumesWithinAnEpochAndPassesSpanEpochs) {
   EXPECT_EQ(v.max, 4);
 }
 
-// Exactly once needs the ps failure policy raise and a known record count.
-TEST(TrainerTest, ExactlyOnceRefusesARecoveryPolicyAndUncountedData) {
+// Exactly once needs the ps failure policy raise, no backup workers (sync
+// mode drops their gradients) and a known record count.
+TEST(TrainerTest, ExactlyOnceRefusesRecoveriesBackupWorkersAndUncountedData) {
   FunctionRegistry registry;
   register_training_functions(registry);
   InMemoryClusterOptions lo;
@@ -611,6 +612,17 @@ TEST(TrainerTest, ExactlyOnceRefusesARecoveryPolicyAndUncountedData) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r->status().message()), HasSubstr("ps failure policy raise"));
+
+  InMemoryClusterOptions sync = lo;
+  sync.shape = ClusterShape{3, 1};
+  sync.coordinator.ps_failure = PsFailurePolicy::kRaise;
+  sync.coordinator.mode = TrainingMode::kSync;
+  sync.coordinator.backup_workers = 1;
+  InMemoryCluster with_backup(registry, sync);
+  Trainer backed(compile(tutorial::spec_text()), registry, tutorial_data(1, 200, 200), std::nullopt, o);
+  auto b = with_backup.run(backed.run(with_backup.coordinator()));
+  ASSERT_TRUE(b);
+  EXPECT_THAT(std::string(b->status().message()), HasSubstr("backup workers (1) drop the late closures' gradients"));
 
   DataSource uncounted = tutorial_data(1, 200, 200);
   uncounted.records = -1;

@@ -2,6 +2,7 @@
 // and the field; nothing malformed crashes or is silently accepted.
 #include "sim/scenario_loader.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -159,6 +160,24 @@ TEST(ScenarioLoaderTest, VisitationFieldsAreChecked) {
   EXPECT_EQ(first_error(std::string(kModel) + "examples_per_epoch: 8 visitation: EXACTLY_ONCE " + kProgram +
                         "expect { visits_per_example { after: \"s\" equals: 1 } }\n"),
             "");
+}
+
+// Exactly once holds only where nothing takes applied steps back or drops a
+// completed closure's gradients: refused with a restore/rollback ps policy
+// or sync's backup workers, for the synthetic model and the tutorial alike.
+TEST(ScenarioLoaderTest, ExactlyOnceIsRefusedWithRecoveriesAndBackupWorkers) {
+  constexpr char kModel[] =
+      "cluster { workers: 3 ps: 1 }\nmodel { variable { name: \"w\" shape: [2, 2] } examples_per_epoch: 8 "
+      "visitation: EXACTLY_ONCE }\nprogram { schedule { count: 2 } }\n";
+  constexpr char kTutorial[] = "cluster { workers: 3 ps: 1 }\ntutorial { visitation: EXACTLY_ONCE }\nprogram { train {} }\n";
+  for (const std::string workload : {kModel, kTutorial}) {
+    const std::string field = workload == kModel ? "model.visitation" : "tutorial.visitation";
+    EXPECT_THAT(first_error(workload + "coordinator { ps_failure: RESTORE }\n"),
+                ::testing::HasSubstr(field + ": EXACTLY_ONCE needs coordinator.ps_failure RAISE"));
+    EXPECT_THAT(first_error(workload + "coordinator { mode: SYNC backup_workers: 1 }\n"),
+                ::testing::HasSubstr(field + ": EXACTLY_ONCE cannot have coordinator.backup_workers"));
+    EXPECT_EQ(first_error(workload + "coordinator { mode: SYNC }\n"), "");
+  }
 }
 
 TEST(ScenarioLoaderTest, TimingOnlyNeedsASyntheticModel) {

@@ -63,6 +63,8 @@ TEST(ExactlyOnceCliTest, BadValuesExitTwoNamingTheFlagOrField) {
               HasSubstr("--visitation must be at-least-once or exactly-once, not 'sometimes'"));
   EXPECT_THAT(run({"train", "--in-memory", "--visitation", "exactly-once", "--ps-failure-policy", "rollback"}),
               HasSubstr("--visitation exactly-once needs --ps-failure-policy raise"));
+  EXPECT_THAT(run({"train", "--in-memory", "--visitation", "exactly-once", "--mode", "sync", "--backup-workers", "1"}),
+              HasSubstr("--visitation exactly-once cannot have --backup-workers"));
   const std::string twice = write(dir + "/twice.textproto", testing::rings_spec("0.01", "training { visitation: \"twice\" }"));
   EXPECT_THAT(run({"train", "--in-memory", "--model", twice, "--train-data", dir + "/train-*.csv"}),
               HasSubstr("training.visitation: must be \"at_least_once\" or \"exactly_once\", got \"twice\""));
