@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <regex>
 #include <stdexcept>
 
 #include "core/cluster/cluster_spec.h"
+#include "tools/serving_line.h"
 #include "tools/tf_config.h"
 
 namespace twinps::cli {
@@ -16,13 +16,6 @@ namespace {
 
 std::string log_name(const TaskId& t, int start) {
   return std::string(job_name(t.job)) + std::to_string(t.index) + (start > 1 ? ".start" + std::to_string(start) : "");
-}
-
-// The port of the readiness line "serving on HOST:PORT"; 0 if there is none.
-int reported_port(const std::string& log) {
-  static const std::regex kServing(R"(serving on [^ ]*:([0-9]+))");
-  std::smatch m;
-  return std::regex_search(log, m, kServing) ? std::stoi(m[1]) : 0;
 }
 
 constexpr Duration kDutyPeriod = 100 * kMillisecond;
@@ -121,7 +114,7 @@ Status ProcessCluster::await_ready(const TaskId& t, std::chrono::milliseconds ti
   Server& s = servers_.at(t);
   if (!s.child.wait_for_output("serving on", timeout))
     return absl::UnavailableError(t.short_name() + " did not start serving: " + s.child.err());
-  const int port = reported_port(s.child.err() + s.child.out());
+  const int port = serving_port(s.child.err() + s.child.out());
   if (port <= 0) return absl::UnavailableError(t.short_name() + " did not say its port: " + s.child.err());
   addresses_[t] = "127.0.0.1:" + std::to_string(port);
   return absl::OkStatus();

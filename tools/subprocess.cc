@@ -1,9 +1,6 @@
 #include "tools/subprocess.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,8 +17,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -34,33 +29,6 @@ std::string self_binary() {
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) return "twinps";
   return std::string(buf, static_cast<std::size_t>(n));
-}
-
-int free_port() {
-  // Picked below the kernel's ephemeral range (ip_local_port_range, from
-  // 32768 by default), at random: a port the kernel hands out for port 0 lies
-  // in the range every outgoing connection on the machine draws its local
-  // port from, so any process's client socket could take it before the task
-  // it was meant for binds it (on a shared machine that happens). Checked
-  // free on every interface, as a task listens there.
-  static std::set<int> given;  // never the same twice per process
-  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
-  int ephemeral_low = 32768;
-  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral_low;
-  const int low = 10000, high = std::max(ephemeral_low, low + 1000) - 1;
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int port = std::uniform_int_distribution<int>(low, high)(rng);
-    if (given.count(port)) continue;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    if (free && given.insert(port).second) return port;
-  }
-  throw std::runtime_error("no free port below the ephemeral range");
 }
 
 std::string make_temp_dir(const std::string& tag) {

@@ -24,9 +24,6 @@ namespace twinps::cli {
 
 // This executable (to start it again in another role).
 std::string self_binary();
-// A TCP port that was free a moment ago on every interface, below the ephemeral
-// range outgoing connections use (never the same twice per process).
-int free_port();
 // A fresh empty directory under the system's temp dir.
 std::string make_temp_dir(const std::string& tag);
 

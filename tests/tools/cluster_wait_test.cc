@@ -10,23 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cluster/task_id.h"
+#include "tests/tools/local_cluster.h"
 #include "tests/tools/process.h"
 
 namespace twinps {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::LocalCluster;
 using testing::Process;
-
-std::string address() { return "127.0.0.1:" + std::to_string(testing::free_port()); }
-
-std::string tf_config(const std::map<TaskId, std::string>& addresses, const TaskId& task) {
-  nlohmann::json cluster;
-  for (const auto& [t, a] : addresses) cluster[std::string(job_name(t.job))].push_back(a);
-  return nlohmann::json{{"cluster", cluster},
-                        {"task", {{"type", std::string(job_name(task.job))}, {"index", task.index}}}}
-      .dump();
-}
 
 std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
@@ -35,11 +27,14 @@ std::size_t count(const std::string& text, const std::string& what) {
 }
 
 TEST(ClusterWaitTest, AChiefWithoutItsClusterNamesTheMissingTasksWhileItWaits) {
-  const std::map<TaskId, std::string> addresses = {
-      {TaskId::chief(), address()}, {TaskId::ps(0), address()}, {TaskId::worker(0), address()}};
-  // Nothing serves: the chief waits for --connect-timeout, saying so.
-  Process train = Process::start({testing::twinps_binary(), "train", "--connect-timeout", "3", "--progress-every", "0.5"},
-                                 {"TF_CONFIG=" + tf_config(addresses, TaskId::chief())});
+  // Nothing serves: the tasks' ports are held by this test, never listening.
+  LocalCluster cluster(1, 1);
+  cluster.reserve_port(TaskId::ps(0));
+  cluster.reserve_port(TaskId::worker(0));
+  const std::map<TaskId, std::string> addresses = {{TaskId::ps(0), cluster.address(TaskId::ps(0))},
+                                                   {TaskId::worker(0), cluster.address(TaskId::worker(0))}};
+  // The chief waits for --connect-timeout, saying so.
+  Process train = cluster.train({"--connect-timeout", "3", "--progress-every", "0.5"});
   ASSERT_TRUE(train.wait(60s)) << "must give up after --connect-timeout";
   EXPECT_EQ(train.exit_code(), 1);
   const std::string line = "twinps train: waiting for the cluster: no answer yet from ps:0 (" +
@@ -57,22 +52,19 @@ TEST(ClusterWaitTest, AChiefWithoutItsClusterNamesTheMissingTasksWhileItWaits) {
 }
 
 TEST(ClusterWaitTest, MismatchedTfConfigsNameTheAddressTriedAndTheFailedTaskOnce) {
-  // The worker's TF_CONFIG puts ps:0 somewhere nothing listens.
-  std::map<TaskId, std::string> addresses = {
-      {TaskId::chief(), address()}, {TaskId::ps(0), address()}, {TaskId::worker(0), address()}};
-  std::map<TaskId, std::string> wrong = addresses;
-  wrong[TaskId::ps(0)] = address();
-  Process ps = Process::start({testing::twinps_binary(), "serve"}, {"TF_CONFIG=" + tf_config(addresses, TaskId::ps(0))});
-  Process worker =
-      Process::start({testing::twinps_binary(), "serve"}, {"TF_CONFIG=" + tf_config(wrong, TaskId::worker(0))});
-  ASSERT_TRUE(ps.wait_for_output("serving on", 30s)) << ps.err();
-  ASSERT_TRUE(worker.wait_for_output("serving on", 30s)) << worker.err();
-  Process train = Process::start({testing::twinps_binary(), "train", "--connect-timeout", "4", "--rpc-timeout", "2"},
-                                 {"TF_CONFIG=" + tf_config(addresses, TaskId::chief())});
+  // The worker's TF_CONFIG (--tf-config, ahead of the variable) puts ps:0
+  // at a port this test holds, where nothing listens.
+  LocalCluster cluster(1, 1);
+  ASSERT_TRUE(cluster.start(TaskId::ps(0)));
+  const testing::ReservedPort nowhere;
+  auto worker_view = nlohmann::json::parse(cluster.tf_config(TaskId::worker(0)));
+  worker_view["cluster"]["ps"][0] = nowhere.address();
+  ASSERT_TRUE(cluster.start(TaskId::worker(0), {"--tf-config", worker_view.dump()}));
+  Process train = cluster.train({"--connect-timeout", "4", "--rpc-timeout", "2"});
   ASSERT_TRUE(train.wait(60s));
   EXPECT_NE(train.exit_code(), 0);
   const std::string err = train.err();
-  EXPECT_NE(err.find("worker:0 cannot reach ps:0: Health to ps:0 at " + wrong.at(TaskId::ps(0))), std::string::npos)
+  EXPECT_NE(err.find("worker:0 cannot reach ps:0: Health to ps:0 at " + nowhere.address()), std::string::npos)
       << err;
   EXPECT_EQ(count(err, "[failed task ps:0]"), count(err, "cannot reach ps:0")) << "one suffix per message: " << err;
 }

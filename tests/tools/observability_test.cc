@@ -23,12 +23,14 @@
 #include <nlohmann/json.hpp>
 
 #include "net/throwaway_pki.h"
+#include "tests/tools/local_cluster.h"
 #include "tests/tools/process.h"
 
 namespace twinps {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::LocalCluster;
 using testing::Process;
 namespace asio = boost::asio;
 
@@ -38,14 +40,6 @@ std::string tf_config(const std::map<TaskId, std::string>& addresses, const Task
   return nlohmann::json{{"cluster", cluster},
                         {"task", {{"type", std::string(job_name(task.job))}, {"index", task.index}}}}
       .dump();
-}
-
-std::map<TaskId, std::string> loopback_cluster(int workers, int ps) {
-  std::map<TaskId, std::string> a;
-  a[TaskId::chief()] = "127.0.0.1:" + std::to_string(testing::free_port());
-  for (int i = 0; i < ps; ++i) a[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-  for (int i = 0; i < workers; ++i) a[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-  return a;
 }
 
 // The port a process announced in "metrics on http(s)://HOST:PORT/metrics".
@@ -132,17 +126,15 @@ long long summary_row(const std::string& out, const std::string& key) {
 }
 
 TEST(ObservabilityTest, MetricsScrapedAfterTrainingMatchTheReportAndSummary) {
-  auto cluster = loopback_cluster(2, 2);
   const std::string dir = testing::temp_dir("metrics");
-  std::map<TaskId, Process> servers;
+  LocalCluster cluster(2, 2, dir);
+  std::map<TaskId, Process*> servers;
   for (const auto& t : {TaskId::ps(0), TaskId::ps(1), TaskId::worker(0), TaskId::worker(1)}) {
-    servers[t] = Process::start({testing::twinps_binary(), "serve", "--metrics-port", "0"},
-                                {"TF_CONFIG=" + tf_config(cluster, t)}, dir, t.short_name());
-    ASSERT_TRUE(servers[t].wait_for_output("metrics on", 20s)) << servers[t].err();
+    ASSERT_TRUE(cluster.start(t, {"--metrics-port", "0"}));
+    servers[t] = &cluster.server(t);
+    ASSERT_TRUE(servers[t]->wait_for_output("metrics on", 20s)) << servers[t]->err();
   }
-  Process train = Process::start({testing::twinps_binary(), "train", "--metrics-port", "0", "--metrics-linger", "300",
-                                  "--report", dir + "/report.json"},
-                                 {"TF_CONFIG=" + tf_config(cluster, TaskId::chief())}, dir, "chief");
+  Process train = cluster.train({"--metrics-port", "0", "--metrics-linger", "300", "--report", dir + "/report.json"});
   ASSERT_TRUE(train.wait_for_output("final metrics served", 120s)) << train.err();
   const auto report = read_json(dir + "/report.json");
   const auto chief = parse_metrics(http_get(metrics_port_of(train), "/metrics"));
@@ -173,7 +165,7 @@ TEST(ObservabilityTest, MetricsScrapedAfterTrainingMatchTheReportAndSummary) {
 
   double pushes = 0, gradients_measured = 0;
   for (int i = 0; i < 2; ++i) {
-    const auto ps = parse_metrics(http_get(metrics_port_of(servers[TaskId::ps(i)]), "/metrics"));
+    const auto ps = parse_metrics(http_get(metrics_port_of(*servers[TaskId::ps(i)]), "/metrics"));
     ASSERT_FALSE(ps.empty()) << "no metrics from ps:" << i;
     // Each applied push is one observation of the apply latency.
     EXPECT_EQ(ps.at("twinps_ps_apply_latency_seconds_count"), ps.at("twinps_ps_push_requests_total"));
@@ -189,8 +181,8 @@ TEST(ObservabilityTest, MetricsScrapedAfterTrainingMatchTheReportAndSummary) {
   // the closures (none failed after pushing).
   EXPECT_GT(gradients_measured, 0);
   EXPECT_EQ(gradients_measured, report["staleness"]["gradients"].get<double>());
-  const auto worker = parse_metrics(http_get(metrics_port_of(servers[TaskId::worker(0)]), "/metrics"));
-  const auto worker1 = parse_metrics(http_get(metrics_port_of(servers[TaskId::worker(1)]), "/metrics"));
+  const auto worker = parse_metrics(http_get(metrics_port_of(*servers[TaskId::worker(0)]), "/metrics"));
+  const auto worker1 = parse_metrics(http_get(metrics_port_of(*servers[TaskId::worker(1)]), "/metrics"));
   // Every closure completed ran on one of the two workers.
   EXPECT_GE(worker.at("twinps_worker_closures_run_total") + worker1.at("twinps_worker_closures_run_total"),
             chief.at("twinps_closures_completed_total"));
@@ -210,10 +202,10 @@ TEST(ObservabilityTest, MetricsAreServedOverTlsWhenTheTaskHasIt) {
   for (auto [name, text] : {std::pair<std::string, std::string>{"ca.pem", ca->cert_pem}, {"tls.crt", leaf->cert_pem},
                             {"tls.key", leaf->key_pem}})
     std::ofstream(dir + "/" + name) << text;
-  auto cluster = loopback_cluster(1, 1);
-  Process ps = Process::start({testing::twinps_binary(), "serve", "--metrics-port", "0", "--tls-cert", dir + "/tls.crt",
-                               "--tls-key", dir + "/tls.key", "--tls-ca", dir + "/ca.pem"},
-                              {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
+  LocalCluster cluster(1, 1);
+  ASSERT_TRUE(cluster.start(TaskId::ps(0), {"--metrics-port", "0", "--tls-cert", dir + "/tls.crt", "--tls-key",
+                                            dir + "/tls.key", "--tls-ca", dir + "/ca.pem"}));
+  Process& ps = cluster.server(TaskId::ps(0));
   ASSERT_TRUE(ps.wait_for_output("metrics on https://", 20s)) << ps.err();
   const int port = metrics_port_of(ps);
   const auto m = parse_metrics(http_get(port, "/metrics", ca->cert_pem));
@@ -232,8 +224,9 @@ TEST(ObservabilityTest, APortInUseGivesOneClearLineNotGrpcsInternalLog) {
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const int taken = ntohs(addr.sin_port);
+  const testing::ReservedPort worker_port;  // the ps never calls it; nothing listens there
   std::map<TaskId, std::string> cluster{{TaskId::ps(0), "127.0.0.1:" + std::to_string(taken)},
-                                        {TaskId::worker(0), "127.0.0.1:" + std::to_string(testing::free_port())}};
+                                        {TaskId::worker(0), worker_port.address()}};
   Process p = Process::start({testing::twinps_binary(), "serve"}, {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
   ASSERT_TRUE(p.wait(30s));
   ::close(fd);
@@ -247,10 +240,9 @@ TEST(ObservabilityTest, APortInUseGivesOneClearLineNotGrpcsInternalLog) {
 }
 
 TEST(ObservabilityTest, LogsAreLeveledAndCanBeJson) {
-  auto cluster = loopback_cluster(1, 1);
-  Process ps = Process::start({testing::twinps_binary(), "serve"},
-                              {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0)), "TWINPS_LOG_FORMAT=json"});
-  ASSERT_TRUE(ps.wait_for_output("serving on", 20s)) << ps.err();
+  LocalCluster cluster(1, 1);
+  ASSERT_TRUE(cluster.start(TaskId::ps(0), {}, {"TWINPS_LOG_FORMAT=json"}));
+  Process& ps = cluster.server(TaskId::ps(0));
   ps.stop();
   std::istringstream lines(ps.err());
   std::string line;
@@ -265,11 +257,13 @@ TEST(ObservabilityTest, LogsAreLeveledAndCanBeJson) {
   }
   EXPECT_GE(parsed, 2) << ps.err();  // serving on ..., stopping
 
-  // --log-level warn hides the info lines; a bad level names the flag.
-  Process quiet = Process::start({testing::twinps_binary(), "serve", "--log-level", "warn", "--metrics-port", "0"},
-                                 {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
+  // --log-level warn hides the info lines (the readiness line too: no port
+  // to read, and none needed); a bad level names the flag.
+  Process quiet = Process::start(
+      {testing::twinps_binary(), "serve", "--log-level", "warn", "--metrics-port", "0", "--port", "0"},
+      {"TF_CONFIG=" + cluster.tf_config(TaskId::ps(0))});
   Process bad = Process::start({testing::twinps_binary(), "serve", "--log-level", "loud"},
-                               {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
+                               {"TF_CONFIG=" + cluster.tf_config(TaskId::ps(0))});
   ASSERT_TRUE(bad.wait(30s));
   EXPECT_EQ(bad.exit_code(), 2);
   EXPECT_NE(bad.err().find("--log-level"), std::string::npos) << bad.err();

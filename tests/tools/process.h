@@ -12,7 +12,6 @@
 namespace twinps::testing {
 
 using Process = cli::Child;
-using cli::free_port;
 
 // Path of the twinps binary under test (set by CMake).
 inline std::string twinps_binary() { return TWINPS_BINARY; }

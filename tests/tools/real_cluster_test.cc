@@ -14,55 +14,15 @@
 #include "core/cluster/cluster_spec.h"
 #include "core/runtime/block_on.h"
 #include "net/grpc_transport.h"
+#include "tests/tools/local_cluster.h"
 #include "tests/tools/process.h"
 
 namespace twinps {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::LocalCluster;
 using testing::Process;
-
-class RealCluster {
- public:
-  RealCluster(int workers, int ps) : workers_(workers), ps_(ps) {
-    addresses_[TaskId::chief()] = "127.0.0.1:" + std::to_string(testing::free_port());
-    for (int i = 0; i < ps; ++i) addresses_[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-    for (int i = 0; i < workers; ++i) addresses_[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-  }
-
-  std::string tf_config(std::optional<TaskId> task) const {
-    nlohmann::json cluster;
-    for (const auto& [t, a] : addresses_) cluster[std::string(job_name(t.job))].push_back(a);
-    nlohmann::json j{{"cluster", cluster}};
-    if (task) j["task"] = {{"type", std::string(job_name(task->job))}, {"index", task->index}};
-    return j.dump();
-  }
-  const std::string& address(const TaskId& t) const { return addresses_.at(t); }
-
-  void start(const TaskId& t, std::vector<std::string> extra = {}, std::vector<std::string> env = {}) {
-    std::vector<std::string> args{testing::twinps_binary(), "serve"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    env.push_back("TF_CONFIG=" + tf_config(t));
-    servers_[t] = Process::start(args, env);
-    ASSERT_TRUE(servers_[t].wait_for_output("serving on", 20s)) << t.short_name() << ": " << servers_[t].err();
-  }
-  void start_all(std::vector<std::string> worker_extra = {}, std::vector<std::string> worker_env = {}) {
-    for (int i = 0; i < ps_; ++i) start(TaskId::ps(i));
-    for (int i = 0; i < workers_; ++i) start(TaskId::worker(i), worker_extra, worker_env);
-  }
-  Process& server(const TaskId& t) { return servers_.at(t); }
-
-  Process train(std::vector<std::string> extra) const {
-    std::vector<std::string> args{testing::twinps_binary(), "train"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return Process::start(args, {"TF_CONFIG=" + tf_config(TaskId::chief())});
-  }
-
- private:
-  int workers_, ps_;
-  std::map<TaskId, std::string> addresses_;
-  std::map<TaskId, Process> servers_;
-};
 
 int count_of(const std::string& text, const std::string& what) {
   int n = 0;
@@ -83,8 +43,8 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 TEST(RealClusterTest, TutorialTrainsToAccuracyOneAsSeparateProcesses) {
-  RealCluster cluster(3, 2);
-  cluster.start_all();
+  LocalCluster cluster(3, 2);
+  ASSERT_TRUE(cluster.start_all());
   const std::string dir = testing::temp_dir("separate");
   Process train = cluster.train({"--report", dir + "/report.json"});
   ASSERT_TRUE(train.wait(120s)) << "training did not finish";
@@ -123,9 +83,9 @@ TEST(RealClusterTest, TutorialTrainsOnEveryDataPlaneSetting) {
 TEST(RealClusterTest, TasksWithoutADataPlaneServeACoordinatorThatHasOne) {
   // Parameter servers and workers on gRPC alone; the coordinator (and the
   // workers' calls to the ps) find no data plane and fall back to gRPC.
-  RealCluster cluster(2, 2);
+  LocalCluster cluster(2, 2);
   for (const auto& t : {TaskId::ps(0), TaskId::ps(1), TaskId::worker(0), TaskId::worker(1)})
-    cluster.start(t, {"--data-plane", "grpc"});
+    ASSERT_TRUE(cluster.start(t, {"--data-plane", "grpc"}));
   const std::string dir = testing::temp_dir("mixed");
   Process train = cluster.train({"--report", dir + "/report.json"});
   ASSERT_TRUE(train.wait(120s)) << "training did not finish";
@@ -134,10 +94,11 @@ TEST(RealClusterTest, TasksWithoutADataPlaneServeACoordinatorThatHasOne) {
 }
 
 TEST(RealClusterTest, KilledWorkerIsRetriedElsewhereAndRejoinsWithItsDatasetRebuilt) {
-  RealCluster cluster(3, 2);
+  LocalCluster cluster(3, 2);
+  cluster.reserve_port(TaskId::worker(1));  // restarted at the same address below
   // Slow steps (0.4 s each) keep a closure running on worker 1 when the kill
   // lands; at debug level a worker numbers the steps it begins.
-  cluster.start_all({"--inject-step-delay", "0.4"}, {"TWINPS_LOG_LEVEL=debug"});
+  ASSERT_TRUE(cluster.start_all({"--inject-step-delay", "0.4"}, {"TWINPS_LOG_LEVEL=debug"}));
   const std::string dir = testing::temp_dir("workerkill");
   Process train = cluster.train({"--epochs", "8", "--steps-per-epoch", "6", "--report", dir + "/report.json",
                                  "--heartbeat", "0.2"});
@@ -147,7 +108,7 @@ TEST(RealClusterTest, KilledWorkerIsRetriedElsewhereAndRejoinsWithItsDatasetRebu
   ASSERT_TRUE(worker1.wait_for_output(next_step, 60s)) << "worker 1 runs a step after epoch 0: " << worker1.err();
   worker1.kill(SIGKILL);
   ASSERT_TRUE(train.wait_for_output("Finished epoch 1", 60s)) << "training goes on without worker 1";
-  cluster.start(TaskId::worker(1), {"--inject-step-delay", "0.4"});  // same address: it rejoins
+  ASSERT_TRUE(cluster.start(TaskId::worker(1), {"--inject-step-delay", "0.4"}));  // same address: it rejoins
   ASSERT_TRUE(train.wait(120s));
   ASSERT_EQ(train.exit_code(), 0) << train.err();
 
@@ -181,8 +142,9 @@ TEST(RealClusterTest, KilledWorkerIsRetriedElsewhereAndRejoinsWithItsDatasetRebu
 }
 
 TEST(RealClusterTest, KilledParameterServerFailsTheRunAndARestartResumesFromTheCheckpoint) {
-  RealCluster cluster(3, 2);
-  cluster.start_all({"--inject-step-delay", "0.2"});
+  LocalCluster cluster(3, 2);
+  cluster.reserve_port(TaskId::ps(0));  // restarted at the same address below
+  ASSERT_TRUE(cluster.start_all({"--inject-step-delay", "0.2"}));
   const std::string dir = testing::temp_dir("pskill");
   const std::string ckpt = dir + "/ckpt";
   Process first = cluster.train({"--checkpoint-dir", ckpt, "--rpc-timeout", "5"});
@@ -195,7 +157,7 @@ TEST(RealClusterTest, KilledParameterServerFailsTheRunAndARestartResumesFromTheC
   EXPECT_NE(first.err().find("UNAVAILABLE"), std::string::npos) << first.err();
   EXPECT_NE(first.err().find("ps:0"), std::string::npos) << first.err();
 
-  cluster.start(TaskId::ps(0));
+  ASSERT_TRUE(cluster.start(TaskId::ps(0)));
   Process second = cluster.train({"--checkpoint-dir", ckpt, "--rpc-timeout", "5"});
   ASSERT_TRUE(second.wait(120s));
   ASSERT_EQ(second.exit_code(), 0) << second.err();
@@ -208,8 +170,8 @@ TEST(RealClusterTest, KilledParameterServerFailsTheRunAndARestartResumesFromTheC
 }
 
 TEST(RealClusterTest, CorruptNewestCheckpointIsRefusedAndThePreviousOneUsed) {
-  RealCluster cluster(2, 2);
-  cluster.start_all();
+  LocalCluster cluster(2, 2);
+  ASSERT_TRUE(cluster.start_all());
   const std::string ckpt = testing::temp_dir("corrupt") + "/ckpt";
   Process first = cluster.train({"--checkpoint-dir", ckpt, "--epochs", "3"});
   ASSERT_TRUE(first.wait(60s));
@@ -247,9 +209,10 @@ TEST(RealClusterTest, CheckpointsWithinEpochsEveryNStepsAndARestartResumesAtThei
 }
 
 TEST(RealClusterTest, MissingTaskAtStartFailsFastNamingIt) {
-  RealCluster cluster(2, 1);
-  cluster.start(TaskId::ps(0));
-  cluster.start(TaskId::worker(0));  // worker 1 never starts
+  LocalCluster cluster(2, 1);
+  cluster.reserve_port(TaskId::worker(1));  // worker 1 never starts: nothing listens at its address
+  ASSERT_TRUE(cluster.start(TaskId::ps(0)));
+  ASSERT_TRUE(cluster.start(TaskId::worker(0)));
   Process train = cluster.train({"--connect-timeout", "2"});
   ASSERT_TRUE(train.wait(60s)) << "must not stall past its 2-second connect timeout";
   EXPECT_NE(train.exit_code(), 0);
@@ -300,10 +263,10 @@ TEST(RealClusterTest, ACheckpointNamedForAnotherStepIsRefusedAndNeverCountedForK
 // and raised as UNAVAILABLE naming it, long before the 600 s deadlines its
 // calls were given (point 9).
 TEST(RealClusterTest, AHungParameterServerIsFoundByHeartbeatsAndRaisedNamingIt) {
-  RealCluster cluster(2, 2);
-  for (int i = 0; i < 2; ++i) cluster.start(TaskId::ps(i));
+  LocalCluster cluster(2, 2);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.start(TaskId::ps(i)));
   for (int i = 0; i < 2; ++i)
-    cluster.start(TaskId::worker(i), {"--inject-step-delay", "0.05", "--ps-call-timeout", "600"});
+    ASSERT_TRUE(cluster.start(TaskId::worker(i), {"--inject-step-delay", "0.05", "--ps-call-timeout", "600"}));
   Process train = cluster.train({"--epochs", "1000", "--rpc-timeout", "600", "--heartbeat", "1"});
   ASSERT_TRUE(train.wait_for_output("Finished epoch 1,", 60s)) << train.err();
   cluster.server(TaskId::ps(0)).kill(SIGSTOP);
@@ -321,13 +284,13 @@ TEST(RealClusterTest, AHungParameterServerIsFoundByHeartbeatsAndRaisedNamingIt) 
 // chief forming the cluster and its last join returning (point 4, and point 5:
 // every file parses as JSON).
 TEST(RealClusterTest, EveryTaskWritesATraceAndMergedTheyShareOneTimeline) {
-  RealCluster cluster(2, 1);
+  LocalCluster cluster(2, 1);
   const std::string dir = testing::temp_dir("traces");
   const std::vector<TaskId> servers{TaskId::ps(0), TaskId::worker(0), TaskId::worker(1)};
   std::vector<std::string> files{dir + "/chief.json"};
   for (const auto& t : servers) {
     files.push_back(dir + "/" + t.short_name() + ".json");
-    cluster.start(t, {"--trace", files.back()});
+    ASSERT_TRUE(cluster.start(t, {"--trace", files.back()}));
   }
   Process train = cluster.train({"--trace", files.front(), "--epochs", "2"});
   ASSERT_TRUE(train.wait(120s));
@@ -418,8 +381,8 @@ struct Client {
 };
 
 TEST(RealClusterTest, MalformedRequestsAreRefusedAndTheServerKeepsServing) {
-  RealCluster cluster(1, 1);
-  cluster.start(TaskId::ps(0), {"--max-message-mb", "1"});
+  LocalCluster cluster(1, 1);
+  ASSERT_TRUE(cluster.start(TaskId::ps(0), {"--max-message-mb", "1"}));
   Client client(cluster.address(TaskId::ps(0)));
 
   CreateShardsRequest create;

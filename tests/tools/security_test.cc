@@ -10,12 +10,12 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
 #include "net/grpc_transport.h"
 #include "net/throwaway_pki.h"
+#include "tests/tools/local_cluster.h"
 #include "tests/tools/process.h"
 #include "tests/tools/raw_peer.h"
 
@@ -23,6 +23,7 @@ namespace twinps {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::data_port_of;
 using testing::Process;
 namespace df = net::dataframe;
 
@@ -40,55 +41,30 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-int data_port_of(const Process& p) {
-  std::smatch m;
-  const std::string err = p.err();
-  if (!std::regex_search(err, m, std::regex("data plane port ([0-9]+)"))) return 0;
-  return std::stoi(m[1]);
-}
-
-// Separate processes on 127.0.0.1, every one started with the same extra flags.
+// Separate processes on 127.0.0.1 (tests/tools/local_cluster.h), every one
+// started with the same extra flags.
 class SecureCluster {
  public:
-  SecureCluster(int workers, int ps, std::vector<std::string> flags) : flags_(std::move(flags)) {
-    dir_ = testing::temp_dir("secure");
-    addresses_[TaskId::chief()] = "127.0.0.1:" + std::to_string(testing::free_port());
-    for (int i = 0; i < ps; ++i) addresses_[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-    for (int i = 0; i < workers; ++i)
-      addresses_[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-  }
-  std::string tf_config(const TaskId& task) const {
-    nlohmann::json cluster;
-    for (const auto& [t, a] : addresses_) cluster[std::string(job_name(t.job))].push_back(a);
-    return nlohmann::json{{"cluster", cluster},
-                          {"task", {{"type", std::string(job_name(task.job))}, {"index", task.index}}}}
-        .dump();
-  }
-  const std::string& address(const TaskId& t) const { return addresses_.at(t); }
+  SecureCluster(int workers, int ps, std::vector<std::string> flags)
+      : flags_(std::move(flags)), dir_(testing::temp_dir("secure")), cluster_(workers, ps, dir_) {}
+  std::string tf_config(const TaskId& task) const { return cluster_.tf_config(task); }
+  const std::string& address(const TaskId& t) const { return cluster_.address(t); }
   const std::string& dir() const { return dir_; }
 
   ::testing::AssertionResult start(const TaskId& t, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{testing::twinps_binary(), "serve"};
-    args.insert(args.end(), flags_.begin(), flags_.end());
-    args.insert(args.end(), extra.begin(), extra.end());
-    servers_[t] = Process::start(args, {"TF_CONFIG=" + tf_config(t)}, dir_, t.short_name());
-    if (!servers_[t].wait_for_output("serving on", 20s))
-      return ::testing::AssertionFailure() << t.short_name() << " did not start: " << servers_[t].err();
-    return ::testing::AssertionSuccess();
+    extra.insert(extra.begin(), flags_.begin(), flags_.end());
+    return cluster_.start(t, extra);
   }
-  Process& server(const TaskId& t) { return servers_.at(t); }
+  Process& server(const TaskId& t) { return cluster_.server(t); }
   Process train(std::vector<std::string> extra) const {
-    std::vector<std::string> args{testing::twinps_binary(), "train"};
-    args.insert(args.end(), flags_.begin(), flags_.end());
-    args.insert(args.end(), extra.begin(), extra.end());
-    return Process::start(args, {"TF_CONFIG=" + tf_config(TaskId::chief())}, dir_, "chief");
+    extra.insert(extra.begin(), flags_.begin(), flags_.end());
+    return cluster_.train(extra);
   }
 
  private:
   std::vector<std::string> flags_;
   std::string dir_;
-  std::map<TaskId, std::string> addresses_;
-  std::map<TaskId, Process> servers_;
+  testing::LocalCluster cluster_;
 };
 
 // A task of this test process calling the cluster, with the security it is given.

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/tools/local_cluster.h"
 #include "tests/tools/process.h"
 #include "tests/tools/raw_peer.h"
 
@@ -16,71 +17,48 @@ namespace twinps {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::data_port_of;
+using testing::LocalCluster;
 using testing::Process;
+using testing::ReservedPort;
 namespace df = net::dataframe;
-
-std::string tf_config(const std::map<TaskId, std::string>& addresses, std::optional<TaskId> task) {
-  nlohmann::json cluster;
-  for (const auto& [t, a] : addresses) cluster[std::string(job_name(t.job))].push_back(a);
-  nlohmann::json j{{"cluster", cluster}};
-  if (task) j["task"] = {{"type", std::string(job_name(task->job))}, {"index", task->index}};
-  return j.dump();
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
 }
 
-// The data-plane port a `twinps serve` announced.
-int data_port_of(const Process& p) {
-  std::smatch m;
-  const std::string err = p.err();
-  if (!std::regex_search(err, m, std::regex("data plane port ([0-9]+)"))) return 0;
-  return std::stoi(m[1]);
-}
-
-std::map<TaskId, std::string> loopback_cluster(int workers, int ps) {
-  std::map<TaskId, std::string> a;
-  a[TaskId::chief()] = "127.0.0.1:" + std::to_string(testing::free_port());
-  for (int i = 0; i < ps; ++i) a[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-  for (int i = 0; i < workers; ++i) a[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-  return a;
-}
-
 TEST(ServingTest, ATaskListensOnEveryInterfaceAtItsConfiguredPort) {
   // As in a pod: the ps's own TF_CONFIG names it by an address it does not
   // own (a Service's); the others reach it at an address it has. Both
   // planes (gRPC and the data plane) must accept them.
-  auto cluster = loopback_cluster(2, 1);
-  const std::string ps_port = cluster[TaskId::ps(0)].substr(cluster[TaskId::ps(0)].rfind(':') + 1);
-  auto ps_view = cluster;
-  ps_view[TaskId::ps(0)] = "192.0.2.10:" + ps_port;  // TEST-NET-1: never a local address
-  Process ps = Process::start({testing::twinps_binary(), "serve"}, {"TF_CONFIG=" + tf_config(ps_view, TaskId::ps(0))});
-  ASSERT_TRUE(ps.wait_for_output("serving on", 20s)) << ps.err();
+  // The configured port is one this test holds (a port picked by the OS,
+  // not probed), which the ps then listens on.
+  LocalCluster cluster(2, 1);
+  cluster.reserve_port(TaskId::ps(0));
+  const std::string ps_port = std::to_string(testing::port_of(cluster.address(TaskId::ps(0))));
+  auto ps_view = nlohmann::json::parse(cluster.tf_config(TaskId::ps(0)));  // --tf-config: ahead of TF_CONFIG
+  ps_view["cluster"]["ps"][0] = "192.0.2.10:" + ps_port;                    // TEST-NET-1: never a local address
+  ASSERT_TRUE(cluster.start(TaskId::ps(0), {"--tf-config", ps_view.dump()}));
+  const Process& ps = cluster.server(TaskId::ps(0));
   EXPECT_NE(ps.err().find("listening on 0.0.0.0:" + ps_port), std::string::npos) << ps.err();
-  std::vector<Process> workers;
-  for (int i = 0; i < 2; ++i) {
-    workers.push_back(
-        Process::start({testing::twinps_binary(), "serve"}, {"TF_CONFIG=" + tf_config(cluster, TaskId::worker(i))}));
-    ASSERT_TRUE(workers.back().wait_for_output("serving on", 20s)) << workers.back().err();
-  }
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(cluster.start(TaskId::worker(i)));
   const std::string dir = testing::temp_dir("bind");
-  Process train = Process::start({testing::twinps_binary(), "train", "--report", dir + "/r.json"},
-                                 {"TF_CONFIG=" + tf_config(cluster, TaskId::chief())});
+  Process train = cluster.train({"--report", dir + "/r.json"});
   ASSERT_TRUE(train.wait(120s));
   ASSERT_EQ(train.exit_code(), 0) << train.err();
   EXPECT_EQ(read_json(dir + "/r.json")["epochs"].back()["accuracy"], 1.0) << train.out();
 }
 
 TEST(ServingTest, BindNamesOneAddressAndBadValuesNameTheFlag) {
-  auto cluster = loopback_cluster(1, 1);
-  const int data_port = testing::free_port();
-  Process ps = Process::start({testing::twinps_binary(), "serve", "--bind", "127.0.0.1", "--data-port",
-                               std::to_string(data_port)},
-                              {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
-  ASSERT_TRUE(ps.wait_for_output("serving on", 20s)) << ps.err();
-  EXPECT_NE(ps.err().find("listening on " + cluster[TaskId::ps(0)]), std::string::npos) << ps.err();
+  // Both ports are ones this test holds, which the ps then listens on.
+  LocalCluster cluster(1, 1);
+  cluster.reserve_port(TaskId::ps(0));
+  const ReservedPort data;
+  const int data_port = data.port();
+  ASSERT_TRUE(cluster.start(TaskId::ps(0), {"--bind", "127.0.0.1", "--data-port", std::to_string(data_port)}));
+  const Process& ps = cluster.server(TaskId::ps(0));
+  EXPECT_NE(ps.err().find("listening on " + cluster.address(TaskId::ps(0))), std::string::npos) << ps.err();
   EXPECT_EQ(data_port_of(ps), data_port) << ps.err();
   testing::RawPeer peer(data_port);
   EXPECT_TRUE(peer.ok()) << "the fixed data-plane port is not listening";
@@ -90,7 +68,7 @@ TEST(ServingTest, BindNamesOneAddressAndBadValuesNameTheFlag) {
                                               std::vector<std::string>{"--port", "70000"}}) {
     std::vector<std::string> args{testing::twinps_binary(), "serve"};
     args.insert(args.end(), bad.begin(), bad.end());
-    Process p = Process::start(args, {"TF_CONFIG=" + tf_config(cluster, TaskId::worker(0))});
+    Process p = Process::start(args, {"TF_CONFIG=" + cluster.tf_config(TaskId::worker(0))});
     ASSERT_TRUE(p.wait(30s));
     EXPECT_EQ(p.exit_code(), 2) << p.err();
     EXPECT_NE(p.err().find(bad[0]), std::string::npos) << p.err();
@@ -100,9 +78,11 @@ TEST(ServingTest, BindNamesOneAddressAndBadValuesNameTheFlag) {
 // --port 0: the OS picks the port and the readiness line says which, so a
 // launcher (tools/process_cluster.h) never guesses a free one.
 TEST(ServingTest, PortZeroIsPickedByTheOsAndReportedOnTheReadinessLine) {
-  auto cluster = loopback_cluster(1, 1);
+  // Its TF_CONFIG port is one this test holds: the OS cannot pick it too.
+  LocalCluster cluster(1, 1);
+  cluster.reserve_port(TaskId::ps(0));
   Process ps = Process::start({testing::twinps_binary(), "serve", "--bind", "127.0.0.1", "--port", "0"},
-                              {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
+                              {"TF_CONFIG=" + cluster.tf_config(TaskId::ps(0))});
   ASSERT_TRUE(ps.wait_for_output("serving on", 20s)) << ps.err();
   std::smatch m;
   const std::string log = ps.err();
@@ -111,7 +91,7 @@ TEST(ServingTest, PortZeroIsPickedByTheOsAndReportedOnTheReadinessLine) {
   const int port = std::stoi(m[1]);
   EXPECT_GT(port, 0);
   EXPECT_EQ(m[1], m[2]);
-  EXPECT_NE(std::to_string(port), cluster[TaskId::ps(0)].substr(cluster[TaskId::ps(0)].rfind(':') + 1));
+  EXPECT_NE(port, testing::port_of(cluster.address(TaskId::ps(0))));
   testing::RawPeer peer(port);
   EXPECT_TRUE(peer.ok()) << "nothing listens on the reported port " << port;
 }
@@ -134,9 +114,9 @@ TEST(ServingTest, HeadersClaimingHugeBodiesLeaveMemoryWithinItsCap) {
   // connections: 17 MiB -> 2 GiB). Now the read buffer grows only as bytes
   // arrive, tensors are reserved unzeroed against the bytes the frame
   // declares, and requests being received share one cap (--max-inbound-mb).
-  auto cluster = loopback_cluster(1, 1);
-  Process ps = Process::start({testing::twinps_binary(), "serve"}, {"TF_CONFIG=" + tf_config(cluster, TaskId::ps(0))});
-  ASSERT_TRUE(ps.wait_for_output("serving on", 20s)) << ps.err();
+  LocalCluster cluster(1, 1);
+  ASSERT_TRUE(cluster.start(TaskId::ps(0)));
+  Process& ps = cluster.server(TaskId::ps(0));
   const int port = data_port_of(ps);
   ASSERT_GT(port, 0) << ps.err();
   const long long before = testing::resident_bytes(ps.pid());

@@ -17,6 +17,7 @@
 #include "core/cluster/cluster_spec.h"
 #include "tests/core/rings_data.h"
 #include "tests/sim/test_paths.h"
+#include "tests/tools/local_cluster.h"
 #include "tests/tools/process.h"
 
 namespace twinps {
@@ -85,41 +86,11 @@ TEST(TrainSpecTest, ASpecTrainsOnCsvFilesInOneProcessOverGrpc) {
   EXPECT_THAT(p.out(), HasSubstr("records read"));
 }
 
-class Cluster {
- public:
-  Cluster(int workers, int ps) : workers_(workers), ps_(ps) {
-    addresses_[TaskId::chief()] = "127.0.0.1:" + std::to_string(testing::free_port());
-    for (int i = 0; i < ps; ++i) addresses_[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-    for (int i = 0; i < workers; ++i) addresses_[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(testing::free_port());
-  }
-  std::string tf_config(std::optional<TaskId> task) const {
-    nlohmann::json cluster;
-    for (const auto& [t, a] : addresses_) cluster[std::string(job_name(t.job))].push_back(a);
-    nlohmann::json j{{"cluster", cluster}};
-    if (task) j["task"] = {{"type", std::string(job_name(task->job))}, {"index", task->index}};
-    return j.dump();
-  }
-  // `twinps serve` for every ps and worker: no model, no data on their command lines.
-  void start_all() {
-    std::vector<TaskId> tasks;
-    for (int i = 0; i < ps_; ++i) tasks.push_back(TaskId::ps(i));
-    for (int i = 0; i < workers_; ++i) tasks.push_back(TaskId::worker(i));
-    for (const auto& t : tasks) {
-      servers_[t] = Process::start({testing::twinps_binary(), "serve"}, {"TF_CONFIG=" + tf_config(t)});
-      ASSERT_TRUE(servers_[t].wait_for_output("serving on", 20s)) << t.short_name() << ": " << servers_[t].err();
-    }
-  }
-
- private:
-  int workers_, ps_;
-  std::map<TaskId, std::string> addresses_;
-  std::map<TaskId, Process> servers_;
-};
-
 TEST(TrainSpecTest, ServeWorkersTrainTheSpecTheCoordinatorShipsAndEvalFollowsItsCheckpoints) {
   RingsRun rings = make_rings("spec-processes");
-  Cluster cluster(2, 2);
-  cluster.start_all();
+  // `twinps serve` for every ps and worker: no model, no data on their command lines.
+  testing::LocalCluster cluster(2, 2);
+  ASSERT_TRUE(cluster.start_all());
   std::vector<std::string> args{"--report", rings.dir + "/r.json", "--checkpoint-dir", rings.dir + "/ckpt",
                                 "--checkpoint-every", "5", "--keep", "5"};
   for (auto& f : rings.data_flags()) args.push_back(f);

@@ -48,6 +48,7 @@
 #include "tools/commands/commands.h"
 #include "tools/data_plane_flag.h"
 #include "tools/serving_flags.h"
+#include "tools/serving_line.h"
 #include "tools/subprocess.h"
 #include "tools/tf_config.h"
 
@@ -307,32 +308,43 @@ struct Measured {
 
 int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
   const std::string dir = make_temp_dir("bench-ps");
+  // Every ps listens on a port the OS picks (--port 0) and reports it on its
+  // readiness line; until then its address, like the others (only the load
+  // generators call the ps), is a distinct placeholder never dialled.
   std::map<TaskId, std::string> addresses;
-  for (int i = 0; i < c.servers; ++i) addresses[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(free_port());
-  for (int i = 0; i < c.workers; ++i) addresses[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(free_port());
-  addresses[TaskId::chief()] = "127.0.0.1:" + std::to_string(free_port());
-  TfConfig tfc;
-  tfc.cluster = make_cluster(c.workers, c.servers, /*chief=*/true, [&](TaskId t) { return addresses.at(t); });
-  const std::string cluster_json = tfc.to_json();
+  int placeholder = 0;
+  auto cluster_of = [&] {
+    TfConfig tfc;
+    tfc.cluster = make_cluster(c.workers, c.servers, /*chief=*/true, [&](TaskId t) {
+      auto& a = addresses[t];
+      if (a.empty()) a = "127.0.0.1:" + std::to_string(++placeholder);
+      return a;
+    });
+    return tfc;
+  };
+  const TfConfig placeholders = cluster_of();
   const std::string self = self_binary();
   const std::string load_before = load_average();
 
   std::vector<Child> servers;
   for (int i = 0; i < c.servers; ++i) {
-    TfConfig task = tfc;
+    TfConfig task = placeholders;
     task.task = TaskId::ps(i);
-    std::vector<std::string> args{self, "serve", "--data-plane", c.data_plane, "--max-message-mb",
+    std::vector<std::string> args{self, "serve", "--port", "0", "--data-plane", c.data_plane, "--max-message-mb",
                                   std::to_string(c.max_message_mb)};
     args.insert(args.end(), c.security_args.begin(), c.security_args.end());
     servers.push_back(Child::start(args, {"TF_CONFIG=" + task.to_json()}, dir, "ps" + std::to_string(i)));
   }
   for (int i = 0; i < c.servers; ++i) {
-    if (!servers[static_cast<std::size_t>(i)].wait_for_output("serving on", std::chrono::seconds(30))) {
-      std::fprintf(stderr, "twinps bench ps: ps:%d did not start: %s\n", i,
-                   servers[static_cast<std::size_t>(i)].err().c_str());
+    Child& ps = servers[static_cast<std::size_t>(i)];
+    const int port = ps.wait_for_output("serving on", std::chrono::seconds(30)) ? serving_port(ps.err()) : 0;
+    if (port <= 0) {
+      std::fprintf(stderr, "twinps bench ps: ps:%d did not start: %s\n", i, ps.err().c_str());
       return kExitFailed;
     }
+    addresses[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(port);
   }
+  const std::string cluster_json = cluster_of().to_json();
   if (Status st = create_keys(c, net::address_map(addresses)); !st.ok()) {
     std::fprintf(stderr, "twinps bench ps: creating the keys failed: %s\n", describe(st).c_str());
     return kExitFailed;

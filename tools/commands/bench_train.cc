@@ -9,8 +9,9 @@
 // shard creation and the final evaluations excluded).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "tools/cli.h"
 #include "tools/commands/commands.h"
 #include "tools/data_plane_flag.h"
+#include "tools/process_cluster.h"
 #include "tools/subprocess.h"
 
 namespace twinps::cli {
@@ -56,35 +58,24 @@ double run_once(const TrainBench& b, bool in_process, int spe, const std::string
   const std::string self = self_binary();
   const std::string tag = (in_process ? "inproc" : "procs") + std::to_string(spe) + "_" + std::to_string(run);
   const std::string report = dir + "/" + tag + ".json";
-  std::vector<Child> servers;
+  std::unique_ptr<ProcessCluster> servers;  // stopped when this returns
   std::vector<std::string> env;
   std::vector<std::string> args{self, "train"};
   if (in_process) {
     args.insert(args.end(), {"--in-process", "--workers", std::to_string(b.workers), "--ps", std::to_string(b.ps)});
   } else {
-    std::map<TaskId, std::string> addresses;
-    addresses[TaskId::chief()] = "127.0.0.1:" + std::to_string(free_port());
-    for (int i = 0; i < b.ps; ++i) addresses[TaskId::ps(i)] = "127.0.0.1:" + std::to_string(free_port());
-    for (int i = 0; i < b.workers; ++i) addresses[TaskId::worker(i)] = "127.0.0.1:" + std::to_string(free_port());
-    TfConfig tfc;
-    tfc.cluster = make_cluster(b.workers, b.ps, /*chief=*/true, [&](TaskId t) { return addresses.at(t); });
-    std::vector<TaskId> tasks;
-    for (int i = 0; i < b.ps; ++i) tasks.push_back(TaskId::ps(i));
-    for (int i = 0; i < b.workers; ++i) tasks.push_back(TaskId::worker(i));
-    for (const auto& t : tasks) {
-      TfConfig task = tfc;
-      task.task = t;
-      servers.push_back(Child::start({self, "serve", "--data-plane", b.data_plane}, {"TF_CONFIG=" + task.to_json()}, dir,
-                                     tag + "_" + t.short_name()));
+    // Each server on a port the OS picks (tools/process_cluster.h), its logs under DIR/TAG.
+    const std::string log_dir = dir + "/" + tag;
+    std::filesystem::create_directories(log_dir);
+    const std::vector<std::string> serve_args{"--data-plane", b.data_plane};
+    auto cluster = ProcessCluster::start(b.workers, b.ps, serve_args, serve_args, log_dir);
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "twinps bench train: %s\n", describe(cluster.status()).c_str());
+      return -1;
     }
-    for (std::size_t i = 0; i < servers.size(); ++i) {
-      if (!servers[i].wait_for_output("serving on", std::chrono::seconds(30))) {
-        std::fprintf(stderr, "twinps bench train: %s did not start: %s\n", tasks[i].short_name().c_str(),
-                     servers[i].err().c_str());
-        return -1;
-      }
-    }
-    TfConfig chief = tfc;
+    servers = std::move(*cluster);
+    TfConfig chief;
+    chief.cluster = make_cluster(b.workers, b.ps, /*chief=*/true, [&](TaskId t) { return servers->addresses().at(t); });
     chief.task = TaskId::chief();
     env.push_back("TF_CONFIG=" + chief.to_json());
   }

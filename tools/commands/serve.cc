@@ -211,7 +211,7 @@ int run_serve(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   // The readiness line: with --port 0 it is where a launcher learns the
-  // port the OS picked (tools/process_cluster.h reads "serving on HOST:PORT").
+  // port the OS picked (tools/serving_line.h parses it; keep the two in step).
   const std::string bound = ":" + std::to_string((*node)->port());
   spdlog::info("{} serving on {} (listening on {}, data plane port {}, incarnation {:016x})", task.short_name(),
                with_port(*address, bound), with_port(*listen, bound), (*node)->transport().data_port(),
