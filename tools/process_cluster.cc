@@ -146,6 +146,12 @@ Status ProcessCluster::kill(const TaskId& t) {
     return absl::InternalError(t.short_name() + " (pid " + std::to_string(s->child.pid()) + ") outlived SIGKILL");
   s->up = false;
   s->slow = 1;
+  // Its address must be free for its restart: hold the port from now on (a
+  // port another socket took in the microseconds since the kill is not held,
+  // and the restart then fails loudly in watch_restart).
+  const std::string& address = addresses_.at(t);
+  s->held_port.emplace(std::stoi(address.substr(address.rfind(':') + 1)));
+  if (!s->held_port->held()) s->held_port.reset();
   return absl::OkStatus();
 }
 
@@ -166,8 +172,12 @@ Status ProcessCluster::restart(const TaskId& t) {
 void ProcessCluster::watch_restart(const TaskId& t, int polls_left) {
   Server& s = servers_.at(t);
   const std::string out = s.child.err() + s.child.out();
-  if (out.find("serving on") != std::string::npos) return;
+  if (out.find("serving on") != std::string::npos) {
+    s.held_port.reset();  // it listens there itself now
+    return;
+  }
   if (!s.child.running() || polls_left == 0) {
+    s.held_port.reset();
     problems_.push_back(t.short_name() + " restarted on " + addresses_.at(t) + " did not serve: " + s.child.err());
     return;
   }

@@ -102,6 +102,9 @@ class ProcessCluster final : public ClusterControl {
     double slow = 1;            // product of the slow() factors in force
     std::uint64_t cycle = 0;    // the duty cycle's generation (a new one stops the old)
     bool cycle_stopped = false; // the duty cycle has it stopped right now
+    // Its port while it is down (killed, not yet serving again): held so that
+    // no other socket (an outgoing connection's, say) takes it meanwhile.
+    std::optional<ReservedPort> held_port;
   };
 
   ProcessCluster() = default;

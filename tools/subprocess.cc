@@ -1,6 +1,8 @@
 #include "tools/subprocess.h"
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -157,5 +159,30 @@ bool Child::wait_for_output(const std::string& text, std::chrono::milliseconds t
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
+
+ReservedPort::ReservedPort(int port) {
+  fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd_ < 0) return;
+  const int one = 1;
+  ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  socklen_t len = sizeof addr;
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
+  port_ = ntohs(addr.sin_port);
+}
+
+ReservedPort::~ReservedPort() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ReservedPort::ReservedPort(ReservedPort&& o) noexcept : fd_(std::exchange(o.fd_, -1)), port_(o.port_) {}
 
 }  // namespace twinps::cli

@@ -69,4 +69,32 @@ class Child {
   void remove_owned_dir();
 };
 
+// A TCP port held for as long as the handle lives: bound on every interface
+// with SO_REUSEADDR, never listening. Nothing can connect to it (refused),
+// the OS gives it to no one else (not for port 0, nor as an outgoing
+// connection's local port), and a plain bind of it fails. A twinps task told
+// to listen on it can: Linux lets a socket that sets SO_REUSEADDR bind and
+// listen next to a bound one that is not listening, and gRPC's listener sets
+// it (so does the data plane on a fixed --data-port). So it serves as an
+// address where nothing listens, and keeps a killed task's port its own
+// until the task is restarted on it.
+class ReservedPort {
+ public:
+  // `port` 0: one the OS picks. held() is false when the port cannot be bound.
+  explicit ReservedPort(int port = 0);
+  ~ReservedPort();
+  ReservedPort(ReservedPort&& o) noexcept;
+  ReservedPort& operator=(ReservedPort&&) = delete;
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+
+  bool held() const { return fd_ >= 0; }
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 }  // namespace twinps::cli

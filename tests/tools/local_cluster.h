@@ -16,9 +16,6 @@
 //    where nothing may listen, gets a port the test holds (ReservedPort):
 //    the task listens on it as its TF_CONFIG port.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -42,48 +39,13 @@ inline int data_port_of(const Process& p) { return cli::data_plane_port(p.err())
 // The port of a "host:port" address.
 inline int port_of(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
 
-// A TCP port this test holds for as long as the handle lives: bound on every
-// interface with SO_REUSEADDR, never listening. Nothing can connect to it
-// (refused), the OS gives it to no one else (not for port 0, nor as an
-// outgoing connection's local port), and a plain bind of it fails. A twinps
-// task told to listen on it can: Linux lets a socket that sets SO_REUSEADDR
-// bind and listen next to a bound one that is not listening, and gRPC's
-// listener sets it (so does the data plane on a fixed --data-port). So it
-// serves both as an address where nothing listens and as a task's port that
-// stays its own while the task is down.
-class ReservedPort {
+// A port this test holds (cli::ReservedPort, tools/subprocess.h: bound,
+// never listening), or the test stops.
+class ReservedPort : public cli::ReservedPort {
  public:
   ReservedPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd_ < 0) throw std::runtime_error("ReservedPort: no socket");
-    const int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = 0;  // the OS picks
-    socklen_t len = sizeof addr;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(fd_);
-      throw std::runtime_error("ReservedPort: cannot bind a port");
-    }
-    port_ = ntohs(addr.sin_port);
+    if (!held()) throw std::runtime_error("ReservedPort: cannot bind a port");
   }
-  ~ReservedPort() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ReservedPort(ReservedPort&& o) noexcept : fd_(std::exchange(o.fd_, -1)), port_(o.port_) {}
-  ReservedPort& operator=(ReservedPort&&) = delete;
-  ReservedPort(const ReservedPort&) = delete;
-  ReservedPort& operator=(const ReservedPort&) = delete;
-
-  int port() const { return port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
 };
 
 class LocalCluster {
