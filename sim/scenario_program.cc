@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/runtime/sync.h"
+#include "core/training/exactly_once.h"
 #include "core/worker/parameter_client.h"
 #include "sim/workload.h"
 
@@ -13,18 +14,11 @@ namespace twinps::sim {
 // The synthetic model and exactly-once training count visits in one variable.
 static_assert(std::string_view(synthetic::kVisitsVar) == model::CompiledModel::kVisits);
 
+// What the parameter servers counted, or nothing when they did not answer
+// (the expectation then says the visits were unreadable).
 Task<std::vector<std::int64_t>> read_visits(ClusterCoordinator& c) {
-  const VariableLayout* v = c.variables().find(synthetic::kVisitsVar);
-  if (!v) co_return std::vector<std::int64_t>{};
-  ParameterClient client = c.parameter_client();
-  ParameterClient::PullBatch pull;
-  const int h = pull.dense(*v);
-  auto r = co_await client.pull(pull);
-  if (!r.ok()) co_return std::vector<std::int64_t>{};
-  const Matrix& m = r->value(h);
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(m.rows()));
-  for (Eigen::Index i = 0; i < m.rows(); ++i) counts[static_cast<std::size_t>(i)] = std::llround(m(i, 0));
-  co_return counts;
+  auto counts = co_await training::read_visit_counts(c);
+  co_return counts.ok() ? std::move(*counts) : std::vector<std::int64_t>{};
 }
 
 const char* action_kind(const scenario::Action& a) {

@@ -1,5 +1,6 @@
 #include "core/training/exactly_once.h"
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -136,6 +137,20 @@ Task<StatusOr<Value>> train_split(StepContext& ctx) {
 }
 
 }  // namespace
+
+Task<StatusOr<std::vector<std::int64_t>>> read_visit_counts(ClusterCoordinator& coordinator) {
+  const VariableLayout* v = coordinator.variables().find(model::CompiledModel::kVisits);
+  if (!v) co_return std::vector<std::int64_t>{};
+  ParameterClient ps = coordinator.parameter_client();
+  ParameterClient::PullBatch pull;
+  const int h = pull.dense(*v);
+  auto r = co_await ps.pull(pull);
+  if (!r.ok()) co_return r.status();
+  const Matrix& m = r->value(h);
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(m.rows()));
+  for (Eigen::Index i = 0; i < m.rows(); ++i) counts[static_cast<std::size_t>(i)] = std::llround(m(i, 0));
+  co_return counts;
+}
 
 void register_exactly_once_functions(FunctionRegistry& registry) {
   registry.add_resource(kRecordTableFunction, build_table);

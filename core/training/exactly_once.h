@@ -34,6 +34,7 @@
 #include "core/messages/value.h"
 #include "core/runtime/random.h"
 #include "core/runtime/status.h"
+#include "core/coordinator/cluster_coordinator.h"
 #include "core/worker/function_registry.h"
 
 namespace twinps::training {
@@ -72,6 +73,11 @@ std::vector<std::int64_t> epoch_order(std::int64_t records, std::uint64_t seed, 
 std::string pack_ids(std::span<const std::int64_t> ids);
 // INVALID_ARGUMENT when `bytes` is not a whole number of ids.
 StatusOr<std::vector<std::int64_t>> unpack_ids(const std::string& bytes);
+
+// The visits the parameter servers counted per example
+// (CompiledModel::kVisits; the simulator's synthetic model keeps them under
+// the same name): empty when the cluster has no such variable.
+Task<StatusOr<std::vector<std::int64_t>>> read_visit_counts(ClusterCoordinator& coordinator);
 
 // Registers kRecordTableFunction and kTrainSplitStep.
 void register_exactly_once_functions(FunctionRegistry& registry);

@@ -264,35 +264,29 @@ struct Trainer::Run {
     return std::clamp<std::int64_t>(result.start.restored_iterations - static_cast<std::int64_t>(e) * spe, 0, spe);
   }
 
-  // Exactly once: the visits the parameter servers counted, against the
-  // epochs trained (this run's and a restored checkpoint's).
+  // Exactly once: the visits the parameter servers counted, against what
+  // every step of every epoch up to the last (this run's and a restored
+  // checkpoint's) was due to visit.
   Task<StatusOr<VisitCounts>> read_visits() {
-    const VariableLayout* v = c.variables().find(model::CompiledModel::kVisits);
-    if (!v) co_return absl::InternalError("exactly-once training created no visits variable");
-    ParameterClient ps = c.parameter_client();
-    ParameterClient::PullBatch pull;
-    const int h = pull.dense(*v);
-    auto r = co_await ps.pull(pull);
-    if (!r.ok()) co_return r.status();
-    const Matrix& m = r->value(h);
-    // What every step of every epoch, up to the last, was due to visit.
+    auto seen = co_await read_visit_counts(c);
+    if (!seen.ok()) co_return seen.status();
+    if (seen->empty()) co_return absl::InternalError("exactly-once training created no visits variable");
+    co_return compare_with_due(*seen);
+  }
+
+  VisitCounts compare_with_due(const std::vector<std::int64_t>& seen) {
     const std::int64_t steps = static_cast<std::int64_t>(t.options_.epochs) * spe;
     VisitCounts counts;
-    counts.examples = m.rows();
+    counts.examples = static_cast<std::int64_t>(seen.size());
     counts.full_passes = steps / pass_steps();
     counts.partial_records = std::min(t.train_.records, steps % pass_steps() * t.model_->batch_size());
-    std::vector<std::int64_t> due(static_cast<std::size_t>(m.rows()), counts.full_passes);
+    std::vector<std::int64_t> due(seen.size(), counts.full_passes);
     const std::vector<std::int64_t>& next = pass_order(counts.full_passes);
     for (std::int64_t i = 0; i < counts.partial_records; ++i) ++due[static_cast<std::size_t>(next[static_cast<std::size_t>(i)])];
-    if (m.rows() == 0) co_return counts;
-    counts.min = counts.max = std::llround(m(0, 0));
-    for (Eigen::Index i = 0; i < m.rows(); ++i) {
-      const std::int64_t n = std::llround(m(i, 0));
-      counts.min = std::min(counts.min, n);
-      counts.max = std::max(counts.max, n);
-      if (n != due[static_cast<std::size_t>(i)]) ++counts.off;
-    }
-    co_return counts;
+    counts.min = *std::min_element(seen.begin(), seen.end());
+    counts.max = *std::max_element(seen.begin(), seen.end());
+    for (std::size_t i = 0; i < seen.size(); ++i) counts.off += seen[i] != due[i] ? 1 : 0;
+    return counts;
   }
 
   Task<StatusOr<std::int64_t>> read_iterations() {
