@@ -769,6 +769,49 @@ void to_proto(const Request& in, wire::Request* out, AttachmentWriter* a) {
   std::visit(visitor, in);
 }
 
+// ------------------------------------------------------------------ meta payloads
+namespace {
+
+Status meta_refused(const std::string& field, const std::string& what) {
+  return invalid(field, what + " exists only in the simulator's timing-only runs and cannot be sent");
+}
+Status meta_refused(const std::string& field, const MetaTensor& m) {
+  return meta_refused(field, "a meta tensor (" + std::to_string(m.rows) + "x" + std::to_string(m.cols) + ", no values)");
+}
+
+Status check_sendable(const std::vector<ShardState>& shards, const std::string& field) {
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    if (shards[i].spec.meta)
+      return meta_refused(field + indexed("", i) + ".spec.meta", "a meta shard ('" + shards[i].spec.name + "')");
+  return absl::OkStatus();
+}
+Status check_sendable(const PullResponse& r, const std::string& field) {
+  for (std::size_t i = 0; i < r.items.size(); ++i)
+    if (r.items[i].meta) return meta_refused(field + indexed(".items", i) + ".meta", *r.items[i].meta);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Status check_sendable(const Request& in) {
+  if (const auto* create = std::get_if<CreateShardsRequest>(&in))
+    return check_sendable(create->shards, "Request.create_shards.shards");
+  if (const auto* push = std::get_if<PushRequest>(&in)) {
+    for (std::size_t i = 0; i < push->updates.size(); ++i)
+      if (push->updates[i].meta)
+        return meta_refused("Request.push" + indexed(".updates", i) + ".meta", *push->updates[i].meta);
+  }
+  return absl::OkStatus();
+}
+
+Status check_sendable(const Response& in) {
+  if (const auto* pull = std::get_if<PullResponse>(&in)) return check_sendable(*pull, "Response.pull");
+  if (const auto* push = std::get_if<PushResponse>(&in)) return check_sendable(push->pulled, "Response.push.pulled");
+  if (const auto* exported = std::get_if<ExportShardsResponse>(&in))
+    return check_sendable(exported->shards, "Response.export_shards.shards");
+  return absl::OkStatus();
+}
+
 Status from_proto(const wire::Request& in, Request* out, const AttachmentReader* a) {
   Status s;
   switch (in.kind_case()) {

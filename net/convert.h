@@ -108,6 +108,16 @@ void to_proto(const OptimizerConfig& in, wire::OptimizerConfig* out);
 void to_proto(const Request& in, wire::Request* out, AttachmentWriter* attachments = nullptr);
 void to_proto(const Response& in, wire::Response* out, AttachmentWriter* attachments = nullptr);
 
+// Meta shards and meta tensors (timing-only simulation: a shape, no values;
+// MetaTensor in core/tensor/tensor.h) exist only in the simulator and have
+// nothing to send. OK for a message without any; otherwise INVALID_ARGUMENT
+// naming the first field that holds one ("Request.push.updates[1].meta: ...").
+// Both transports check every message before encoding it (to_proto would
+// drop them silently): a simulator-only message fails loudly, never arrives
+// as an empty tensor.
+Status check_sendable(const Request& in);
+Status check_sendable(const Response& in);
+
 // ------------------------------------------------------------------ decode
 // Each returns OK and fills `out`, or INVALID_ARGUMENT naming the bad field.
 Status from_proto(const wire::TaskId& in, TaskId* out);

@@ -1084,6 +1084,8 @@ void Connection::on_cancel(std::uint64_t wire_id) {
 void Connection::reply(std::uint64_t wire_id, StatusOr<Response> result) {
   if (closed_) return;
   const auto& options = state_->options;
+  if (result.ok())
+    if (Status sendable = check_sendable(*result); !sendable.ok()) result = std::move(sendable);
   auto owner = std::make_shared<StatusOr<Response>>(std::move(result));
   wire::RpcResponse envelope;
   AttachmentWriter attachments(options.attachment_threshold);
@@ -1289,6 +1291,9 @@ void DataPlane::State::hand_to_grpc(const std::shared_ptr<OutCall>& c) {
 }
 
 void DataPlane::State::dispatch(Peer& peer, const std::shared_ptr<OutCall>& c) {
+  // A simulator-only message (meta payloads) has nothing to send.
+  if (Status sendable = check_sendable(*c->request); !sendable.ok())
+    return finish(c, std::move(sendable), true);
   std::shared_ptr<Connection> conn;
   if (peer.conns.size() < static_cast<std::size_t>(std::max(options.connections_per_peer, 1))) {
     conn = std::make_shared<Connection>(this, Connection::Role::kCaller, Socket(executor.context()), c->to);

@@ -180,6 +180,8 @@ class IncomingRpc final : public grpc::ServerUnaryReactor, public std::enable_sh
   void respond(StatusOr<Response> result) {
     cancel_.reset();
     if (finished()) return;  // cancelled, or the server stopped meanwhile
+    if (result.ok())
+      if (Status sendable = check_sendable(*result); !sendable.ok()) result = std::move(sendable);
     auto owner = std::make_shared<StatusOr<Response>>(std::move(result));
     wire::RpcResponse envelope;
     AttachmentWriter attachments(shared_->attachment_threshold);
@@ -648,6 +650,12 @@ struct GrpcTransport::Impl {
       return;
     }
 
+    // A simulator-only message (meta payloads) has nothing to send; the
+    // fault is the caller's own, so no peer is named as the failed task.
+    if (Status sendable = check_sendable(request); !sendable.ok()) {
+      executor.post([this, rpc, st = std::move(sendable)]() mutable { complete(this, rpc, std::move(st)); });
+      return;
+    }
     // Encode. The request moves to the heap, where gRPC reads its tensors in place.
     auto owner = std::make_shared<Request>(std::move(request));
     wire::RpcRequest envelope;

@@ -645,7 +645,7 @@ Status Simulation::Impl::set_up_tutorial(const ClusterShape& shape) {
 
 // Where the iterations counter lives (placement is deterministic).
 Status Simulation::Impl::find_iterations_shard(const ClusterShape& shape) {
-  auto vars = spec_model->build_variables(shape.ps, /*shape_only=*/true);
+  auto vars = spec_model->build_variables(shape.ps, /*meta=*/true);
   if (!vars.ok()) return vars.status();
   for (const auto& v : vars->layouts)
     if (v.name == model::CompiledModel::kIterations) iterations_shard = {v.shards.front().ps, v.shards.front().id};

@@ -68,7 +68,7 @@ StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel
   }
   // The synthetic model has one optimizer: the cluster's (the first variable's). A variable
   // whose optimizer group differs is priced with it too (its slots in resource estimates).
-  auto vars = model.build_variables(1, /*shape_only=*/true);
+  auto vars = model.build_variables(1, /*meta=*/true);
   if (!vars.ok()) return vars.status();
   out.mutable_optimizer()->set_kind(optimizer_kind(vars->optimizer.kind));
   out.mutable_optimizer()->set_learning_rate(vars->optimizer.learning_rate.initial);

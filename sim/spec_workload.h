@@ -12,7 +12,7 @@
 //     layout, each embedding looked up batch x ids-per-record times per step
 //     from its declared access distribution, and the spec's FLOPs per step
 //     (CompiledModel::step_cost()). The synthetic model's row drawing and
-//     shape-only pulls and pushes then time it: one timing path for both.
+//     meta-tensor pulls and pushes then time it: one timing path for both.
 #include <memory>
 #include <optional>
 #include <string>

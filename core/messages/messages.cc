@@ -6,6 +6,11 @@ namespace {
 constexpr std::size_t kHeader = 32;  // framing, ids, status
 
 std::size_t size_of(const RowIds& r) { return r.size() * sizeof(std::int64_t); }
+// A payload's values, or the bytes a meta tensor's would take: the simulator
+// charges a timing-only message what the real one would cost.
+std::size_t payload_size(const Matrix& values, const std::optional<MetaTensor>& meta) {
+  return byte_size(values) + (meta ? byte_size(*meta) : 0);
+}
 std::size_t size_of(const ShardState& s) {
   std::size_t n = s.spec.name.size() + 48 + byte_size(s.value) + (s.spec.optimizer ? 96 : 0);
   for (const auto& m : s.slots) n += byte_size(m);
@@ -26,13 +31,13 @@ struct RequestSize {
   }
   std::size_t operator()(const PullRequest& r) const {
     std::size_t n = 0;
-    for (const auto& i : r.items) n += 8 + size_of(i.rows) + 8 * static_cast<std::size_t>(i.shape_only_rows);
+    for (const auto& i : r.items) n += 8 + size_of(i.rows);
     return n;
   }
   std::size_t operator()(const PushRequest& r) const {
     std::size_t n = 16 + (*this)(r.then_pull) + (r.sync_step == kNoSyncStep ? 0 : 8);
     for (const auto& u : r.updates)
-      n += 16 + size_of(u.rows) + byte_size(u.values) + static_cast<std::size_t>(u.shape_only_bytes);
+      n += 16 + size_of(u.rows) + payload_size(u.values, u.meta);
     return n;
   }
   std::size_t operator()(const ExportShardsRequest& r) const { return 4 * r.shards.size(); }
@@ -54,7 +59,7 @@ struct ResponseSize {
   std::size_t operator()(const HealthResponse&) const { return 16; }
   std::size_t operator()(const PullResponse& r) const {
     std::size_t n = 0;
-    for (const auto& i : r.items) n += 8 + byte_size(i.values) + static_cast<std::size_t>(i.shape_only_bytes);
+    for (const auto& i : r.items) n += 8 + payload_size(i.values, i.meta);
     return n;
   }
   std::size_t operator()(const PushResponse& r) const { return 1 + (*this)(r.pulled); }
@@ -84,7 +89,7 @@ struct RequestCounts {
   void operator()(const PullRequest& r) {
     for (const auto& i : r.items) {
       ++shape.items;
-      const std::int64_t rows = i.all_rows ? 0 : static_cast<std::int64_t>(i.rows.size()) + i.shape_only_rows;
+      const std::int64_t rows = i.all_rows ? 0 : static_cast<std::int64_t>(i.rows.size());
       shape.rows += rows;
       shape.rows_read += rows;
     }
@@ -92,7 +97,7 @@ struct RequestCounts {
   void operator()(const PushRequest& r) {
     for (const auto& u : r.updates) {
       ++shape.items;
-      if (u.sparse) shape.rows += static_cast<std::int64_t>(u.rows.size()) + u.shape_only_rows;
+      if (u.sparse) shape.rows += static_cast<std::int64_t>(u.rows.size());
     }
     (*this)(r.then_pull);
   }

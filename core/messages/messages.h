@@ -52,10 +52,11 @@ struct ShardSpec {
   VariableKind kind = VariableKind::kTrainable;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  // Timing-only simulation: the store keeps the shape and counts updates but
-  // holds no values, and requests describe payloads by size (the
-  // shape_only_* fields below) instead of carrying them. Real runs never set it.
-  bool shape_only = false;
+  // A meta shard (timing-only simulation): the store keeps its shape and
+  // version and counts its updates, but holds no values; its reads answer
+  // and its writes carry meta tensors (MetaTensor) in place of values. Only
+  // the simulator creates one; net/ refuses to send one.
+  bool meta = false;
   // Trainable shards: the optimizer this shard is updated with, when it is
   // not the request's (CreateShardsRequest::optimizer): a model whose
   // optimizer groups differ gives each shard its variable's. Its slots are
@@ -83,20 +84,22 @@ struct CreateShardsRequest {
 struct PullItem {
   ShardId shard = 0;
   bool all_rows = true;
-  RowIds rows;  // local row ids when !all_rows
-  std::int64_t shape_only_rows = 0;  // shape-only shards: how many rows to read when !all_rows (no ids sent)
+  RowIds rows;  // local row ids when !all_rows (a meta shard is read by row ids too)
 };
 struct PullRequest {
   std::vector<PullItem> items;
 };
 struct PulledValue {
-  Matrix values;             // all rows, or the requested rows in request order
+  Matrix values;             // all rows, or the requested rows in request order (empty: see `meta`)
   std::int64_t counter = 0;  // for kCounter shards
-  std::int64_t shape_only_bytes = 0;  // shape-only shards: bytes the values would take
   // The shard's version when read: its update count (ShardState::step). A
   // gradient computed from this value sends it back (Update::read_version),
   // so the ps can tell how stale the gradient is (core/ps/staleness.h).
   std::int64_t version = 0;
+  // A meta shard's answer: the shape the values would have, in place of
+  // them (`values` stays empty). Last, so that positional initialisers of
+  // the fields above stay what they were.
+  std::optional<MetaTensor> meta = std::nullopt;
 };
 struct PullResponse {
   std::vector<PulledValue> items;  // one per request item
@@ -112,16 +115,18 @@ struct Update {
   Op op = Op::kApplyGradient;
   bool sparse = false;  // rows holds local row ids; values has one row per id
   RowIds rows;
-  Matrix values;
+  Matrix values;  // empty for a meta shard: see `meta`
   std::int64_t counter_delta = 0;  // for kCounter shards
-  // Shape-only shards: rows the update stands for (values and rows stay
-  // empty; a dense update stands for every row) and its bytes on the wire.
-  std::int64_t shape_only_rows = 0;
-  std::int64_t shape_only_bytes = 0;
   // kApplyGradient: the version of the shard the gradient was computed from
   // (PulledValue::version of the sender's last read of it), or kUnknownVersion.
   static constexpr std::int64_t kUnknownVersion = -1;
   std::int64_t read_version = kUnknownVersion;
+  // A meta shard's payload: the shape the values would have ([rows x cols],
+  // rows one per id when sparse), in place of them (`values` stays empty; the
+  // row ids are real). The store checks either against the shard the same
+  // way. Last, so that positional initialisers of the fields above stay
+  // what they were.
+  std::optional<MetaTensor> meta = std::nullopt;
 };
 // Synchronous training (core/coordinator/training_mode.h): the step a
 // closure's gradients belong to; kNoSyncStep outside sync mode.

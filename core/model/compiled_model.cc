@@ -155,7 +155,7 @@ VariableDemand demand_of(const std::string& name, const Shape& shape, const Part
 
 }  // namespace
 
-StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bool shape_only,
+StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bool meta,
                                                                   std::int64_t visit_rows) const {
   // The cluster's optimizer is the first variable's; a variable whose group
   // has another gets it as its own (on its layout, so on its shards and in
@@ -193,14 +193,8 @@ StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bo
     if (auto own = own_optimizer.find(v.name); own != own_optimizer.end()) layout->optimizer = own->second;
     if (v.kind == VariableKind::kCounter) {
       for (auto& s : counter_shard_states(*layout)) out.initial.push_back(std::move(s));
-    } else if (shape_only) {
-      for (std::size_t k = 0; k < layout->shards.size(); ++k) {
-        ShardState s;
-        s.spec = ShardSpec{layout->shards[k].id, layout->shard_name(k), v.kind, layout->shards[k].rows, layout->cols(),
-                           true};
-        s.spec.optimizer = layout->optimizer;
-        out.initial.push_back(std::move(s));
-      }
+    } else if (meta) {
+      for (auto& s : meta_shard_states(*layout)) out.initial.push_back(std::move(s));
     } else {
       RandomStream r = init.fork(v.name);
       for (auto& s : shard_states(*layout, initial_value(v.initializer, v.shape, r))) out.initial.push_back(std::move(s));
@@ -211,10 +205,8 @@ StatusOr<CompiledModel::Variables> CompiledModel::build_variables(int num_ps, bo
     placer.set_partitioner(nullptr);
     auto visits = placer.create(kVisits, {visit_rows, 1}, VariableKind::kAccumulator);
     if (!visits.ok()) return visits.status();
-    if (shape_only) {
-      ShardState s;
-      s.spec = ShardSpec{visits->shards[0].id, visits->shard_name(0), VariableKind::kAccumulator, visit_rows, 1, true};
-      out.initial.push_back(std::move(s));
+    if (meta) {
+      for (auto& s : meta_shard_states(*visits)) out.initial.push_back(std::move(s));
     } else {
       for (auto& s : shard_states(*visits, Matrix::Zero(visit_rows, 1))) out.initial.push_back(std::move(s));
     }

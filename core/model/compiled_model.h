@@ -101,14 +101,14 @@ class CompiledModel : public std::enable_shared_from_this<CompiledModel> {
     std::vector<ShardState> initial;
     OptimizerConfig optimizer;
   };
-  // On `num_ps` parameter servers. `shape_only`: shards that hold no values
-  // (timing-only simulation). `optimizer` is the first variable's; every
+  // On `num_ps` parameter servers. `meta`: meta shards, which hold a shape
+  // and no values (timing-only simulation, ShardSpec::meta). `optimizer` is the first variable's; every
   // trainable variable whose optimizer group has another carries it in its
   // layout (VariableLayout::optimizer) and shards.
   // `visit_rows` > 0 (exactly-once training): also kVisits, an accumulator
   // of one row per training example, unsharded and created last (so the
   // other variables are placed as without it).
-  StatusOr<Variables> build_variables(int num_ps, bool shape_only = false, std::int64_t visit_rows = 0) const;
+  StatusOr<Variables> build_variables(int num_ps, bool meta = false, std::int64_t visit_rows = 0) const;
 
   static constexpr char kIterations[] = "iterations";
   // Exactly-once training: how many times each example was trained on, as

@@ -29,7 +29,7 @@ const char* op_name(Update::Op op) {
 
 bool same_spec(const ShardSpec& a, const ShardSpec& b) {
   return a.id == b.id && a.name == b.name && a.kind == b.kind && a.rows == b.rows && a.cols == b.cols &&
-         a.shape_only == b.shape_only && a.optimizer == b.optimizer;
+         a.meta == b.meta && a.optimizer == b.optimizer;
 }
 
 std::string fence_string(const Fence& f) {
@@ -152,10 +152,10 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
     if (s.step < 0) return invalid(where + "step " + std::to_string(s.step) + " is negative");
     if (spec.kind == VariableKind::kCounter) {
       if (s.value.size() != 0 || !s.slots.empty()) return invalid(where + "a counter shard has no value or slots");
-      if (spec.shape_only) return invalid(where + "a counter shard cannot be shape-only");
-    } else if (spec.shape_only) {
+      if (spec.meta) return invalid(where + "a counter shard cannot be meta");
+    } else if (spec.meta) {
       if (spec.rows < 1 || spec.cols < 1) return invalid(where + "shape " + dims(spec.rows, spec.cols) + " is empty");
-      if (s.value.size() != 0 || !s.slots.empty()) return invalid(where + "a shape-only shard carries no value or slots");
+      if (s.value.size() != 0 || !s.slots.empty()) return invalid(where + "a meta shard carries no value or slots");
     } else {
       if (spec.rows < 1 || spec.cols < 1) return invalid(where + "shape " + dims(spec.rows, spec.cols) + " is empty");
       if (s.value.rows() != spec.rows || s.value.cols() != spec.cols)
@@ -189,7 +189,7 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
     shard.own_optimizer = own[i];
     shard.step = s.step;
     shard.counter = s.counter;
-    if (s.spec.kind != VariableKind::kCounter && !s.spec.shape_only) {
+    if (s.spec.kind != VariableKind::kCounter && !s.spec.meta) {
       shard.value = s.value;
       if (s.spec.kind == VariableKind::kTrainable)
         shard.slots = s.slots.empty() ? (own[i] ? *own[i] : *optimizer).make_slots(s.spec.rows, s.spec.cols) : s.slots;
@@ -215,13 +215,6 @@ Status ParameterStore::validate_pull(const PullRequest& request) {
       if (!item.all_rows) return invalid(where() + "a counter has no rows to select");
       continue;
     }
-    if (it->second.spec.shape_only) {
-      if (!item.rows.empty()) return invalid(where() + "a shape-only shard is read by a row count, not by row ids");
-      if (item.shape_only_rows < 0)
-        return invalid(where() + "row count " + std::to_string(item.shape_only_rows) + " is negative");
-      continue;
-    }
-    if (item.shape_only_rows != 0) return invalid(where() + "a row count is only for shape-only shards");
     if (!item.all_rows)
       if (Status s = check_rows(item.rows, it->second.spec.rows); !s.ok()) return invalid(where() + std::string(s.message()));
   }
@@ -243,10 +236,11 @@ PullResponse ParameterStore::read(const PullRequest& request) {
     if (shard.spec.kind == VariableKind::kCounter) {
       out.counter = shard.counter;
       stats_.bytes_pulled += sizeof(std::int64_t);
-    } else if (shard.spec.shape_only) {
-      out.shape_only_bytes = (item.all_rows ? shard.spec.rows : item.shape_only_rows) * shard.spec.cols *
-                             static_cast<std::int64_t>(sizeof(float));
-      stats_.bytes_pulled += static_cast<std::uint64_t>(out.shape_only_bytes);
+    } else if (shard.spec.meta) {
+      // The shape the values would have; the bytes count as if they came.
+      out.meta = MetaTensor{item.all_rows ? shard.spec.rows : static_cast<std::int64_t>(item.rows.size()),
+                            shard.spec.cols};
+      stats_.bytes_pulled += byte_size(*out.meta);
     } else if (item.all_rows) {
       out.values = shard.value;
     } else {
@@ -287,30 +281,26 @@ Status ParameterStore::validate_update(std::size_t index, const Update& u) const
     return absl::OkStatus();
   }
 
-  if (spec.shape_only) {
-    if (!u.rows.empty() || u.values.size() != 0)
-      return fail("a shape-only shard takes a row count and a byte size, not rows or values");
-    if (u.shape_only_bytes < 0) return fail("byte size " + std::to_string(u.shape_only_bytes) + " is negative");
-    if (u.sparse ? (u.shape_only_rows < 0 || u.shape_only_rows > spec.rows) : u.shape_only_rows != spec.rows)
-      return fail("row count " + std::to_string(u.shape_only_rows) + " does not fit the shard (" +
-                  dims(spec.rows, spec.cols) + (u.sparse ? ")" : "; a dense update covers every row)"));
-    return absl::OkStatus();
-  }
-  if (u.shape_only_rows != 0 || u.shape_only_bytes != 0) return fail("a row count is only for shape-only shards");
-
+  // A meta shard's payload is a meta tensor, any other's real values; either
+  // is then checked against the shard by its shape, the same way.
+  if (spec.meta && (!u.meta || u.values.size() != 0))
+    return fail("a meta shard takes a meta tensor (a shape), not values");
+  if (!spec.meta && u.meta) return fail("a meta tensor is only for meta shards; this one holds values");
+  const std::int64_t value_rows = u.meta ? u.meta->rows : u.values.rows();
+  const std::int64_t value_cols = u.meta ? u.meta->cols : u.values.cols();
   const char* what = u.op == Update::Op::kApplyGradient ? "gradient" : "values";
-  if (u.values.cols() != spec.cols)
-    return fail(std::string(what) + " has " + std::to_string(u.values.cols()) + " columns, the shard " +
+  if (value_cols != spec.cols)
+    return fail(std::string(what) + " has " + std::to_string(value_cols) + " columns, the shard " +
                 std::to_string(spec.cols) + " (shard is " + dims(spec.rows, spec.cols) + ")");
   if (u.sparse) {
-    if (static_cast<std::size_t>(u.values.rows()) != u.rows.size())
-      return fail(std::string(what) + " has " + std::to_string(u.values.rows()) + " rows for " +
+    if (static_cast<std::size_t>(value_rows) != u.rows.size())
+      return fail(std::string(what) + " has " + std::to_string(value_rows) + " rows for " +
                   std::to_string(u.rows.size()) + " row ids");
     if (Status s = check_rows(u.rows, spec.rows); !s.ok()) return fail(std::string(s.message()));
   } else {
     if (!u.rows.empty()) return fail("a dense update carries row ids (set sparse)");
-    if (u.values.rows() != spec.rows)
-      return fail(std::string(what) + " is " + dims(u.values) + ", the shard " + dims(spec.rows, spec.cols));
+    if (value_rows != spec.rows)
+      return fail(std::string(what) + " is " + dims(value_rows, value_cols) + ", the shard " + dims(spec.rows, spec.cols));
   }
   if (!all_finite(u.values)) return fail(std::string(what) + " contains NaN or Inf");
   return absl::OkStatus();
@@ -326,17 +316,18 @@ void ParameterStore::apply_update(const Update& u) {
     stats_.rows_updated += 1;
     return;
   }
-  if (shard.spec.shape_only) {
-    // Nothing to compute: only the counts a real update would change.
-    stats_.bytes_pushed += static_cast<std::uint64_t>(u.shape_only_bytes);
-    stats_.rows_updated += static_cast<std::uint64_t>(u.shape_only_rows);
+  stats_.rows_updated += u.sparse ? distinct(u.rows) : static_cast<std::size_t>(shard.spec.rows);
+  if (shard.spec.meta) {
+    // No values to compute with: a real update's effects besides them are
+    // its counts (its bytes as if the values had come) and, for a gradient,
+    // the shard's next version.
+    stats_.bytes_pushed += byte_size(*u.meta);
     if (u.op == Update::Op::kApplyGradient) {
       ++shard.step;
       ++stats_.optimizer_steps;
     }
     return;
   }
-  stats_.rows_updated += u.sparse ? distinct(u.rows) : static_cast<std::size_t>(shard.spec.rows);
   switch (u.op) {
     case Update::Op::kApplyGradient: {
       // Validated above, so the optimizer cannot refuse it.
@@ -445,22 +436,16 @@ void ParameterStore::aggregate(std::int64_t step, const Update& u, StalenessHist
   measure_staleness(u, into);
   measure_staleness(u, a.staleness);
   ++a.contributions;
-  if (shard.spec.shape_only) {
-    a.dense = a.dense || !u.sparse;
-    a.shape_only_rows = std::max(a.shape_only_rows, u.shape_only_rows);
-    a.shape_only_bytes = std::max(a.shape_only_bytes, u.shape_only_bytes);
-    return;
-  }
+  a.dense = a.dense || !u.sparse;
+  if (u.sparse) a.rows.insert(u.rows.begin(), u.rows.end());
+  if (shard.spec.meta) return;  // which rows it touches is all there is to add up
   if (a.sum.size() == 0) a.sum = Matrix::Zero(shard.spec.rows, shard.spec.cols);
   if (!u.sparse) {
-    a.dense = true;
     a.sum += u.values;
     return;
   }
-  for (std::size_t i = 0; i < u.rows.size(); ++i) {
+  for (std::size_t i = 0; i < u.rows.size(); ++i)
     a.sum.row(static_cast<Eigen::Index>(u.rows[i])) += u.values.row(static_cast<Eigen::Index>(i));
-    a.rows.insert(u.rows[i]);
-  }
 }
 
 void ParameterStore::apply_aggregate(ShardId id, SyncAggregate& a) {
@@ -471,13 +456,12 @@ void ParameterStore::apply_aggregate(ShardId id, SyncAggregate& a) {
   mean.op = Update::Op::kApplyGradient;
   mean.sparse = !a.dense;
   const float scale = 1.0f / static_cast<float>(a.contributions);
-  if (shard.spec.shape_only) {
-    mean.shape_only_rows = a.dense ? shard.spec.rows : std::min(a.shape_only_rows, shard.spec.rows);
-    mean.shape_only_bytes = a.shape_only_bytes;
+  if (!a.dense) mean.rows.assign(a.rows.begin(), a.rows.end());
+  if (shard.spec.meta) {
+    mean.meta = MetaTensor{a.dense ? shard.spec.rows : static_cast<std::int64_t>(mean.rows.size()), shard.spec.cols};
   } else if (a.dense) {
     mean.values = a.sum * scale;
   } else {
-    mean.rows.assign(a.rows.begin(), a.rows.end());
     mean.values.resize(static_cast<Eigen::Index>(mean.rows.size()), a.sum.cols());
     for (std::size_t r = 0; r < mean.rows.size(); ++r)
       mean.values.row(static_cast<Eigen::Index>(r)) = a.sum.row(static_cast<Eigen::Index>(mean.rows[r])) * scale;

@@ -43,11 +43,14 @@
 // push (metrics, counters) apply at once. The steps start afresh when
 // another coordinator fences the store.
 //
-// Shape-only shards (ShardSpec::shape_only, for timing-only simulation of big
-// clusters) hold no values: pulls answer the byte size the values would take,
-// pushes carry a row count and byte size, and applying one only counts it
-// (stats, the shard's step). Fences, deduplication and validation work as for
-// any shard, so the simulator runs the real store with no tensors behind it.
+// Meta shards (ShardSpec::meta, for timing-only simulation of big clusters)
+// hold no values: a pull answers a meta tensor (MetaTensor, the shape of the
+// rows asked for), a push carries one in place of its values, and applying it
+// changes what a real update would besides the values: the shard's version,
+// the stats (bytes as if the values had come, rows by their ids). Everything
+// else -- validation of shapes and row ids, fences, deduplication, sync
+// aggregation, staleness -- is the same code for every shard, so the
+// simulator runs the real store's semantics with no tensors behind it.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -178,11 +181,10 @@ class ParameterStore {
   void remember(const DedupKey& key);
   // Sync mode: one shard's gradients for one step, summed until applied.
   struct SyncAggregate {
-    Matrix sum;                  // the shard's shape; rows no contribution touched stay zero
+    Matrix sum;                  // the shard's shape (empty for a meta shard); rows no contribution touched stay zero
     std::set<std::int64_t> rows;  // rows touched by sparse contributions
     bool dense = false;          // a dense contribution came: the mean is applied densely
     std::int64_t contributions = 0;
-    std::int64_t shape_only_rows = 0, shape_only_bytes = 0;  // shape-only shards: the largest contribution
     StalenessHistogram staleness;  // of the contributions, merged into stats() when applied
   };
   // Adds gradient `u` (validated) to step `step`'s aggregate of its shard.

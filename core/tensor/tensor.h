@@ -43,4 +43,19 @@ struct SparseRows {
 
 inline std::size_t byte_size(const Matrix& m) { return static_cast<std::size_t>(m.size()) * sizeof(float); }
 
+// A "meta" tensor: the shape of a rows x cols float matrix without its
+// storage (PyTorch's meta device has the same idea). Timing-only simulation
+// moves these in place of values, so a 1,000-worker cluster with a 256 MiB
+// embedding costs the simulator no tensor memory and no arithmetic, while
+// every message still has the size its values would give it. Only the
+// simulator ever creates one; net/ refuses to send one.
+struct MetaTensor {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  bool operator==(const MetaTensor&) const = default;
+};
+
+// The bytes its values would take (what the simulator's network charges).
+inline std::size_t byte_size(const MetaTensor& m) { return static_cast<std::size_t>(m.rows * m.cols) * sizeof(float); }
+
 }  // namespace twinps

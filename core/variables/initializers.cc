@@ -42,6 +42,19 @@ std::vector<ShardState> shard_states(const VariableLayout& layout, const Matrix&
   return out;
 }
 
+std::vector<ShardState> meta_shard_states(const VariableLayout& layout) {
+  std::vector<ShardState> out;
+  for (std::size_t i = 0; i < layout.shards.size(); ++i) {
+    const auto& s = layout.shards[i];
+    ShardState st;
+    st.spec = ShardSpec{s.id, layout.shard_name(i), layout.kind, s.rows, layout.cols()};
+    st.spec.meta = true;
+    st.spec.optimizer = layout.optimizer;
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
 std::vector<ShardState> counter_shard_states(const VariableLayout& layout, std::int64_t start) {
   ShardState st;
   st.spec = ShardSpec{layout.shards.front().id, layout.name, VariableKind::kCounter, 1, 1};

@@ -29,6 +29,8 @@ Matrix initial_value(const Initializer& init, const Shape& shape, RandomStream& 
 
 // The ShardStates that hold `full` under `layout` (fresh: no slots, step 0).
 std::vector<ShardState> shard_states(const VariableLayout& layout, const Matrix& full);
+// Meta shards for `layout` (timing-only simulation): each shard's spec, no values.
+std::vector<ShardState> meta_shard_states(const VariableLayout& layout);
 // A counter variable's single shard with value `start`.
 std::vector<ShardState> counter_shard_states(const VariableLayout& layout, std::int64_t start = 0);
 

@@ -1,11 +1,29 @@
 #include "core/worker/parameter_client.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "core/variables/sharded_variable.h"
 
 namespace twinps {
+namespace {
+
+// A read of a meta variable: every shard answers a meta tensor, and the
+// result is the shape the values would have, [rows x cols] (`rows`: the
+// variable's for a dense read, the ids' for a lookup). nullopt when the
+// shards sent values.
+StatusOr<std::optional<MetaTensor>> meta_of_read(const VariableLayout& v, std::int64_t rows,
+                                                 const std::vector<PulledValue*>& answers) {
+  std::size_t metas = 0;
+  for (const PulledValue* a : answers) metas += a->meta ? 1 : 0;
+  if (metas == 0) return std::optional<MetaTensor>();
+  if (metas != answers.size())
+    return absl::InternalError("variable \"" + v.name + "\": some shards answered values, others meta tensors");
+  return std::optional<MetaTensor>(MetaTensor{rows, v.cols()});
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- batches
 
@@ -24,16 +42,17 @@ int ParameterClient::PullBatch::counter(const VariableLayout& v) {
   return static_cast<int>(reads_.size() - 1);
 }
 
-int ParameterClient::PullBatch::shape_only(const VariableLayout& v, std::span<const std::int64_t> rows_per_shard) {
-  reads_.push_back(Read{&v, Read::Kind::kShapeOnly, {rows_per_shard.begin(), rows_per_shard.end()}});
-  return static_cast<int>(reads_.size() - 1);
-}
-
 void ParameterClient::PushBatch::gradient(const VariableLayout& v, Matrix grad) {
   writes_.push_back(Write{&v, Update::Op::kApplyGradient, false, {}, std::move(grad), 0});
 }
+void ParameterClient::PushBatch::gradient(const VariableLayout& v, MetaTensor grad) {
+  writes_.push_back(Write{&v, Update::Op::kApplyGradient, false, {}, Matrix(), 0, grad});
+}
 void ParameterClient::PushBatch::gradient_rows(const VariableLayout& v, RowIds ids, Matrix grad_rows) {
   writes_.push_back(Write{&v, Update::Op::kApplyGradient, true, std::move(ids), std::move(grad_rows), 0});
+}
+void ParameterClient::PushBatch::gradient_rows(const VariableLayout& v, RowIds ids, MetaTensor grad_rows) {
+  writes_.push_back(Write{&v, Update::Op::kApplyGradient, true, std::move(ids), Matrix(), 0, grad_rows});
 }
 void ParameterClient::PushBatch::add(const VariableLayout& v, Matrix delta) {
   writes_.push_back(Write{&v, Update::Op::kAdd, false, {}, std::move(delta), 0});
@@ -46,11 +65,6 @@ void ParameterClient::PushBatch::assign(const VariableLayout& v, Matrix new_valu
 }
 void ParameterClient::PushBatch::add_counter(const VariableLayout& v, std::int64_t delta) {
   writes_.push_back(Write{&v, Update::Op::kAdd, false, {}, Matrix(), delta});
-}
-void ParameterClient::PushBatch::shape_only_gradient(const VariableLayout& v,
-                                                     std::span<const std::int64_t> rows_per_shard) {
-  writes_.push_back(Write{&v, Update::Op::kApplyGradient, !rows_per_shard.empty(), {}, Matrix(), 0, true,
-                          {rows_per_shard.begin(), rows_per_shard.end()}});
 }
 
 CallOptions ParameterClient::call_options(RequestId id) const {
@@ -95,18 +109,6 @@ StatusOr<ParameterClient::ReadPlan> ParameterClient::plan_reads(const PullBatch&
       for (const auto& g : lookup->gathers)
         add_item(r, v.shards[g.shard].ps, PullItem{v.shards[g.shard].id, false, g.local_rows});
       plan.lookups[r] = std::move(*lookup);
-    } else if (read.kind == PullBatch::Read::Kind::kShapeOnly) {
-      if (!read.ids.empty() && read.ids.size() != v.shards.size())
-        return absl::InvalidArgumentError("shape-only read of \"" + v.name + "\": " +
-                                          std::to_string(read.ids.size()) + " row counts for " +
-                                          std::to_string(v.shards.size()) + " shards");
-      for (std::size_t i = 0; i < v.shards.size(); ++i) {
-        if (read.ids.empty()) {
-          add_item(r, v.shards[i].ps, PullItem{v.shards[i].id, true, {}});
-        } else if (read.ids[i] > 0) {
-          add_item(r, v.shards[i].ps, PullItem{v.shards[i].id, false, {}, read.ids[i]});
-        }
-      }
     } else {
       for (const auto& shard : v.shards) add_item(r, shard.ps, PullItem{shard.id, true, {}});
     }
@@ -122,22 +124,33 @@ StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const Pull
     const auto& asked = plan.per_ps[ps].items;
     for (std::size_t i = 0; i < reply.items.size(); ++i) {
       const auto& item = reply.items[i];
-      bytes_pulled_ += byte_size(item.values) + static_cast<std::uint64_t>(item.shape_only_bytes);
+      bytes_pulled_ += byte_size(item.values) + (item.meta ? byte_size(*item.meta) : 0);
       read_versions_[{ps, asked[i].shard}] = item.version;
     }
   }
   PullResult result;
   result.values_.resize(batch.reads_.size());
   result.counters_.resize(batch.reads_.size());
+  result.metas_.resize(batch.reads_.size());
   for (std::size_t r = 0; r < batch.reads_.size(); ++r) {
     const auto& read = batch.reads_[r];
     const auto& where = plan.where[r];
+    std::vector<PulledValue*> answers;
+    answers.reserve(where.size());
+    for (const auto& w : where) answers.push_back(&replies.at(w.ps).items[w.item]);
+    if (read.kind != PullBatch::Read::Kind::kCounter) {
+      const bool lookup = read.kind == PullBatch::Read::Kind::kRows;
+      auto meta = meta_of_read(*read.var, lookup ? static_cast<std::int64_t>(read.ids.size()) : read.var->rows(), answers);
+      if (!meta.ok()) return meta.status();
+      if (*meta) {
+        result.metas_[r] = *meta;  // no values came, only their shape
+        continue;
+      }
+    }
     std::vector<Matrix> pieces;
-    pieces.reserve(where.size());
-    for (const auto& w : where) pieces.push_back(std::move(replies.at(w.ps).items[w.item].values));
+    pieces.reserve(answers.size());
+    for (PulledValue* a : answers) pieces.push_back(std::move(a->values));
     switch (read.kind) {
-      case PullBatch::Read::Kind::kShapeOnly:
-        break;  // nothing but the size came back
       case PullBatch::Read::Kind::kCounter:
         result.counters_[r] = replies.at(where.front().ps).items[where.front().item].counter;
         break;
@@ -176,23 +189,8 @@ StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatc
       u.op = Update::Op::kAdd;
       u.counter_delta = w.counter_delta;
       add(v.shards.front(), std::move(u));
-    } else if (w.shape_only) {
-      if (w.sparse && w.rows_per_shard.size() != v.shards.size())
-        return absl::InvalidArgumentError("shape-only gradient of \"" + v.name + "\": " +
-                                          std::to_string(w.rows_per_shard.size()) + " row counts for " +
-                                          std::to_string(v.shards.size()) + " shards");
-      for (std::size_t i = 0; i < v.shards.size(); ++i) {
-        const std::int64_t rows = w.sparse ? w.rows_per_shard[i] : v.shards[i].rows;
-        if (rows <= 0) continue;
-        Update u;
-        u.op = w.op;
-        u.sparse = w.sparse;
-        u.shape_only_rows = rows;
-        // What the values (and, when sparse, the row ids) would take on the wire.
-        u.shape_only_bytes = rows * (v.cols() * static_cast<std::int64_t>(sizeof(float)) +
-                                     (w.sparse ? static_cast<std::int64_t>(sizeof(std::int64_t)) : 0));
-        add(v.shards[i], std::move(u));
-      }
+    } else if (w.meta) {
+      TWINPS_RETURN_IF_ERROR(plan_meta_write(w, add));
     } else if (w.sparse) {
       auto split = split_sparse(v, w.ids, w.values);
       if (!split.ok()) return split.status();
@@ -217,6 +215,40 @@ StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatc
   }
   for (auto& [ps, req] : per_ps) req.fence = fence_;
   return per_ps;
+}
+
+// A meta variable's write: cut as real values would be (a shard's distinct
+// rows for a sparse one, its row block for a dense one), each piece a meta
+// tensor of the piece's shape.
+Status ParameterClient::plan_meta_write(const PushBatch::Write& w,
+                                        const std::function<void(const ShardPlacement&, Update)>& add) {
+  const VariableLayout& v = *w.var;
+  const std::int64_t rows = w.sparse ? static_cast<std::int64_t>(w.ids.size()) : v.rows();
+  if (w.meta->rows != rows || w.meta->cols != v.cols())
+    return absl::InvalidArgumentError("variable \"" + v.name + "\": a meta tensor of " + std::to_string(w.meta->rows) +
+                                      "x" + std::to_string(w.meta->cols) + " for " +
+                                      (w.sparse ? std::to_string(rows) + " row ids of " : std::string("")) +
+                                      std::to_string(v.rows()) + "x" + std::to_string(v.cols()));
+  auto piece = [&](const ShardPlacement& shard, RowIds local_rows, std::int64_t piece_rows) {
+    Update u;
+    u.op = w.op;
+    u.sparse = w.sparse;
+    u.rows = std::move(local_rows);
+    u.meta = MetaTensor{piece_rows, v.cols()};
+    add(shard, std::move(u));
+  };
+  if (!w.sparse) {
+    for (const auto& shard : v.shards) piece(shard, {}, shard.rows);
+    return absl::OkStatus();
+  }
+  // A lookup's plan groups the ids by shard, distinct, as split_sparse does.
+  auto split = plan_lookup(v, w.ids);
+  if (!split.ok()) return split.status();
+  for (auto& g : split->gathers) {
+    const auto n = static_cast<std::int64_t>(g.local_rows.size());
+    piece(v.shards[g.shard], std::move(g.local_rows), n);
+  }
+  return absl::OkStatus();
 }
 
 Task<StatusOr<ParameterClient::PullResult>> ParameterClient::pull(const PullBatch& batch) {
@@ -257,7 +289,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const Pus
     req.fence = fence_;
     req.sync_step = sync_step_;
     req.split_key = split_key;
-    for (const auto& u : req.updates) bytes_pushed_ += byte_size(u.values) + static_cast<std::uint64_t>(u.shape_only_bytes);
+    for (const auto& u : req.updates) bytes_pushed_ += byte_size(u.values) + (u.meta ? byte_size(*u.meta) : 0);
     answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), std::move(req),
                                    call_options(next_request_id())));
   }

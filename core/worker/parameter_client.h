@@ -7,7 +7,9 @@
 // resets, inline evaluation). Every push carries the closure's fence so a
 // parameter server refuses it once the closure's generation was cancelled.
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -31,6 +33,13 @@ class ParameterClient {
         rpc_timeout_(rpc_timeout),
         request_counter_(request_counter) {}
 
+  // Meta variables (timing-only simulation: created with meta shards, which
+  // hold a shape and no values) are read and written with the same calls as
+  // any other: a read's result is a meta tensor (PullResult::meta), and a
+  // gradient is given as a MetaTensor of the shape the values would have.
+  // Their messages are as large as real ones, so the simulator charges the
+  // same time for them.
+
   // A batch of reads. Each add returns a handle for reading the result.
   class PullBatch {
    public:
@@ -41,17 +50,13 @@ class ParameterClient {
     int rows(const VariableLayout& v, std::span<const std::int64_t> ids);
     // An int64 counter variable (iterations).
     int counter(const VariableLayout& v);
-    // Timing-only simulation: a read of a variable created with shape-only
-    // shards. `rows_per_shard[i]` rows of shard i (shards with 0 are not
-    // asked), or every row when the span is empty. Its value() is empty.
-    int shape_only(const VariableLayout& v, std::span<const std::int64_t> rows_per_shard = {});
 
    private:
     friend class ParameterClient;
     struct Read {
       const VariableLayout* var;
-      enum class Kind { kDense, kRows, kCounter, kShapeOnly } kind;
-      std::vector<std::int64_t> ids;  // row ids (kRows), or rows per shard (kShapeOnly; empty: all)
+      enum class Kind { kDense, kRows, kCounter } kind;
+      std::vector<std::int64_t> ids;  // row ids (kRows)
     };
     std::vector<Read> reads_;
   };
@@ -60,10 +65,14 @@ class ParameterClient {
    public:
     const Matrix& value(int handle) const { return values_[static_cast<std::size_t>(handle)]; }
     std::int64_t counter(int handle) const { return counters_[static_cast<std::size_t>(handle)]; }
+    // A read of a meta variable: the shape its value would have (value() is
+    // empty); nullopt for a read of real values.
+    const std::optional<MetaTensor>& meta(int handle) const { return metas_[static_cast<std::size_t>(handle)]; }
 
    private:
     friend class ParameterClient;
     std::vector<Matrix> values_;
+    std::vector<std::optional<MetaTensor>> metas_;
     std::vector<std::int64_t> counters_;
   };
 
@@ -72,8 +81,12 @@ class ParameterClient {
    public:
     // A gradient for the whole variable, [rows x cols]: the ps runs its optimizer.
     void gradient(const VariableLayout& v, Matrix grad);
+    // ... of a meta variable: `grad` is [rows x cols] too, without values.
+    void gradient(const VariableLayout& v, MetaTensor grad);
     // A gradient for some rows by global id (duplicates are summed).
     void gradient_rows(const VariableLayout& v, RowIds ids, Matrix grad_rows);
+    // ... of a meta variable: `grad_rows` is [ids x cols] too, without values.
+    void gradient_rows(const VariableLayout& v, RowIds ids, MetaTensor grad_rows);
     // Accumulators (metrics): value += delta, or value = new_value.
     void add(const VariableLayout& v, Matrix delta);
     void assign(const VariableLayout& v, Matrix new_value);
@@ -82,10 +95,6 @@ class ParameterClient {
     void add_rows(const VariableLayout& v, RowIds ids, Matrix delta_rows);
     // Counters (iterations): value += delta.
     void add_counter(const VariableLayout& v, std::int64_t delta);
-    // Timing-only simulation: a gradient for a shape-only variable touching
-    // `rows_per_shard[i]` rows of shard i (sparse), or every row when the span
-    // is empty (dense). Only its size travels.
-    void shape_only_gradient(const VariableLayout& v, std::span<const std::int64_t> rows_per_shard = {});
     bool empty() const { return writes_.empty(); }
 
    private:
@@ -97,8 +106,7 @@ class ParameterClient {
       RowIds ids;
       Matrix values;
       std::int64_t counter_delta = 0;
-      bool shape_only = false;
-      std::vector<std::int64_t> rows_per_shard = {};  // shape_only && sparse
+      std::optional<MetaTensor> meta = std::nullopt;  // in place of values, for a meta variable
     };
     std::vector<Write> writes_;
   };
@@ -134,6 +142,8 @@ class ParameterClient {
   StatusOr<ReadPlan> plan_reads(const PullBatch& batch);
   StatusOr<PullResult> assemble_reads(const PullBatch& batch, ReadPlan& plan, std::map<int, PullResponse>& replies);
   StatusOr<std::map<int, PushRequest>> plan_writes(const PushBatch& batch);
+  static Status plan_meta_write(const PushBatch::Write& w,
+                                const std::function<void(const ShardPlacement&, Update)>& add);
   CallOptions call_options(RequestId id = 0) const;
   RequestId next_request_id();
 

@@ -110,7 +110,7 @@ TEST_F(CustomLayerTest, TheExampleSpecLoadsCompilesAndIsPlaced) {
   ASSERT_TRUE(s.ok()) << s.error_text();
   auto model = CompiledModel::compile(s.spec);
   ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_TRUE((*model)->build_variables(2, /*shape_only=*/true).ok());
+  EXPECT_TRUE((*model)->build_variables(2, /*meta=*/true).ok());
 }
 
 TEST_F(CustomLayerTest, TheRbfLayersGradientsMatchFiniteDifferences) {

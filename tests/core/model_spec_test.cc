@@ -69,7 +69,7 @@ TEST(ModelSpecTest, EveryExampleSpecLoadsAndCompiles) {
     if (!s.ok()) continue;
     auto m = CompiledModel::compile(s.spec);
     ASSERT_TRUE(m.ok()) << path << ": " << m.status();
-    EXPECT_TRUE((*m)->build_variables(2, /*shape_only=*/true).ok()) << path;
+    EXPECT_TRUE((*m)->build_variables(2, /*meta=*/true).ok()) << path;
   }
   EXPECT_GE(found, 1);
 }

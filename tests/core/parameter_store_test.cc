@@ -3,6 +3,7 @@
 #include "tests/core/matrix_literal.h"
 #include "core/ps/parameter_store.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@ namespace twinps {
 namespace {
 
 using testutil::mat;
+using ::testing::HasSubstr;
 
 OptimizerConfig sgd(double lr) {
   OptimizerConfig c;
@@ -568,51 +570,84 @@ TEST(ParameterStoreTest, ExportOfAnUnknownShardIsInvalidArgument) {
 namespace twinps {
 namespace {
 
-// Timing-only simulation: shards with a shape and no values.
-TEST(ParameterStoreShapeOnlyTest, CountsSizesAndStepsWithoutValues) {
+// Timing-only simulation: meta shards, with a shape and no values, read and
+// written with meta tensors.
+Update meta_grad(ShardId id, RowIds rows, std::int64_t cols) {
+  Update u;
+  u.shard = id;
+  u.sparse = true;
+  u.meta = MetaTensor{static_cast<std::int64_t>(rows.size()), cols};
+  u.rows = std::move(rows);
+  return u;
+}
+
+TEST(ParameterStoreMetaTest, CountsSizesAndStepsWithoutValues) {
   ParameterStore store(ParameterStore::Options{"ps:3", 16});
   CreateShardsRequest req;
   req.optimizer = sgd(0.1);
   ShardState emb;
-  emb.spec = ShardSpec{1, "emb/part_0", VariableKind::kTrainable, 1000, 16, true};
+  emb.spec = ShardSpec{1, "emb/part_0", VariableKind::kTrainable, 1000, 16, /*meta=*/true};
   req.shards = {emb, counter_shard(2, "iterations")};
   ASSERT_TRUE(store.create_shards(req).ok());
 
-  PullItem some{1, false, {}};
-  some.shape_only_rows = 10;
-  auto pulled = store.pull(PullRequest{{all_rows(1), some}});
+  auto pulled = store.pull(PullRequest{{all_rows(1), some_rows(1, {0, 5, 5, 9, 1, 2, 3, 4, 6, 7})}});
   ASSERT_TRUE(pulled.ok()) << pulled.status();
-  EXPECT_EQ(pulled->items[0].shape_only_bytes, 1000 * 16 * 4);
-  EXPECT_EQ(pulled->items[1].shape_only_bytes, 10 * 16 * 4);
+  EXPECT_EQ(pulled->items[0].meta, (MetaTensor{1000, 16}));
+  EXPECT_EQ(pulled->items[1].meta, (MetaTensor{10, 16})) << "a row per id, repeats too";
   EXPECT_EQ(pulled->items[0].values.size(), 0);
   EXPECT_GT(wire_size(Response(*pulled)), static_cast<std::size_t>(1010 * 16 * 4));
+  EXPECT_EQ(store.stats().bytes_pulled, static_cast<std::uint64_t>(1010 * 16 * 4));
 
-  Update sparse;
-  sparse.shard = 1;
-  sparse.sparse = true;
-  sparse.shape_only_rows = 10;
-  sparse.shape_only_bytes = 10 * (16 * 4 + 8);
+  Update sparse = meta_grad(1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 8}, 16);  // 9 distinct rows
   Update dense;
   dense.shard = 1;
-  dense.shape_only_rows = 1000;
-  dense.shape_only_bytes = 1000 * 16 * 4;
+  dense.meta = MetaTensor{1000, 16};
   ASSERT_TRUE(store.push(PushRequest{{}, {sparse, dense}, {}}, 7, TaskId::worker(0)).ok());
-  EXPECT_EQ(store.stats().rows_updated, 1010u);
+  EXPECT_EQ(store.stats().rows_updated, 1009u);
   EXPECT_EQ(store.stats().optimizer_steps, 2u);
+  // As if the values had come: 10 ids (8 bytes) and 10 x 16 floats, then 1000 x 16 floats.
   EXPECT_EQ(store.stats().bytes_pushed, static_cast<std::uint64_t>(10 * 72 + 64000));
   EXPECT_TRUE(store.push(PushRequest{{}, {sparse}, {}}, 7, TaskId::worker(0))->duplicate);
   auto exported = store.export_shards(ExportShardsRequest{{1}});
   ASSERT_TRUE(exported.ok());
   EXPECT_EQ(exported->shards[0].step, 2);
-  EXPECT_TRUE(exported->shards[0].spec.shape_only);
+  EXPECT_TRUE(exported->shards[0].spec.meta);
+  EXPECT_EQ(exported->shards[0].value.size(), 0);
 }
 
-TEST(ParameterStoreShapeOnlyTest, RefusesValuesForShapeOnlyShardsAndCountsForRealOnes) {
+// Sync mode on meta shards: the same aggregation (one update per step, of
+// the union of the rows the contributions touched), with nothing to average.
+TEST(ParameterStoreMetaTest, SyncStepsAggregateMetaGradientsIntoOneUpdate) {
+  ParameterStore store;
+  CreateShardsRequest req;
+  req.optimizer = sgd(0.1);
+  ShardState emb;
+  emb.spec = ShardSpec{1, "emb/part_0", VariableKind::kTrainable, 100, 4, /*meta=*/true};
+  req.shards = {emb};
+  ASSERT_TRUE(store.create_shards(req).ok());
+  for (RowIds rows : {RowIds{1, 2, 3}, RowIds{3, 4}}) {
+    PushRequest push{{}, {meta_grad(1, rows, 4)}, {}};
+    push.sync_step = 0;
+    ASSERT_TRUE(store.push(push).ok());
+  }
+  EXPECT_EQ(store.stats().optimizer_steps, 0u) << "aggregated, not applied yet";
+  ASSERT_TRUE(store.apply_sync_step(ApplySyncStepRequest{{}, 0}).ok());
+  EXPECT_EQ(store.stats().optimizer_steps, 1u);
+  EXPECT_EQ(store.stats().rows_updated, 4u) << "rows 1, 2, 3, 4";
+  EXPECT_EQ(store.stats().bytes_pushed, static_cast<std::uint64_t>(4 * (8 + 4 * 4)));
+  PushRequest late{{}, {meta_grad(1, {5}, 4)}, {}};
+  late.sync_step = 0;
+  auto dropped = store.push(late);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_EQ(dropped->staleness.dropped, 1u);
+}
+
+TEST(ParameterStoreMetaTest, RefusesValuesForMetaShardsAndMetaTensorsForRealOnes) {
   ParameterStore store = make_store();
   CreateShardsRequest req;
   req.optimizer = sgd(0.5);
   ShardState bad;
-  bad.spec = ShardSpec{9, "x", VariableKind::kTrainable, 1, 2, true};
+  bad.spec = ShardSpec{9, "x", VariableKind::kTrainable, 1, 2, /*meta=*/true};
   bad.value = mat({{1, 2}});
   req.shards = {bad};
   EXPECT_EQ(store.create_shards(req).code(), StatusCode::kInvalidArgument);
@@ -623,17 +658,24 @@ TEST(ParameterStoreShapeOnlyTest, RefusesValuesForShapeOnlyShardsAndCountsForRea
 
   Update with_values = dense_grad(9, mat({{1, 2}}));
   EXPECT_EQ(store.push(PushRequest{{}, {with_values}, {}}).status().code(), StatusCode::kInvalidArgument);
-  Update too_many;
-  too_many.shard = 9;
-  too_many.sparse = true;
-  too_many.shape_only_rows = 2;
-  EXPECT_EQ(store.push(PushRequest{{}, {too_many}, {}}).status().code(), StatusCode::kInvalidArgument);
-  Update count_for_real = dense_grad(kDense, mat({{1, 1}}));
-  count_for_real.shape_only_rows = 1;
-  EXPECT_EQ(store.push(PushRequest{{}, {count_for_real}, {}}).status().code(), StatusCode::kInvalidArgument);
-  PullItem rows_by_count{kEmb, false, {}};
-  rows_by_count.shape_only_rows = 1;
-  EXPECT_EQ(store.pull(PullRequest{{rows_by_count}}).status().code(), StatusCode::kInvalidArgument);
+  Update no_payload;
+  no_payload.shard = 9;
+  EXPECT_EQ(store.push(PushRequest{{}, {no_payload}, {}}).status().code(), StatusCode::kInvalidArgument);
+  // A meta tensor is checked against the shard as values are.
+  auto refusal = [&](Update u) { return std::string(store.push(PushRequest{{}, {u}, {}}).status().message()); };
+  EXPECT_THAT(refusal(meta_grad(9, {0, 1}, 2)), HasSubstr("row id 1 (index 1) is out of range [0, 1)"));
+  Update short_rows = meta_grad(9, {0}, 2);
+  short_rows.meta->rows = 2;
+  EXPECT_THAT(refusal(short_rows), HasSubstr("gradient has 2 rows for 1 row ids"));
+  EXPECT_THAT(refusal(meta_grad(9, {0}, 3)), HasSubstr("gradient has 3 columns, the shard 2"));
+  Update dense_wrong;
+  dense_wrong.shard = 9;
+  dense_wrong.meta = MetaTensor{2, 2};
+  EXPECT_THAT(refusal(dense_wrong), HasSubstr("gradient is 2x2, the shard 1x2"));
+  Update meta_for_real = dense_grad(kDense, Matrix());
+  meta_for_real.meta = MetaTensor{1, 2};
+  EXPECT_THAT(refusal(meta_for_real), HasSubstr("a meta tensor is only for meta shards"));
+  EXPECT_EQ(store.stats().optimizer_steps, 0u);
   EXPECT_EQ(pull_all(store, kDense), mat({{10, 20}})) << "refused requests change nothing";
 }
 

@@ -413,6 +413,47 @@ TEST_P(TransportContractTest, HandlerErrorsArriveUnchangedWithTheirPayloads) {
   EXPECT_EQ(failed_task(r.status()), std::nullopt);
 }
 
+// Meta tensors and meta shards (timing-only simulation) have no values: a
+// message holding one fails loudly, naming the field, instead of arriving
+// with an empty tensor in its place.
+TEST_P(TransportContractTest, MetaPayloadsAreRefusedNamingTheFieldAndNeverSent) {
+  Pair p;
+  int handled = 0;
+  p.b->serve([&](IncomingCall, Responder respond) {
+    ++handled;
+    PulledValue meta;
+    meta.meta = MetaTensor{10, 4};
+    respond(Response(PullResponse{{PulledValue{ramp(1, 4), 0}, meta}}));
+  });
+  auto expect_refused = [](const StatusOr<Response>& r, const std::string& says) {
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status();
+    EXPECT_EQ(failed_task(r.status()), std::nullopt) << "no peer failed";
+  };
+
+  // Requests holding one never leave the caller.
+  PushRequest push;
+  push.updates.push_back(Update{0, Update::Op::kAdd, false, {}, ramp(1, 4), 0});
+  Update gradient;
+  gradient.meta = MetaTensor{5, 4};
+  push.updates.push_back(gradient);
+  expect_refused(call_and_wait(p, push), "Request.push.updates[1].meta: a meta tensor (5x4, no values) exists only");
+  CreateShardsRequest create;
+  ShardState shard;
+  shard.spec = ShardSpec{1, "emb", VariableKind::kTrainable, 10, 4, /*meta=*/true};
+  create.shards = {shard};
+  expect_refused(call_and_wait(p, create), "Request.create_shards.shards[0].spec.meta: a meta shard ('emb')");
+  EXPECT_EQ(handled, 0);
+
+  // A reply holding one is answered with the error instead.
+  expect_refused(call_and_wait(p, PullRequest{}), "Response.pull.items[1].meta: a meta tensor (10x4, no values)");
+  EXPECT_EQ(handled, 1);
+
+  // And the server goes on serving.
+  p.b->serve([&](IncomingCall, Responder respond) { respond(Response(EmptyResponse{})); });
+  EXPECT_TRUE(call_and_wait(p, HealthRequest{}).ok());
+}
+
 TEST_P(TransportContractTest, OversizedMessagesAreRejectedAndTheServerKeepsServing) {
   AsioExecutor ex;
   Addresses book;

@@ -28,15 +28,17 @@ struct PsFixture {
     node = std::make_unique<ParameterServerNode>(*runtime);
     CreateShardsRequest create;
     ShardState s;
-    s.spec = ShardSpec{1, "w", VariableKind::kTrainable, 100, 4, true};
+    s.spec = ShardSpec{1, "w", VariableKind::kTrainable, 100, 4, /*meta=*/true};
     create.shards = {s};
     EXPECT_TRUE(node->store().create_shards(create).ok());
   }
+  // A gradient for rows 0..rows-1 of the meta shard (no values).
   PushRequest push_rows(std::int64_t rows) {
     Update u;
     u.shard = 1;
     u.sparse = true;
-    u.shape_only_rows = rows;
+    for (std::int64_t r = 0; r < rows; ++r) u.rows.push_back(r);
+    u.meta = MetaTensor{rows, 4};
     return PushRequest{{}, {u}, {}};
   }
 
@@ -106,7 +108,7 @@ TEST(PsServiceTest, ARefusedPushIsServedAndRecordedAsNotApplied) {
   StatusOr<Response> got = absl::UnknownError("none");
   f.worker->call(TaskId::ps(0), f.push_rows(1000), {}, [&](StatusOr<Response> r) { got = std::move(r); });
   f.engine.run();
-  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << "1000 rows do not fit a 100-row shard";
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << "rows 100 and up do not exist in a 100-row shard";
   ASSERT_EQ(f.pushes.size(), 1u);
   EXPECT_FALSE(f.pushes[0].applied);
 }

@@ -239,7 +239,7 @@ void expect_same_layout(const model::CompiledModel& m, int num_ps) {
   ASSERT_TRUE(synthetic_spec.ok()) << describe(synthetic_spec.status());
   auto timed_vars = synthetic::build_variables(*synthetic_spec, num_ps, /*timing_only=*/true, 1);
   ASSERT_TRUE(timed_vars.ok()) << describe(timed_vars.status());
-  auto spec_vars = m.build_variables(num_ps, /*shape_only=*/true);
+  auto spec_vars = m.build_variables(num_ps, /*meta=*/true);
   ASSERT_TRUE(spec_vars.ok()) << describe(spec_vars.status());
   const auto& cost = m.step_cost();
   ASSERT_EQ(static_cast<std::size_t>(timed->variable_size()), cost.variables.size());

@@ -87,7 +87,7 @@ int run_model(int argc, char** argv) {
     return kExitBadInput;
   }
   const model::CompiledModel& m = **compiled;
-  auto variables = m.build_variables(num_ps, /*shape_only=*/true);
+  auto variables = m.build_variables(num_ps, /*meta=*/true);
   if (!variables.ok()) {
     std::fprintf(stderr, "twinps model: %s: %s\n", path.c_str(), std::string(variables.status().message()).c_str());
     return kExitBadInput;

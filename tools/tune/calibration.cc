@@ -321,7 +321,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   const auto tiny_pull = pull_dense(tiny);
   auto base = run("pull 1 float", 0, [&] { return caller.pull(tiny_pull); });
   if (!base.ok()) return base.status();
-  const MessageShape tiny_request = message_shape(Request(PullRequest{{PullItem{tiny.shards[0].id, true, {}, 0}}}));
+  const MessageShape tiny_request = message_shape(Request(PullRequest{{PullItem{tiny.shards[0].id, true, {}}}}));
 
   // Dense pulls and pushes over sizes: the bytes curves and SGD's apply.
   Curve ps_curve, receive_curve, send_curve;

@@ -178,12 +178,7 @@ StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timi
     auto layout = create(i, v.name, v.shape, VariableKind::kTrainable);
     if (!layout.ok()) return layout.status();
     if (timing_only) {
-      for (std::size_t i = 0; i < layout->shards.size(); ++i) {
-        ShardState s;
-        s.spec = ShardSpec{layout->shards[i].id, layout->shard_name(i), VariableKind::kTrainable,
-                           layout->shards[i].rows, layout->cols(), true};
-        out.initial.push_back(std::move(s));
-      }
+      for (auto& s : meta_shard_states(*layout)) out.initial.push_back(std::move(s));
     } else {
       RandomStream r = init.fork(v.name);
       for (auto& s : shard_states(*layout, initial_value(Initializer::uniform(-0.05, 0.05), v.shape, r)))
@@ -222,22 +217,6 @@ RowIds Workload::draw_rows(const Variable& v, std::int64_t rows, RandomStream& r
   RowIds ids(static_cast<std::size_t>(v.rows_per_step));
   for (auto& id : ids) id = draw_power_law(r, rows, v.zipf_exponent);
   return ids;
-}
-
-std::vector<std::int64_t> Workload::draw_rows_per_shard(const Variable& v, const VariableLayout& layout,
-                                                        RandomStream& r) {
-  const std::int64_t n = layout.rows();
-  scratch_.resize(static_cast<std::size_t>(v.rows_per_step));
-  for (auto& id : scratch_) id = draw_power_law(r, n, v.zipf_exponent);
-  std::sort(scratch_.begin(), scratch_.end());
-  scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
-  std::vector<std::int64_t> counts(layout.shards.size(), 0);
-  std::size_t shard = 0;
-  for (std::int64_t id : scratch_) {
-    while (id >= layout.shards[shard].row_offset + layout.shards[shard].rows) ++shard;
-    ++counts[shard];
-  }
-  return counts;
 }
 
 void Workload::register_functions(FunctionRegistry& registry) {
@@ -335,8 +314,7 @@ Task<Status> Workload::step(StepContext& ctx, const std::vector<std::int64_t>& e
     const Variable* var;
     const VariableLayout* layout;
     int handle = -1;
-    RowIds ids;                                // numeric lookups
-    std::vector<std::int64_t> rows_per_shard;  // timing-only lookups
+    RowIds ids;  // lookups
   };
   std::vector<Use> uses;
   uses.reserve(spec_.variables.size());
@@ -349,17 +327,16 @@ Task<Status> Workload::step(StepContext& ctx, const std::vector<std::int64_t>& e
     if (!v.per_step && hot_[i] <= 0) continue;
     auto layout = ctx.variable(v.name);
     if (!layout.ok()) co_return layout.status();
-    uses.push_back(Use{&v, *layout, -1, {}, {}});
+    uses.push_back(Use{&v, *layout, -1, {}});
     flops += 4.0 * spec_.batch_size * pulled_elements(v);
     kernels.push_back(KernelWork{kGradientKernel, 4.0 * spec_.batch_size * pulled_elements(v), 4.0 * pulled_elements(v),
                                  static_cast<double>(spec_.batch_size) * pulled_rows(v)});
   }
+  // Timing-only, the variables are meta (no values): the same reads and
+  // writes, with meta tensors for gradients, cost what real ones would.
   ParameterClient::PullBatch pull;
   for (Use& u : uses) {
-    if (timing_only_) {
-      if (u.var->rows_per_step > 0) u.rows_per_shard = draw_rows_per_shard(*u.var, *u.layout, ctx.random());
-      u.handle = pull.shape_only(*u.layout, u.rows_per_shard);
-    } else if (u.var->rows_per_step > 0) {
+    if (u.var->rows_per_step > 0) {
       u.ids = draw_rows(*u.var, u.layout->rows(), ctx.random());
       u.handle = pull.rows(*u.layout, u.ids);
     } else {
@@ -372,7 +349,13 @@ Task<Status> Workload::step(StepContext& ctx, const std::vector<std::int64_t>& e
   ParameterClient::PushBatch push;
   for (Use& u : uses) {
     if (timing_only_) {
-      if (!u.var->read_only) push.shape_only_gradient(*u.layout, u.rows_per_shard);
+      if (u.var->read_only) continue;
+      if (u.var->rows_per_step > 0) {
+        const MetaTensor grad{static_cast<std::int64_t>(u.ids.size()), u.layout->cols()};
+        push.gradient_rows(*u.layout, std::move(u.ids), grad);
+      } else {
+        push.gradient(*u.layout, MetaTensor{u.layout->rows(), u.layout->cols()});
+      }
       continue;
     }
     Matrix grad = compute_gradient(pulled->value(u.handle), spec_.batch_size);

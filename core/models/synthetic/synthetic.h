@@ -15,10 +15,11 @@
 // (step_flops()), a cost that grows with the batch and the model as a real
 // layer's does, and that a stale read changes.
 //
-// Timing-only steps (simulator only) use shape-only shards: a step draws its
-// rows the same way but reads and writes only how many distinct rows each
-// shard holds, as sizes, so a step allocates no tensor and a thousand workers
-// fit in memory. Their compute is the cost model's alone.
+// Timing-only steps (simulator only) use meta shards (ShardSpec::meta): a
+// step draws its rows the same way and reads and writes them with the same
+// ParameterClient calls, but what comes back and what it pushes are meta
+// tensors (shapes, no values), so a step allocates no tensor and a thousand
+// workers fit in memory. Their compute is the cost model's alone.
 //
 // Also registered: "fail" (an application error), and the per-worker dataset
 // and iterator every numeric train step consumes (rebuilt when a worker
@@ -119,7 +120,7 @@ Matrix compute_gradient(const Matrix& w, int batch);
 // or by the automatic plan), then `iterations` and the flag `do_infinite_step`.
 struct Variables {
   std::vector<VariableLayout> layouts;
-  std::vector<ShardState> initial;  // uniform(-0.05, 0.05) from init_seed; shape-only when timing_only
+  std::vector<ShardState> initial;  // uniform(-0.05, 0.05) from init_seed; meta shards when timing_only
 };
 StatusOr<Variables> build_variables(const ModelSpec& spec, int num_ps, bool timing_only, std::uint64_t init_seed);
 
@@ -161,13 +162,11 @@ class Workload {
   Task<Status> step(StepContext& ctx, const std::vector<std::int64_t>& examples);
   RowIds draw_rows(const Variable& v, std::int64_t rows, RandomStream& r) const;
   // Timing-only: the distinct rows of each shard among a step's draws.
-  std::vector<std::int64_t> draw_rows_per_shard(const Variable& v, const VariableLayout& layout, RandomStream& r);
 
   ModelSpec spec_;
   bool timing_only_;
   std::vector<int> hot_;
   int compute_repeats_ = 1;
-  RowIds scratch_;  // reused by draw_rows_per_shard (one thread, no await in between)
 };
 
 }  // namespace twinps::synthetic

@@ -54,7 +54,7 @@ void BM_PsApplyDense(benchmark::State& state) {
   u.shard = kShard;
   u.values = Matrix::Constant(rows, cols, 1e-3f);
   PushRequest push{{}, {u}, {}};
-  PullRequest pull{{PullItem{kShard, true, {}, 0}}};
+  PullRequest pull{{PullItem{kShard, true, {}}}};
   for (auto _ : state) {
     if (!store.push(push).ok()) state.SkipWithError("push refused");
     auto r = store.pull(pull);
@@ -83,7 +83,7 @@ void BM_PsApplySparse(benchmark::State& state) {
     std::sort(u.rows.begin(), u.rows.end());
     u.rows.erase(std::unique(u.rows.begin(), u.rows.end()), u.rows.end());
     u.values = Matrix::Constant(static_cast<Eigen::Index>(u.rows.size()), cols, 1e-3f);
-    PullRequest pull{{PullItem{kShard, false, u.rows, 0}}};
+    PullRequest pull{{PullItem{kShard, false, u.rows}}};
     PushRequest push{{}, {std::move(u)}, {}};
     state.ResumeTiming();
     if (!store.push(push).ok()) state.SkipWithError("push refused");
