@@ -106,28 +106,55 @@ StatusOr<RowLocation> locate_row(const VariableLayout& layout, std::int64_t glob
   return Router(layout)(global_row);
 }
 
-StatusOr<LookupPlan> plan_lookup(const VariableLayout& layout, const RowIds& ids) {
+namespace {
+
+// Routes every id (into `where`) and groups the distinct local rows by shard;
+// `gather_of_shard[s]` is the index of shard s's gather (when it has one).
+// Counts first so each shard's list is allocated once: this runs for every
+// sparse read and write of a step, timing-only ones included.
+StatusOr<std::vector<ShardGather>> group_by_shard(const VariableLayout& layout, const RowIds& ids,
+                                                  std::vector<RowLocation>& where,
+                                                  std::vector<std::size_t>& gather_of_shard) {
   TWINPS_RETURN_IF_ERROR(validate_layout(layout));
   const Router route(layout);
-
-  std::vector<RowLocation> where(ids.size());
-  std::vector<RowIds> rows_of_shard(layout.shards.size());
+  where.resize(ids.size());
+  std::vector<std::size_t>& count = gather_of_shard;  // counts first, then indices
+  count.assign(layout.shards.size(), 0);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     TWINPS_RETURN_IF_ERROR(check_row(layout, ids[i]));
     where[i] = route(ids[i]);
-    rows_of_shard[where[i].shard].push_back(where[i].local_row);
+    ++count[where[i].shard];
   }
-
-  LookupPlan plan{layout.name, layout.cols(), {}, {}};
-  std::vector<std::size_t> gather_of_shard(layout.shards.size(), 0);
-  for (std::size_t s = 0; s < rows_of_shard.size(); ++s) {
-    RowIds& rows = rows_of_shard[s];
-    if (rows.empty()) continue;
-    std::sort(rows.begin(), rows.end());
+  std::vector<ShardGather> gathers;
+  for (std::size_t s = 0; s < count.size(); ++s) {
+    if (count[s] == 0) continue;
+    gathers.push_back(ShardGather{s, {}});
+    gathers.back().local_rows.reserve(count[s]);
+    gather_of_shard[s] = gathers.size() - 1;
+  }
+  for (const RowLocation& loc : where) gathers[gather_of_shard[loc.shard]].local_rows.push_back(loc.local_row);
+  for (ShardGather& g : gathers) {
+    RowIds& rows = g.local_rows;
+    if (!std::is_sorted(rows.begin(), rows.end())) std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    gather_of_shard[s] = plan.gathers.size();
-    plan.gathers.push_back(ShardGather{s, std::move(rows)});
   }
+  return gathers;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ShardGather>> shard_gathers(const VariableLayout& layout, const RowIds& ids) {
+  std::vector<RowLocation> where;
+  std::vector<std::size_t> gather_of_shard;
+  return group_by_shard(layout, ids, where, gather_of_shard);
+}
+
+StatusOr<LookupPlan> plan_lookup(const VariableLayout& layout, const RowIds& ids) {
+  std::vector<RowLocation> where;
+  std::vector<std::size_t> gather_of_shard;
+  auto gathers = group_by_shard(layout, ids, where, gather_of_shard);
+  if (!gathers.ok()) return gathers.status();
+  LookupPlan plan{layout.name, layout.cols(), std::move(*gathers), {}};
   plan.sources.reserve(ids.size());
   for (const RowLocation& loc : where) {
     const std::size_t g = gather_of_shard[loc.shard];
@@ -145,17 +172,22 @@ StatusOr<Matrix> assemble(const LookupPlan& plan, const std::vector<Matrix>& gat
   if (gathered.size() != plan.gathers.size())
     return bad("got " + std::to_string(gathered.size()) + " gathered matrices for " +
                std::to_string(plan.gathers.size()) + " gathers");
+  // Each gather's row count follows from the sources (its rows are distinct
+  // and each is some id's source), so the gathers' row lists may be gone.
+  std::vector<Eigen::Index> want_rows(gathered.size(), 0);
+  for (std::size_t i = 0; i < plan.sources.size(); ++i) {
+    const LookupPlan::Source& src = plan.sources[i];
+    if (src.gather >= gathered.size()) return bad("the lookup plan is inconsistent at id " + std::to_string(i));
+    want_rows[src.gather] = std::max(want_rows[src.gather], static_cast<Eigen::Index>(src.row) + 1);
+  }
   for (std::size_t i = 0; i < gathered.size(); ++i) {
-    const auto want_rows = static_cast<Eigen::Index>(plan.gathers[i].local_rows.size());
-    if (gathered[i].rows() != want_rows || gathered[i].cols() != plan.cols)
+    if (gathered[i].rows() != want_rows[i] || gathered[i].cols() != plan.cols)
       return bad("the gather from shard " + std::to_string(plan.gathers[i].shard) + " returned " +
-                 dims(gathered[i].rows(), gathered[i].cols()) + "; expected " + dims(want_rows, plan.cols));
+                 dims(gathered[i].rows(), gathered[i].cols()) + "; expected " + dims(want_rows[i], plan.cols));
   }
   Matrix out(static_cast<Eigen::Index>(plan.sources.size()), plan.cols);
   for (std::size_t i = 0; i < plan.sources.size(); ++i) {
     const LookupPlan::Source& src = plan.sources[i];
-    if (src.gather >= gathered.size() || src.row >= plan.gathers[src.gather].local_rows.size())
-      return bad("the lookup plan is inconsistent at id " + std::to_string(i));
     out.row(static_cast<Eigen::Index>(i)) = gathered[src.gather].row(static_cast<Eigen::Index>(src.row));
   }
   return out;

@@ -61,8 +61,15 @@ struct LookupPlan {
 // once, for each of its rows once.
 StatusOr<LookupPlan> plan_lookup(const VariableLayout& layout, const RowIds& ids);
 
+// Only the gathers of plan_lookup (no per-id sources): the distinct rows of
+// `ids` each touched shard holds, for callers that cut by shard but never
+// reassemble (a timing-only gradient).
+StatusOr<std::vector<ShardGather>> shard_gathers(const VariableLayout& layout, const RowIds& ids);
+
 // Builds the [ids.size() x cols] result from gathered[i] = the rows of
 // plan.gathers[i], in that order. INVALID_ARGUMENT on a count or shape mismatch.
+// It reads the plan's sources and each gather's shard, never the gathers' row
+// lists, so a caller may move those into its requests.
 StatusOr<Matrix> assemble(const LookupPlan& plan, const std::vector<Matrix>& gathered);
 
 // plan_lookup + one call of `gather` per touched shard + assemble, for callers

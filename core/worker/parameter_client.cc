@@ -88,6 +88,9 @@ struct ParameterClient::ReadPlan {
     std::size_t item;
   };
   std::map<int, PullRequest> per_ps;
+  // The shard of each item asked of a ps, kept apart because the requests
+  // are moved into the calls.
+  std::map<int, std::vector<ShardId>> asked;
   std::vector<std::vector<Where>> where;
   std::vector<LookupPlan> lookups;
 };
@@ -98,6 +101,7 @@ StatusOr<ParameterClient::ReadPlan> ParameterClient::plan_reads(const PullBatch&
   plan.lookups.resize(batch.reads_.size());
   auto add_item = [&](std::size_t r, int ps, PullItem item) {
     plan.where[r].push_back(ReadPlan::Where{ps, plan.per_ps[ps].items.size()});
+    plan.asked[ps].push_back(item.shard);
     plan.per_ps[ps].items.push_back(std::move(item));
   };
   for (std::size_t r = 0; r < batch.reads_.size(); ++r) {
@@ -106,8 +110,8 @@ StatusOr<ParameterClient::ReadPlan> ParameterClient::plan_reads(const PullBatch&
     if (read.kind == PullBatch::Read::Kind::kRows) {
       auto lookup = plan_lookup(v, read.ids);
       if (!lookup.ok()) return lookup.status();
-      for (const auto& g : lookup->gathers)
-        add_item(r, v.shards[g.shard].ps, PullItem{v.shards[g.shard].id, false, g.local_rows});
+      for (auto& g : lookup->gathers)  // assemble() needs only the sources, so the rows move
+        add_item(r, v.shards[g.shard].ps, PullItem{v.shards[g.shard].id, false, std::move(g.local_rows)});
       plan.lookups[r] = std::move(*lookup);
     } else {
       for (const auto& shard : v.shards) add_item(r, shard.ps, PullItem{shard.id, true, {}});
@@ -119,13 +123,13 @@ StatusOr<ParameterClient::ReadPlan> ParameterClient::plan_reads(const PullBatch&
 StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const PullBatch& batch, ReadPlan& plan,
                                                                       std::map<int, PullResponse>& replies) {
   for (auto& [ps, reply] : replies) {
-    if (reply.items.size() != plan.per_ps[ps].items.size())
+    const auto& asked = plan.asked[ps];
+    if (reply.items.size() != asked.size())
       return absl::InternalError("ps:" + std::to_string(ps) + " answered a different number of items");
-    const auto& asked = plan.per_ps[ps].items;
     for (std::size_t i = 0; i < reply.items.size(); ++i) {
       const auto& item = reply.items[i];
       bytes_pulled_ += byte_size(item.values) + (item.meta ? byte_size(*item.meta) : 0);
-      read_versions_[{ps, asked[i].shard}] = item.version;
+      read_versions_[{ps, asked[i]}] = item.version;
     }
   }
   PullResult result;
@@ -241,10 +245,10 @@ Status ParameterClient::plan_meta_write(const PushBatch::Write& w,
     for (const auto& shard : v.shards) piece(shard, {}, shard.rows);
     return absl::OkStatus();
   }
-  // A lookup's plan groups the ids by shard, distinct, as split_sparse does.
-  auto split = plan_lookup(v, w.ids);
-  if (!split.ok()) return split.status();
-  for (auto& g : split->gathers) {
+  // Each shard's distinct rows, as split_sparse cuts real values.
+  auto gathers = shard_gathers(v, w.ids);
+  if (!gathers.ok()) return gathers.status();
+  for (auto& g : *gathers) {
     const auto n = static_cast<std::int64_t>(g.local_rows.size());
     piece(v.shards[g.shard], std::move(g.local_rows), n);
   }
@@ -255,8 +259,9 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::pull(const PullBatc
   auto plan = plan_reads(batch);
   if (!plan.ok()) co_return plan.status();
   std::map<int, Future<StatusOr<Response>>> answers;
-  for (const auto& [ps, req] : plan->per_ps)
-    answers.emplace(ps, call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), req, call_options()));
+  for (auto& [ps, req] : plan->per_ps)
+    answers.emplace(ps,
+                    call_async(runtime_.executor, runtime_.transport, TaskId::ps(ps), std::move(req), call_options()));
   std::map<int, PullResponse> replies;
   Status first_error;
   for (auto& [ps, fut] : answers) {
@@ -281,7 +286,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const Pus
   if (!reads.ok()) co_return reads.status();
   // One Push per ps touched by either: the ps applies the updates, then serves
   // the reads, so a step's pull rides on the previous step's push.
-  for (const auto& [ps, req] : reads->per_ps) (*writes)[ps].then_pull = req;
+  for (auto& [ps, req] : reads->per_ps) (*writes)[ps].then_pull = std::move(req);
   std::map<int, Future<StatusOr<Response>>> answers;
   // The split's n-th push has the same key in every run of the closure.
   const std::uint64_t split_key = split_key_ == 0 ? 0 : split_key_ * 0x9e3779b97f4a7c15ull + (++split_pushes_);
@@ -302,7 +307,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const Pus
       continue;
     }
     staleness_.merge(r->staleness);
-    if (reads->per_ps.count(ps)) replies.emplace(ps, std::move(r->pulled));
+    if (reads->asked.count(ps)) replies.emplace(ps, std::move(r->pulled));
   }
   if (!first_error.ok()) co_return first_error;
   co_return assemble_reads(pull_batch, *reads, replies);
