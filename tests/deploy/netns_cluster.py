@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 TWINPS = os.path.abspath(sys.argv[1])
@@ -108,30 +109,56 @@ class Namespaces:
 
 
 class Task:
-    """A twinps process in its task's namespace, under its own host name."""
+    """A twinps process in its task's namespace, under its own host name.
+
+    Its stdout and stderr come through pipes, read by one thread each into
+    the task's files and an in-memory copy; wait_for() sleeps on a condition
+    those threads signal, so a readiness line is seen when it is written."""
 
     def __init__(self, nets, workdir, label, task, argv, env):
         self.task = label
         self.out = os.path.join(workdir, f"{label}.out")
         self.err = os.path.join(workdir, f"{label}.err")
+        self.seen = {"out": "", "err": ""}
+        self.open_streams = 2
+        self.changed = threading.Condition()
         cmd = ["ip", "netns", "exec", nets.ns(task), "unshare", "--uts", "sh", "-c",
                f'hostname {host(task)} && exec "$@"', "sh", TWINPS] + argv
-        with open(self.out, "w") as out, open(self.err, "w") as err:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                     start_new_session=True)
+        self.readers = [threading.Thread(target=self._copy, args=(self.proc.stdout, self.out, "out"), daemon=True),
+                        threading.Thread(target=self._copy, args=(self.proc.stderr, self.err, "err"), daemon=True)]
+        for r in self.readers:
+            r.start()
+
+    def _copy(self, pipe, path, key):
+        with open(path, "w") as f:
+            for line in iter(pipe.readline, b""):
+                text = line.decode(errors="replace")
+                f.write(text)
+                f.flush()
+                with self.changed:
+                    self.seen[key] += text
+                    self.changed.notify_all()
+        with self.changed:
+            self.open_streams -= 1
+            self.changed.notify_all()
 
     def text(self):
-        with open(self.out) as o, open(self.err) as e:
-            return o.read() + e.read()
+        with self.changed:
+            return self.seen["out"] + self.seen["err"]
 
     def wait_for(self, needle, what):
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            if needle in self.text():
-                return
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.task} exited ({self.proc.returncode}) before {what}:\n{self.text()}")
-            time.sleep(0.05)
-        raise AssertionError(f"{self.task}: no {what} within {WAIT} s:\n{self.text()}")
+        with self.changed:
+            found = self.changed.wait_for(
+                lambda: needle in self.seen["out"] + self.seen["err"] or self.open_streams == 0, timeout=WAIT)
+            text = self.seen["out"] + self.seen["err"]
+        if needle in text:
+            return
+        if not found:
+            raise AssertionError(f"{self.task}: no {what} within {WAIT} s:\n{text}")
+        self.proc.wait(timeout=30)  # both streams closed: the process is ending
+        raise AssertionError(f"{self.task} exited ({self.proc.returncode}) before {what}:\n{text}")
 
     def finish(self):
         try:
