@@ -106,7 +106,12 @@ Outcome run_step(bool meta) {
   EXPECT_TRUE(joined && joined->ok()) << (joined ? describe(*joined) : "join did not finish");
   for (int ps = 0; ps < 2; ++ps) {
     out.stores.push_back(cluster.ps(ps)->store().stats());
-    for (const auto& s : cluster.ps(ps)->store().export_shards({})->shards) out.steps.push_back(s.step);
+    // Held in a local: a range-for over a member of the temporary StatusOr
+    // would outlive it.
+    const auto exported = cluster.ps(ps)->store().export_shards({});
+    EXPECT_TRUE(exported.ok()) << exported.status();
+    if (exported.ok())
+      for (const auto& s : exported->shards) out.steps.push_back(s.step);
   }
   return out;
 }
