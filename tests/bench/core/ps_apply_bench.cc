@@ -67,10 +67,13 @@ BENCHMARK(BM_PsApplyDense)
     ->ArgsProduct({{4 << 10, 1 << 20, 16 << 20}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMicrosecond);
 
-// Args: optimizer kind. 1,024 distinct rows a push, drawn afresh every
-// iteration (a new batch), sorted as the worker's client sends them.
+// Args: optimizer kind, rows of the table (of 64 floats: 4, 64 and 256 MiB).
+// 1,024 distinct rows a push, drawn afresh every iteration (a new batch),
+// sorted as the worker's client sends them. The table sizes show whether a
+// row costs more in a larger table (cache and TLB misses), which a
+// simulator's per-row price measured on one size would miss (issue 11).
 void BM_PsApplySparse(benchmark::State& state) {
-  const std::int64_t rows = 262144, cols = 64, batch = 1024;
+  const std::int64_t rows = state.range(1), cols = 64, batch = 1024;
   const int kind = static_cast<int>(state.range(0));
   ParameterStore store = store_with(rows, cols, kind);
   RandomStream random(7);
@@ -93,7 +96,9 @@ void BM_PsApplySparse(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
   state.SetLabel(optimizer_label(kind));
 }
-BENCHMARK(BM_PsApplySparse)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PsApplySparse)
+    ->ArgsProduct({{0, 1, 2, 3}, {16384, 262144, 1048576}})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace twinps
