@@ -268,8 +268,11 @@ def scenario(nets, workdir, name, security):
         assert rc == 0, f"training exited {rc}:\n{chief.text()}"
         with open(report) as f:
             r = json.load(f)
+        # Floors, not 1.0: asynchronous training's last epoch varies with the
+        # interleaving (as tests/tools/tutorial_report.h explains).
         accuracy = r["epochs"][-1]["accuracy"]
-        assert accuracy == 1.0, f"final accuracy {accuracy}"
+        assert accuracy >= 0.8, f"last epoch's training accuracy {accuracy}"
+        assert r["eval"]["accuracy"] >= 0.9, f"evaluation accuracy {r['eval']['accuracy']}"
         stats = r["stats"]
         if long_run:
             assert stats["worker_failures"] >= 1 and stats["worker_recoveries"] >= 1, stats
