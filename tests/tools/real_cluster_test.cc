@@ -120,6 +120,9 @@ TEST(RealClusterTest, KilledWorkerIsRetriedElsewhereAndRejoinsWithItsDatasetRebu
   EXPECT_EQ(stats["failed"], 0);
   EXPECT_GE(stats["worker_recoveries"].get<int>(), 1);
   testing::expect_tutorial_learned(report, train.out());
+  // The chief said both on stderr as they happened.
+  EXPECT_NE(train.err().find("worker:1 failed ("), std::string::npos) << train.err();
+  EXPECT_NE(train.err().find("worker:1 rejoined (restarted)"), std::string::npos) << train.err();
 
   // Worker 1's history: its dataset and iterator (the first two resources it
   // built) are built again after it recovered, before any closure runs on it,

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -93,6 +94,32 @@ std::string metrics_text(const model::spec::ModelSpec& spec, const model::Metric
   }
   if (out.empty()) add("loss", m.loss);
   return out;
+}
+
+// The chief says on stderr when it gives up a worker or a ps, and when a
+// worker rejoins, as TensorFlow's coordinator logs them; `next` (the fault
+// recorder's observer, if any) still sees every event.
+std::function<void(const CoordinatorEvent&)> log_failures(std::function<void(const CoordinatorEvent&)> next) {
+  return [next = std::move(next)](const CoordinatorEvent& e) {
+    const std::string task = e.task.short_name();
+    const std::string why = e.heartbeats_missed ? "it missed its health checks; last: " + describe(e.cause)
+                                                : describe(e.cause);
+    switch (e.kind) {
+      case CoordinatorEvent::Kind::kWorkerFailed:
+        spdlog::warn("{} failed ({}): its closures run on other workers until it answers again", task, why);
+        break;
+      case CoordinatorEvent::Kind::kWorkerRecovered:
+        spdlog::info("{} rejoined{}: its datasets and other resources are built again", task,
+                     e.incarnation != e.previous_incarnation ? " (restarted)" : "");
+        break;
+      case CoordinatorEvent::Kind::kPsFailed:
+        spdlog::warn("{} failed ({})", task, why);
+        break;
+      default:
+        break;
+    }
+    if (next) next(e);
+  };
 }
 
 // "every one of 200 examples 3 times: exactly once per pass", or the spread.
@@ -532,6 +559,7 @@ int run_train(int argc, char** argv) {
     s.coordinator.on_event = recorder.observer();
     s.replay_flags = replay_flags(argc, argv);
   }
+  s.coordinator.on_event = log_failures(std::move(s.coordinator.on_event));
   auto checkpoints = open_checkpoints(s);
   if (!checkpoints.ok()) {
     std::fprintf(stderr, "twinps train: %s\n", describe(checkpoints.status()).c_str());
