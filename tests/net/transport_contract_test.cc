@@ -208,15 +208,26 @@ TEST_P(TransportContractTest, DeadlineFailsAHungCallWithTheCalleeAsFailedTask) {
   std::vector<CancelRegistration> regs;
   Time callee_deadline = kTimeNever;
   bool callee_saw_cancel = false;
+  bool connected = false;
   p.b->serve([&](IncomingCall call, Responder respond) {
+    if (!connected) {  // the first call only sets up the connection
+      connected = true;
+      respond(Response(HealthResponse{kPs, 1}));
+      return;
+    }
     callee_deadline = call.deadline;
     regs.push_back(call.cancelled.on_cancel([&] { callee_saw_cancel = true; }));
     parked.push_back(std::move(respond));
   });
+  // Connected first, and a deadline of 1 s: the hung call must reach the
+  // callee before its deadline for the callee to see the cancel. Under
+  // ThreadSanitizer on a loaded machine, connecting alone once took longer
+  // than the 200 ms this test used to give, and the call never arrived.
+  ASSERT_TRUE(call_and_wait(p, HealthRequest{}).ok());
   int calls = 0;
   Status got;
   CallOptions opts;
-  opts.deadline = p.ex.now() + 200 * kMillisecond;
+  opts.deadline = p.ex.now() + kSecond;
   p.a->call(kPs, HealthRequest{}, opts, [&](StatusOr<Response> r) {
     ++calls;
     got = r.status();
