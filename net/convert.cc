@@ -369,7 +369,7 @@ void encode(const PullResponse& in, wire::PullResponse* out, AttachmentWriter* a
   out->mutable_items()->Reserve(static_cast<int>(in.items.size()));
   for (const auto& item : in.items) {
     auto* w = out->add_items();
-    to_proto(item.values, w->mutable_values(), a);
+    to_proto(item.tensor(), w->mutable_values(), a);
     w->set_counter(item.counter);
     w->set_version(item.version);
   }

@@ -913,6 +913,16 @@ void Connection::on_hello_ack(const char* p, std::size_t n) {
   }
 }
 
+// The answer to a request that came here is encoded on this thread and its
+// memory kept until written (Connection::reply), so the ps may answer a pull
+// from its shards' memory instead of copying it into the answer.
+namespace {
+void let_answer_share_shard_memory(Request& request) {
+  if (auto* pull = std::get_if<PullRequest>(&request)) pull->share_shard_memory = true;
+  if (auto* push = std::get_if<PushRequest>(&request)) push->then_pull.share_shard_memory = true;
+}
+}  // namespace
+
 void Connection::on_request(const char* p, std::size_t n) {
   wire::RpcRequest envelope;
   Status st;
@@ -929,6 +939,7 @@ void Connection::on_request(const char* p, std::size_t n) {
   TargetRecorder recorder(frame_.attachment_bytes);
   in_.request = Request();
   if (st.ok()) st = from_proto(envelope.request(), &in_.request, &recorder);
+  if (st.ok()) let_answer_share_shard_memory(in_.request);
   if (!st.ok()) {
     reply_transport_error(frame_.call_id, absl::InvalidArgumentError(state_->self.short_name() +
                                                                      " rejected a request: " + std::string(st.message())));

@@ -9,6 +9,7 @@
 //   coordinator -> worker  SetupWorker, CreateResource, RunClosure, Health
 //   worker      -> ps      Pull, Push
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -88,6 +89,10 @@ struct PullItem {
 };
 struct PullRequest {
   std::vector<PullItem> items;
+  // Not on the wire: set by a transport that serializes the answer on the
+  // callee's thread (the data plane). The ps may then answer an all-rows item
+  // with its shard's memory itself (PulledValue::shared) instead of a copy.
+  bool share_shard_memory = false;
 };
 struct PulledValue {
   Matrix values;             // all rows, or the requested rows in request order (empty: see `meta`)
@@ -100,6 +105,12 @@ struct PulledValue {
   // them (`values` stays empty). Last, so that positional initialisers of
   // the fields above stay what they were.
   std::optional<MetaTensor> meta = std::nullopt;
+  // In place of `values` when the request allowed it (share_shard_memory):
+  // the shard's values as the ps holds them. The ps copies them before its
+  // next write while this is held, so they stay what was read.
+  std::shared_ptr<const Matrix> shared = nullptr;
+
+  const Matrix& tensor() const { return shared ? *shared : values; }
 };
 struct PullResponse {
   std::vector<PulledValue> items;  // one per request item

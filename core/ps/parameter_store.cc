@@ -194,7 +194,7 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
     shard.step = s.step;
     shard.counter = s.counter;
     if (s.spec.kind != VariableKind::kCounter && !s.spec.meta) {
-      shard.value = s.value;
+      shard.value = std::make_shared<Matrix>(s.value);
       if (s.spec.kind == VariableKind::kTrainable)
         shard.slots = s.slots.empty() ? (own[i] ? *own[i] : *optimizer).make_slots(s.spec.rows, s.spec.cols) : s.slots;
     }
@@ -245,14 +245,17 @@ PullResponse ParameterStore::read(const PullRequest& request) {
       out.meta = MetaTensor{item.all_rows ? shard.spec.rows : static_cast<std::int64_t>(item.rows.size()),
                             shard.spec.cols};
       stats_.bytes_pulled += byte_size(*out.meta);
+    } else if (item.all_rows && request.share_shard_memory) {
+      out.shared = shard.value;  // written to the wire from the shard's memory, no copy
     } else if (item.all_rows) {
-      out.values = shard.value;
+      out.values = *shard.value;
     } else {
-      out.values.resize(static_cast<Eigen::Index>(item.rows.size()), shard.value.cols());
+      const Matrix& value = *shard.value;
+      out.values.resize(static_cast<Eigen::Index>(item.rows.size()), value.cols());
       for (std::size_t r = 0; r < item.rows.size(); ++r)
-        out.values.row(static_cast<Eigen::Index>(r)) = shard.value.row(static_cast<Eigen::Index>(item.rows[r]));
+        out.values.row(static_cast<Eigen::Index>(r)) = value.row(static_cast<Eigen::Index>(item.rows[r]));
     }
-    stats_.bytes_pulled += byte_size(out.values);
+    stats_.bytes_pulled += byte_size(out.tensor());
     response.items.push_back(std::move(out));
   }
   ++stats_.pull_requests;
@@ -310,6 +313,11 @@ Status ParameterStore::validate_update(std::size_t index, const Update& u) const
   return absl::OkStatus();
 }
 
+Matrix& ParameterStore::Shard::writable_value() {
+  if (value.use_count() > 1) value = std::make_shared<Matrix>(*value);
+  return *value;
+}
+
 void ParameterStore::apply_update(const Update& u) {
   Shard& shard = shards_.at(u.shard);
   ++stats_.updates_applied;
@@ -336,8 +344,9 @@ void ParameterStore::apply_update(const Update& u) {
     case Update::Op::kApplyGradient: {
       // Validated above, so the optimizer cannot refuse it.
       const Optimizer& optimizer = shard.own_optimizer ? *shard.own_optimizer : *optimizer_;
-      Status s = u.sparse ? optimizer.apply_sparse(shard.value, shard.slots, u.rows, u.values, shard.step)
-                          : optimizer.apply_dense(shard.value, shard.slots, u.values, shard.step);
+      Matrix& value = shard.writable_value();
+      Status s = u.sparse ? optimizer.apply_sparse(value, shard.slots, u.rows, u.values, shard.step)
+                          : optimizer.apply_dense(value, shard.slots, u.values, shard.step);
       (void)s;
       ++shard.step;
       ++stats_.optimizer_steps;
@@ -345,18 +354,24 @@ void ParameterStore::apply_update(const Update& u) {
     }
     case Update::Op::kAdd:
       if (!u.sparse) {
-        shard.value += u.values;
+        shard.writable_value() += u.values;
       } else {
+        Matrix& value = shard.writable_value();
         for (std::size_t i = 0; i < u.rows.size(); ++i)
-          shard.value.row(static_cast<Eigen::Index>(u.rows[i])) += u.values.row(static_cast<Eigen::Index>(i));
+          value.row(static_cast<Eigen::Index>(u.rows[i])) += u.values.row(static_cast<Eigen::Index>(i));
       }
       break;
     case Update::Op::kAssign:
       if (!u.sparse) {
-        shard.value = u.values;
+        if (shard.value.use_count() > 1) {
+          shard.value = std::make_shared<Matrix>(u.values);  // no need to copy what is replaced
+        } else {
+          *shard.value = u.values;
+        }
       } else {
+        Matrix& value = shard.writable_value();
         for (std::size_t i = 0; i < u.rows.size(); ++i)
-          shard.value.row(static_cast<Eigen::Index>(u.rows[i])) = u.values.row(static_cast<Eigen::Index>(i));
+          value.row(static_cast<Eigen::Index>(u.rows[i])) = u.values.row(static_cast<Eigen::Index>(i));
       }
       break;
   }
@@ -502,7 +517,7 @@ StatusOr<ExportShardsResponse> ParameterStore::export_shards(const ExportShardsR
   response.shards.reserve(ids.size());
   for (ShardId id : ids) {
     const Shard& shard = shards_.at(id);
-    response.shards.push_back(ShardState{shard.spec, shard.value, shard.slots, shard.step, shard.counter});
+    response.shards.push_back(ShardState{shard.spec, *shard.value, shard.slots, shard.step, shard.counter});
   }
   return response;
 }

@@ -160,11 +160,17 @@ class ParameterStore {
   PullResponse read(const PullRequest& request);  // after validate_pull
   struct Shard {
     ShardSpec spec;
-    Matrix value;
+    // Shared with the pull answers still being written from it
+    // (PulledValue::shared); writes go through writable_value().
+    std::shared_ptr<Matrix> value = std::make_shared<Matrix>();
     std::vector<Matrix> slots;
     std::shared_ptr<const Optimizer> own_optimizer;  // spec.optimizer's; null: the store's
     std::int64_t step = 0;
     std::int64_t counter = 0;
+
+    // The values to update in place: copied first while an answer holds
+    // them, so that answer still carries what was read.
+    Matrix& writable_value();
   };
   using DedupKey = std::pair<TaskId, RequestId>;
 

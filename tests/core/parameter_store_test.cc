@@ -293,6 +293,46 @@ TEST(ParameterStoreTest, AppliesDenseAndSparseGradientsAddsAndAssigns) {
   EXPECT_EQ(exported->shards[1].step, 1);
 }
 
+// The data plane lets the ps answer from its shards' memory (no copy); an
+// answer still being written must keep what was read while pushes go on.
+TEST(ParameterStoreTest, AnAnswerSharingAShardsMemoryKeepsWhatItRead) {
+  ParameterStore store = make_store();
+  PullRequest shared_read{{all_rows(kDense), some_rows(kEmb, {1}), all_rows(kMetric)}};
+  shared_read.share_shard_memory = true;
+  auto held = store.pull(shared_read);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_NE(held->items[0].shared, nullptr);
+  EXPECT_TRUE(held->items[0].values.size() == 0);
+  EXPECT_EQ(held->items[1].shared, nullptr);  // selected rows are gathered, as always
+  EXPECT_EQ(held->items[1].values, mat({{2, 2}}));
+  EXPECT_EQ(store.stats().bytes_pulled, (2u + 2u + 1u) * 4u);
+
+  Update assign_metric;
+  assign_metric.shard = kMetric;
+  assign_metric.op = Update::Op::kAssign;
+  assign_metric.values = mat({{7}});
+  Update add_dense = dense_grad(kDense, mat({{1, 1}}));
+  add_dense.op = Update::Op::kAdd;
+  ASSERT_TRUE(store.push(push_of({dense_grad(kDense, mat({{2, 4}})), assign_metric})).ok());
+  ASSERT_TRUE(store.push(push_of({add_dense})).ok());
+
+  EXPECT_EQ(held->items[0].tensor(), mat({{10, 20}}));  // what was read, not what is now
+  EXPECT_EQ(held->items[2].tensor(), mat({{0}}));
+  EXPECT_EQ(pull_all(store, kDense), mat({{10, 19}}));  // SGD(0.5) of {2, 4}, then + {1, 1}
+  EXPECT_EQ(pull_all(store, kMetric), mat({{7}}));
+
+  // Once the answer is gone, writes go to the same memory again.
+  auto again = store.pull(shared_read);
+  ASSERT_TRUE(again.ok());
+  const Matrix* memory = again->items[0].shared.get();
+  again->items[0].shared.reset();
+  ASSERT_TRUE(store.push(push_of({add_dense})).ok());
+  auto after = store.pull(shared_read);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->items[0].shared.get(), memory);
+  EXPECT_EQ(after->items[0].tensor(), mat({{11, 20}}));
+}
+
 TEST(ParameterStoreTest, TheShardsStepDrivesAdam) {
   ParameterStore store;
   CreateShardsRequest req;

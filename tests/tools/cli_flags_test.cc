@@ -63,7 +63,7 @@ TEST(CliFlagsTest, EachBadValueNamesItsFlagAndTheWholeCommand) {
       {{"bench", "train", "--where", "moon"},
        "twinps bench train: --where must be in-process, processes or both (got 'moon')"},
       {{"bench", "ps", "--mode", "fast"},
-       "twinps bench ps: --mode must be pipelined, sequential or push-pull (got 'fast')"},
+       "twinps bench ps: --mode must be pipelined, sequential, push-then-pull or push-pull (got 'fast')"},
       {{"bench", "ps", "--window", "0"}, "twinps bench ps: --window must be positive (got 0)"},
       {{"bench", "ps", "--optimizer", "momentum"},
        "twinps bench ps: --optimizer must be none, sgd or adam (got 'momentum')"},

@@ -16,6 +16,10 @@
 // waits for all of them, as ps-lite's does):
 //   pipelined   push then pull issued back to back, both in flight (ps-lite's PUSH_PULL);
 //   sequential  push, wait, pull, wait — one message in flight per worker;
+//   push-then-pull  every key's push at once, wait for all, then every key's
+//               pull, wait for all: one message in flight per worker and
+//               server (ps-lite's PUSH_THEN_PULL, and what its KVWorker does
+//               for `Wait(Push(keys)); Wait(Pull(keys))`);
 //   push-pull   one Push carrying the pull (then_pull): one round trip.
 // With --tls the same load runs three times in one invocation — plain;
 // gRPC over TLS with the data plane in clear but token-authenticated; TLS on
@@ -179,6 +183,7 @@ class LoadGenerator {
     }
     outstanding_ = c_.keys;
     if (c_.mode == "sequential") return sequential(0);
+    if (c_.mode == "push-then-pull") return push_then_pull();
     for (int k = 0; k < c_.keys; ++k) {
       const TaskId ps = TaskId::ps(ps_of(c_, k));
       if (c_.mode == "push-pull") {
@@ -214,6 +219,25 @@ class LoadGenerator {
     });
   }
 
+  void push_then_pull() {
+    pushes_left_ = c_.keys;
+    for (int k = 0; k < c_.keys; ++k) {
+      transport_->call(TaskId::ps(ps_of(c_, k)), push_request(k, false), options(true), [this](StatusOr<Response> r) {
+        if (!r.ok()) return fail(r.status());
+        if (--pushes_left_ == 0 && !failed_) pull_every_key();
+      });
+    }
+  }
+  void pull_every_key() {
+    for (int k = 0; k < c_.keys; ++k) {
+      transport_->call(TaskId::ps(ps_of(c_, k)), pull_request(k), options(false), [this, k](StatusOr<Response> p) {
+        auto pull = response_as<PullResponse>(std::move(p));
+        if (!pull.ok()) return fail(pull.status());
+        pair_done(k, std::move(pull->items.at(0).values));
+      });
+    }
+  }
+
   const BenchConfig& c_;
   int index_;
   net::AsioExecutor& ex_;
@@ -225,6 +249,7 @@ class LoadGenerator {
   double pair_bytes_ = 0;
   std::uint64_t request_counter_ = 0;
   int outstanding_ = 0;
+  int pushes_left_ = 0;  // push-then-pull: pushes of this iteration not yet answered
   bool finished_ = false, failed_ = false;
 };
 
@@ -541,8 +566,10 @@ int run_bench_ps(int argc, char** argv) {
        "dense (whole keys) or rows (some rows of each key, sparse pushes)")
       ("rows-per-pull", value_or(&c.rows_per_pull, std::int64_t{0})->notifier(at_least(std::int64_t{0})),
        "rows pulled per key with --pull rows (0: rows/8)")
-      ("mode", value_or(&c.mode, std::string("pipelined"))->notifier(one_of({"pipelined", "sequential", "push-pull"})),
-       "pipelined, sequential or push-pull (see --help text)")
+      ("mode", value_or(&c.mode, std::string("pipelined"))->notifier(one_of({"pipelined", "sequential", "push-then-pull", "push-pull"})),
+       "per key and iteration: pipelined (push and pull in flight together), sequential (push, wait, pull, "
+       "wait: one message in flight per worker), push-then-pull (every key's push, wait, every key's pull, "
+       "wait: ps-lite's PUSH_THEN_PULL) or push-pull (one push that carries the pull)")
       ("optimizer", value_or(&c.optimizer, std::string("sgd"))->notifier(one_of({"none", "sgd", "adam"})),
        "what a push does on the ps: sgd or adam (the optimizer's apply), none (store the values, as a key-value "
        "store does)")
