@@ -4,14 +4,14 @@
 
 namespace twinps::sim {
 
-std::vector<std::string> real_mode_obstacles(const scenario::Scenario& s) {
+std::vector<std::string> real_mode_obstacles(const scenario::Scenario& s, int max_tasks) {
   std::vector<std::string> out;
   if (s.fidelity() != scenario::NUMERIC)
     out.push_back("fidelity: TIMING_ONLY parameter servers hold shapes only; real ones hold values");
   const int tasks = 1 + s.cluster().workers() + s.cluster().ps();
-  if (tasks > kRealModeMaxTasks)
+  if (tasks > max_tasks)
     out.push_back("cluster: " + std::to_string(tasks) + " tasks; real mode launches at most " +
-                  std::to_string(kRealModeMaxTasks) + " processes on one machine");
+                  std::to_string(max_tasks) + " processes on one machine");
   if (s.has_random_faults() && s.random_faults().count() > 0)
     out.push_back("random_faults: drawn for the simulator (they include coordinator crashes)");
   if (s.has_message_faults())

@@ -17,7 +17,10 @@ inline constexpr int kRealModeMaxTasks = 8;
 
 // Why `scenario` cannot run on real processes, each naming its field; empty
 // when it can. Independent of the `sim_only` field, which must explain them.
-std::vector<std::string> real_mode_obstacles(const scenario::Scenario& scenario);
+// `max_tasks`: the largest cluster to launch (the tuner's measurements go
+// further: an overloaded machine is what they predict).
+std::vector<std::string> real_mode_obstacles(const scenario::Scenario& scenario,
+                                             int max_tasks = kRealModeMaxTasks);
 
 // Why the expectation holds only in simulated time (e.g. a ps's utilisation
 // is the simulator's service model's); nullopt when a real run can check it.

@@ -107,7 +107,7 @@ StatusOr<SyntheticSetUp> set_up_synthetic(const scenario::Scenario& s, const Clu
 
 StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::string& work_dir,
                                     const RealScenarioOptions& options) {
-  if (auto obstacles = sim::real_mode_obstacles(s); !obstacles.empty())
+  if (auto obstacles = sim::real_mode_obstacles(s, options.max_tasks); !obstacles.empty())
     return absl::InvalidArgumentError("cannot run on real processes: " + obstacles.front());
   const sim::SpecWorkload* spec = options.spec;
   if (s.has_model_spec() && (!spec || !spec->model))

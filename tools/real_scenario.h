@@ -13,6 +13,7 @@
 #include "core/runtime/status.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 #include "sim/fault_recorder.h"
+#include "sim/real_mode.h"
 #include "sim/simulation.h"
 #include "sim/spec_workload.h"
 
@@ -46,6 +47,8 @@ struct RealScenarioOptions {
   // With a recorder, the coordinator's events go to it (`--record-faults`);
   // it must outlive the run.
   sim::FaultRecorder* recorder = nullptr;
+  // The largest cluster (tasks, the chief included) this run launches.
+  int max_tasks = sim::kRealModeMaxTasks;
 };
 
 // `scenario` must have passed validate_scenario() and have no real-mode

@@ -218,6 +218,21 @@ TEST(ScenarioSetTest, EveryScenarioRunsInBothModesOrSaysWhyNot) {
   EXPECT_GE(both, 10);
 }
 
+// sim --real launches at most kRealModeMaxTasks processes; the tuner's
+// measurements (tools/tune/real_run.h) pass a larger bound for its grid.
+TEST(RealModeTest, TheClusterBoundIsTheCallersToRaise) {
+  scenario::Scenario s;
+  s.set_fidelity(scenario::NUMERIC);
+  s.mutable_cluster()->set_workers(5);
+  s.mutable_cluster()->set_ps(3);
+  const auto refused = real_mode_obstacles(s);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0], "cluster: 9 tasks; real mode launches at most 8 processes on one machine");
+  EXPECT_TRUE(real_mode_obstacles(s, 12).empty());
+  s.mutable_cluster()->set_workers(9);
+  EXPECT_EQ(real_mode_obstacles(s, 12).size(), 1u);
+}
+
 TEST(ScenarioSetTest, CoversTheIssuesList) {
   // The tutorial, the spec's whole-cluster cases, coordinator restart,
   // application error, straggler, hotspot and unbalanced shards.

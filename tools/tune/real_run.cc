@@ -26,6 +26,7 @@ StatusOr<RealRunResult> run_real(const RealRunOptions& o) {
   RealScenarioOptions options;
   options.data_plane = o.data_plane;
   options.measure_cpu = o.measure_cpu;
+  options.max_tasks = kRealRunMaxTasks;
   auto run = run_real_scenario(s, o.work_dir, options);
   if (!run.ok()) return run.status();
   if (!run->problems.empty()) return absl::UnavailableError(run->problems.front());

@@ -45,6 +45,12 @@ struct RealRunResult {
   std::map<TaskId, double> run_delay_s;
 };
 
+// The largest cluster a measurement launches, the chief included: more than
+// `twinps sim --real` does (sim::kRealModeMaxTasks), since a machine whose
+// cores the tasks overload is a case the tuner predicts (hosts { cores }),
+// and tune --validate's grid goes up to 5 workers and 3 ps.
+inline constexpr int kRealRunMaxTasks = 12;
+
 // Runs the model and measures it. UNAVAILABLE if the cluster cannot be
 // formed; the error of the run otherwise.
 StatusOr<RealRunResult> run_real(const RealRunOptions& options);
