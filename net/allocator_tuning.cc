@@ -1,5 +1,9 @@
 #include "net/allocator_tuning.h"
 
+// Any C library header defines __GLIBC__ on glibc (through <features.h>);
+// without one, the check below is false and the tuning silently does nothing.
+#include <cstdlib>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
