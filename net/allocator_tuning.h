@@ -7,12 +7,14 @@
 // glibc refuses more), M_TRIM_THRESHOLD = 1 GiB. Every `twinps` process calls
 // it (tools/main.cc).
 //
-// Measured with tests/bench/net_transport_bench.cc (BM_PushPull): page faults
-// per push/pull pair halve (16 MiB: ~7,000 -> ~3,200; 1 MiB: ~330 -> ~180),
-// worth up to ~25% CPU per pair at 16 MiB on a quiet machine. In training
-// (`twinps tune --validate`, 2026-11-25): 10 % of a worker's CPU was page
-// faults on a model of 48 small variables, and steps/s rose 1.4-2.2x
-// (docs/fidelity.md); a 32 MiB variable's steps/s 2.3x. The cost is a
+// Measured (2026-11-27): glibc's default adapts its mmap threshold to
+// freed blocks, but only up to 32 MiB, and trims the heap's top. Below that
+// the tuning changes little (tests/bench/net_transport_bench.cc BM_PushPull
+// at 1 and 16 MiB: within the run-to-run noise, under 150 faults per pair
+// either way); above it, every step faults each tensor in again: a model of
+// one 32 MiB variable trains 2.6x faster with the tuning (`twinps tune
+// --validate`, docs/fidelity.md), and `twinps calibrate` takes 1.65 M
+// faults without it, 0.29 M with it. The cost is a
 // resident set that does not shrink after a peak. Call once, at the top of
 // main(), before threads start; the library never calls it itself.
 namespace twinps::net {
