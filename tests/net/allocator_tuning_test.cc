@@ -14,6 +14,17 @@
 namespace twinps::net {
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizersAllocate = true;  // they bring their own allocator
+#else
+constexpr bool kSanitizersAllocate = false;
+#endif
+#if defined(__GLIBC__)
+constexpr bool kGlibc = true;
+#else
+constexpr bool kGlibc = false;
+#endif
+
 long minor_faults_of_this_thread() {
   rusage usage{};
   getrusage(RUSAGE_THREAD, &usage);
@@ -34,11 +45,8 @@ long faults_of_a_second_tensor(Eigen::Index rows) {
 }
 
 TEST(AllocatorTuningTest, ALargeTensorsMemoryIsReusedWithoutFaults) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "the sanitizers bring their own allocator";
-#elif !defined(__GLIBC__)
-  GTEST_SKIP() << "glibc only";
-#else
+  if (kSanitizersAllocate) GTEST_SKIP() << "the sanitizers bring their own allocator";
+  if (!kGlibc) GTEST_SKIP() << "glibc only";
   ASSERT_TRUE(tune_allocator_for_large_tensors());
   // 48 MiB: past glibc's default mmap threshold and its old maximum of 32 MiB
   // (12,288 pages: each would fault if the memory went back to the kernel).
@@ -47,7 +55,6 @@ TEST(AllocatorTuningTest, ALargeTensorsMemoryIsReusedWithoutFaults) {
   long on_thread = -1;
   std::thread([&] { on_thread = faults_of_a_second_tensor(kRows / 4); }).join();  // 12 MiB on a thread's arena
   EXPECT_LT(on_thread, 256) << "on another thread";
-#endif
 }
 
 }  // namespace
