@@ -198,24 +198,27 @@ class LoadGenerator {
       transport_->call(ps, push_request(k, false), options(true), [this](StatusOr<Response> r) {
         if (!r.ok()) fail(r.status());
       });
-      transport_->call(ps, pull_request(k), options(false), [this, k](StatusOr<Response> r) {
-        auto pull = response_as<PullResponse>(std::move(r));
-        if (!pull.ok()) return fail(pull.status());
-        pair_done(k, std::move(pull->items.at(0).values));
-      });
+      pull(k);
     }
+  }
+
+  // Pulls key k; `then` runs after the pair is counted, unless it failed.
+  void pull(int k, std::function<void()> then = nullptr) {
+    transport_->call(TaskId::ps(ps_of(c_, k)), pull_request(k), options(false),
+                     [this, k, then = std::move(then)](StatusOr<Response> r) {
+                       auto pulled = response_as<PullResponse>(std::move(r));
+                       if (!pulled.ok()) return fail(pulled.status());
+                       pair_done(k, std::move(pulled->items.at(0).values));
+                       if (then && !failed_) then();
+                     });
   }
 
   void sequential(int k) {
     const TaskId ps = TaskId::ps(ps_of(c_, k));
-    transport_->call(ps, push_request(k, false), options(true), [this, k, ps](StatusOr<Response> r) {
+    transport_->call(ps, push_request(k, false), options(true), [this, k](StatusOr<Response> r) {
       if (!r.ok()) return fail(r.status());
-      transport_->call(ps, pull_request(k), options(false), [this, k](StatusOr<Response> p) {
-        auto pull = response_as<PullResponse>(std::move(p));
-        if (!pull.ok()) return fail(pull.status());
-        pair_done(k, std::move(pull->items.at(0).values));
-        if (k + 1 < c_.keys && !failed_) sequential(k + 1);
-      });
+      if (k + 1 < c_.keys) return pull(k, [this, k] { sequential(k + 1); });
+      pull(k);
     });
   }
 
@@ -224,16 +227,8 @@ class LoadGenerator {
     for (int k = 0; k < c_.keys; ++k) {
       transport_->call(TaskId::ps(ps_of(c_, k)), push_request(k, false), options(true), [this](StatusOr<Response> r) {
         if (!r.ok()) return fail(r.status());
-        if (--pushes_left_ == 0 && !failed_) pull_every_key();
-      });
-    }
-  }
-  void pull_every_key() {
-    for (int k = 0; k < c_.keys; ++k) {
-      transport_->call(TaskId::ps(ps_of(c_, k)), pull_request(k), options(false), [this, k](StatusOr<Response> p) {
-        auto pull = response_as<PullResponse>(std::move(p));
-        if (!pull.ok()) return fail(pull.status());
-        pair_done(k, std::move(pull->items.at(0).values));
+        if (--pushes_left_ > 0 || failed_) return;
+        for (int key = 0; key < c_.keys; ++key) pull(key);
       });
     }
   }
