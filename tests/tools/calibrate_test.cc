@@ -66,6 +66,10 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_TRUE(positive_finite(profile.compute().per_gflop_s()));
   // No per-model residue: a step's time is its causes'.
   EXPECT_EQ(profile.compute().step_time().constant_s(), 0);
+  // The speed it was measured at, for later runs to compare with.
+  EXPECT_TRUE(positive_finite(profile.speed().compute_us()));
+  EXPECT_TRUE(positive_finite(profile.speed().round_trip_us()));
+  EXPECT_GE(profile.speed().together_slowdown(), 1);
   // The comment header says how each value was measured.
   std::ifstream in(out);
   std::stringstream text;
@@ -128,7 +132,7 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
     std::stringstream fields(line);
     std::vector<std::string> f;
     for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 18u) << line;
+    ASSERT_EQ(f.size(), 22u) << line;
     EXPECT_GT(std::stod(f[8]), 0) << line;  // predicted
     EXPECT_GT(std::stod(f[9]), 0) << line;  // measured
     // CPU per step by role: every process did work, and the simulated hosts
@@ -137,6 +141,10 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
     EXPECT_GT(std::stod(f[14]), 0) << line;  // measured, ps
     EXPECT_GT(std::stod(f[16]), 0) << line;  // predicted, workers
     EXPECT_GT(std::stod(f[17]), 0) << line;  // predicted, ps
+    // The profile has no `speed`: no re-pricing, both predictions the same.
+    EXPECT_EQ(std::stod(f[18]), 1) << line;  // speed ratio, compute
+    EXPECT_EQ(std::stod(f[19]), 1) << line;  // speed ratio, messages
+    EXPECT_EQ(f[20], f[8]) << line;          // predicted at the profile's own prices
     ++rows;
   }
   EXPECT_EQ(rows, 2);

@@ -26,6 +26,7 @@
 #include "tools/data_plane_flag.h"
 #include "tools/process_cluster.h"
 #include "tools/tune/real_run.h"
+#include "tools/tune/speed_probe.h"
 
 namespace twinps::cli {
 
@@ -56,11 +57,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double thread_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // Least squares in relative terms: the coefficients b minimising the sum of
 // ((X b - y) / y)^2, so that a 20 us call weighs as much as a 4 ms one.
@@ -463,22 +459,6 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
 
 // ---------------------------------------------------------------- compute
 
-// CPU seconds per call of synthetic::compute_gradient(w, batch), over about
-// `seconds` of wall time. CPU time, not wall time: the price of the work
-// itself, whatever else this machine runs meanwhile (sharing the cores is
-// the simulator's processor sharing, not the kernel's price).
-double time_gradient(const Matrix& w, int batch, double seconds) {
-  int n = 0;
-  double sink = 0;
-  const auto t0 = Clock::now();
-  const double cpu0 = thread_cpu_seconds();
-  while (n < 3 || seconds_since(t0) < seconds) {
-    sink += synthetic::compute_gradient(w, batch)(0, 0);
-    ++n;
-  }
-  const double t = (thread_cpu_seconds() - cpu0) / n;
-  return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
-}
 
 // The "gradient" kernel's price: per call, per GFLOP, per GiB of values, over shapes and batches.
 void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
@@ -500,7 +480,7 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
     const double gib = 4.0 * static_cast<double>(s.rows * s.cols) / (1 << 30);
     const double ginputs = static_cast<double>(s.batch) * static_cast<double>(s.rows) / 1e9;
     std::vector<double> per_call;
-    for (int b = 0; b < o.repeats; ++b) per_call.push_back(time_gradient(w, s.batch, o.seconds_per_batch / 2));
+    for (int b = 0; b < o.repeats; ++b) per_call.push_back(gradient_cpu_seconds(w, s.batch, o.seconds_per_batch / 2));
     const double t = median(per_call);
     x.push_back({1.0, gflop, gib, ginputs});
     y.push_back(t);
@@ -587,14 +567,16 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   scenario::CostProfile& p = out.profile;
   p.set_measured_on(machine());
 
-  // Usable cores first, before any server competes.
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  const int cores = static_cast<int>(std::max(1L, online));
-  const double slowdown = compute_slowdown(cores, 32, std::max(0.3, o.seconds_per_batch * 2));
-  p.mutable_hosts()->set_cores(cores / slowdown);
-  report += format("cores: %d online; compute_gradient on all at once takes %.2fx the CPU time it takes alone (shared "
+  // The machine's speed and usable cores first, before any server competes.
+  const int cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  *p.mutable_speed() = probe_machine_speed(std::max(0.9, o.seconds_per_batch * 6));
+  p.mutable_hosts()->set_cores(usable_cores(cores, p.speed()));
+  report += format("cores: %d online; compute_gradient kernels on all at once take %.2fx the CPU time they take alone (shared "
                    "caches, memory bandwidth): %.2f usable\n",
-                   cores, slowdown, cores / slowdown);
+                   cores, p.speed().together_slowdown(), p.hosts().cores());
+  report += format("speed: the probe's kernel basket %.1f us alone; a one-byte round trip between two threads %.2f us of CPU "
+                   "(tools/tune/speed_probe.h)\n",
+                   p.speed().compute_us(), p.speed().round_trip_us());
 
   double data_call_caller_us = 0;
   if (Status s = measure_calls(o, p, &data_call_caller_us, &report); !s.ok()) return s;
@@ -604,23 +586,24 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   // Loopback: tasks of one host reach each other through the kernel, not a
   // link; host links keep their defaults for scenarios with a host per task.
   p.mutable_network()->set_host_latency_us(p.network().loopback_latency_us());
+  // The speed again, now that the machine has been busy for a while: a
+  // virtual machine's first round trips after idling wake halted cores and
+  // cost more (27 us against 15-18 us here), which is the state of the
+  // probe, not of the machine the prices were measured on. The mean of the
+  // two is the profile's speed; cores stay as measured before any server ran.
+  {
+    const scenario::MachineSpeed after = probe_machine_speed(std::max(0.9, o.seconds_per_batch * 6));
+    auto& speed = *p.mutable_speed();
+    speed.set_compute_us((speed.compute_us() + after.compute_us()) / 2);
+    speed.set_round_trip_us((speed.round_trip_us() + after.round_trip_us()) / 2);
+    report += format("speed after the measurements: kernel basket %.1f us, round trip %.2f us; the profile keeps the "
+                     "means\n",
+                     after.compute_us(), after.round_trip_us());
+  }
   p.mutable_compute()->set_per_example_s(0);  // a synthetic step's work is all in its kernels
   p.mutable_compute()->mutable_step_time()->set_constant_s(0);  // every cost above has its cause
   report += "load average after: " + load_average() + "\n";
   return out;
-}
-
-double compute_slowdown(int threads, int batch, double seconds) {
-  if (threads <= 1) return 1;
-  const Matrix w = Matrix::Constant(4096, 64, 0.01f);  // 1 MiB: a mid-sized variable
-  time_gradient(w, batch, seconds / 4);                 // warm: first-touch pages, clock ramp-up
-  const double alone = time_gradient(w, batch, seconds);
-  std::vector<double> together(static_cast<std::size_t>(threads));
-  {
-    std::vector<std::jthread> running;
-    for (auto& t : together) running.emplace_back([&t, &w, batch, seconds] { t = time_gradient(w, batch, seconds); });
-  }
-  return alone > 0 ? std::max(median(together) / alone, 1.0) : 1.0;
 }
 
 double median(std::vector<double> v) {

@@ -26,7 +26,9 @@
 //     range of shapes and batches (per call, per GFLOP, per GiB, per input
 //     element: its batch x rows input is built whatever the width);
 //   - hosts.cores: usable cores, the machine's cores over the slowdown of
-//     compute_gradient run on all of them at once.
+//     compute_gradient run on all of them at once;
+//   - speed: the reference probes of tools/tune/speed_probe.h, so that a
+//     later run can tell how much faster or slower the machine has become.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,10 +56,6 @@ struct Calibration {
 
 StatusOr<Calibration> calibrate(const CalibrationOptions& options);
 
-// How many times longer synthetic::compute_gradient takes when `threads`
-// threads run it at once on this machine than when one does (>= 1). Timed
-// for about `seconds`.
-double compute_slowdown(int threads, int batch, double seconds);
 
 // The median of `v` (0 if empty); calibration's and validation's summaries.
 double median(std::vector<double> v);

@@ -20,6 +20,7 @@
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
 #include "tools/tune/real_run.h"
+#include "tools/tune/speed_probe.h"
 
 namespace twinps::cli {
 namespace {
@@ -35,6 +36,13 @@ constexpr char kUsage[] =
     "run-to-run noise (half the range over --rounds), the error of each, the median and worst error,\n"
     "and, for every model and cluster measured at several shard counts, whether the shard count\n"
     "`twinps tune` would recommend is within 5 % of the best measured.\n"
+    "\n"
+    "A machine's speed drifts (a shared or virtual machine's by tens of percent within minutes), so\n"
+    "the reference probes `twinps calibrate` records in the profile (`speed`) are taken again just\n"
+    "before and after each real run, and that run is predicted at the profile's prices re-scaled to\n"
+    "the speed found (compute kernels by the compute probe, message handling and ps service by the\n"
+    "round-trip probe, usable cores by the cores probe). The error at the profile's own prices, as\n"
+    "`twinps tune` would predict, is printed beside it; the shard picks use those.\n"
     "\n"
     "The grid (34 configurations) uses the models of scenarios/models (from the current directory, else\n"
     "--data-dir, $TWINPS_DATA_DIR or share/twinps beside the binary, where `cmake --install` puts them):\n"
@@ -63,14 +71,34 @@ struct RoleCpu {
 struct Row {
   Config config;
   int warmup = 0, measured = 0;
-  double predicted = 0, real = 0;  // steps/s (real: the median round)
+  // Steps/s: predicted at the machine's speed around the median round's
+  // run, predicted at the profile's own prices (what `twinps tune` would
+  // say), measured in the median round.
+  double predicted = 0, predicted_calibrated = 0, real = 0;
+  SpeedRatios speed;               // the median round's speed against the profile's
   double noise = 0;                // half the range of the rounds, over the median (0 with one round)
   // Where the CPU goes: what each process used over the median round's
   // measured closures, and what the host model charged in the prediction.
   RoleCpu real_cpu, predicted_cpu;
   double real_run_delay = 0;  // seconds per step the processes were runnable but without a core
   double error_pct() const { return (predicted - real) / real * 100; }
+  double calibrated_error_pct() const { return (predicted_calibrated - real) / real * 100; }
 };
+
+// A real run and the machine's speed around it (the mean of probes taken
+// just before and just after it).
+struct MeasuredRun {
+  RealRunResult result;
+  scenario::MachineSpeed speed;
+};
+
+scenario::MachineSpeed mean_speed(const scenario::MachineSpeed& a, const scenario::MachineSpeed& b) {
+  scenario::MachineSpeed m;
+  m.set_compute_us((a.compute_us() + b.compute_us()) / 2);
+  m.set_together_slowdown((a.together_slowdown() + b.together_slowdown()) / 2);
+  m.set_round_trip_us((a.round_trip_us() + b.round_trip_us()) / 2);
+  return m;
+}
 
 double run_delay_per_step(const RealRunResult& r) {
   double sum = 0;
@@ -279,8 +307,12 @@ int run_tune_validate(int argc, char** argv) {
   }
   // This machine: every task on one host with its cores (the profile's
   // usable cores, or every core online).
+  const int online_cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   if (!profile.hosts().has_cores() || profile.hosts().cores() <= 0)
-    profile.mutable_hosts()->set_cores(static_cast<double>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))));
+    profile.mutable_hosts()->set_cores(static_cast<double>(online_cores));
+  if (!profile.has_speed())
+    std::fprintf(stderr, "twinps tune --validate: the profile has no `speed` (written before the speed probes): every "
+                 "prediction is at its prices as they are\n");
   profile.mutable_hosts()->set_placement(vm.count("dedicated-hosts") ? scenario::Hosts::ONE_PER_HOST
                                                                      : scenario::Hosts::ONE_HOST);
   {
@@ -306,7 +338,7 @@ int run_tune_validate(int argc, char** argv) {
 
   // Real runs, the grid `rounds` times over.
   std::printf("load average before the runs: %s\n", load_average().c_str());
-  std::vector<std::vector<RealRunResult>> runs(grid.size());
+  std::vector<std::vector<MeasuredRun>> runs(grid.size());
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t i = 0; i < grid.size(); ++i) {
       const Config& c = grid[i];
@@ -323,13 +355,14 @@ int run_tune_validate(int argc, char** argv) {
       std::fprintf(stderr, "twinps tune --validate: round %d/%d: %s %s %s %d shards %s: real run ...\n", round + 1,
                    rounds, name.c_str(), cluster_name(c).c_str(), sim::partitioner_name(c.kind), c.shards,
                    extras(c).c_str());
+      const scenario::MachineSpeed before = probe_machine_speed();
       auto real = run_real(ro);
       if (!real.ok()) {
         std::fprintf(stderr, "twinps tune --validate: real run failed: %s (logs in %s)\n",
                      describe(real.status()).c_str(), ro.work_dir.c_str());
         return kExitFailed;
       }
-      runs[i].push_back(*real);
+      runs[i].push_back({*real, mean_speed(before, probe_machine_speed())});
     }
   }
   std::printf("load average after the runs: %s\n", load_average().c_str());
@@ -339,54 +372,65 @@ int run_tune_validate(int argc, char** argv) {
   for (std::size_t i = 0; i < grid.size(); ++i) {
     const Config& c = grid[i];
     auto& r = runs[i];
-    std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.steps_per_second < b.steps_per_second; });
-    const RealRunResult& real = r[r.size() / 2];
+    std::sort(r.begin(), r.end(), [](const MeasuredRun& a, const MeasuredRun& b) {
+      return a.result.steps_per_second < b.result.steps_per_second;
+    });
+    const MeasuredRun& median_run = r[r.size() / 2];
+    const RealRunResult& real = median_run.result;
     sim::PredictRequest pr;
     pr.model = configured[i];
     pr.workers = c.workers;
     pr.ps = c.ps;
-    pr.profile = profile;
     if (c.straggler > 0) pr.stragglers.emplace_back(0, static_cast<double>(c.straggler));
     // Numeric by default: timing-only steps move each distinct row once, where
     // real (and numeric) ones pull and push every row looked up.
     pr.timing_only = vm.count("timing-only") > 0;
     pr.warmup = real.warmup;
     pr.measured = real.measured;
-    auto predicted = sim::predict(pr);
+    pr.profile = profile;
+    auto as_calibrated = sim::predict(pr);
+    pr.profile = at_speed(profile, median_run.speed, online_cores);
+    auto predicted = as_calibrated.ok() ? sim::predict(pr) : as_calibrated;
     if (!predicted.ok()) {
       std::fprintf(stderr, "twinps tune --validate: prediction failed: %s\n", describe(predicted.status()).c_str());
       return kExitFailed;
     }
-    const double noise =
-        r.size() > 1 ? (r.back().steps_per_second - r.front().steps_per_second) / 2 / real.steps_per_second : 0;
+    const double noise = r.size() > 1 ? (r.back().result.steps_per_second - r.front().result.steps_per_second) / 2 /
+                                            real.steps_per_second
+                                      : 0;
     const RoleCpu charged{predicted->chief_cpu_per_step_s, predicted->worker_cpu_per_step_s,
                           predicted->ps_cpu_per_step_s};
-    rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, real.steps_per_second, noise,
-                    measured_cpu(real), charged, run_delay_per_step(real)});
+    rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, as_calibrated->steps_per_second,
+                    real.steps_per_second, speed_ratios(profile.speed(), median_run.speed), noise, measured_cpu(real),
+                    charged, run_delay_per_step(real)});
   }
   std::error_code ec;
   std::filesystem::remove_all(work_dir, ec);
 
-  std::printf("%-17s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s\n", "model", "cluster", "partition", "shards", "extra",
-              "closures", "predicted st/s", "measured st/s", "noise", "error");
+  std::printf("%-17s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s %11s %12s\n", "model", "cluster", "partition", "shards",
+              "extra", "closures", "predicted st/s", "measured st/s", "noise", "error", "speed c/m", "as calibrated");
   if (csv)
     csv << "model,workers,ps,partitioner,shards,extra,warmup,measured_closures,predicted_steps_per_s,"
            "measured_steps_per_s,noise_pct,error_pct,measured_cpu_ms_chief,measured_cpu_ms_workers,"
-           "measured_cpu_ms_ps,predicted_cpu_ms_chief,predicted_cpu_ms_workers,predicted_cpu_ms_ps\n";
-  std::vector<double> errors, noises;
+           "measured_cpu_ms_ps,predicted_cpu_ms_chief,predicted_cpu_ms_workers,predicted_cpu_ms_ps,"
+           "speed_ratio_compute,speed_ratio_messages,predicted_calibrated_steps_per_s,calibrated_error_pct\n";
+  std::vector<double> errors, calibrated_errors, noises;
   for (const Row& r : rows) {
     const Model& m = models[static_cast<std::size_t>(r.config.model)];
-    std::printf("%-17s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%%\n", m.name.c_str(),
+    std::printf("%-17s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%% %5.2f/%5.2f %+11.1f%%\n", m.name.c_str(),
                 cluster_name(r.config).c_str(), sim::partitioner_name(r.config.kind), r.config.shards,
-                extras(r.config).c_str(), r.measured, r.predicted, r.real, r.noise * 100, r.error_pct());
+                extras(r.config).c_str(), r.measured, r.predicted, r.real, r.noise * 100, r.error_pct(),
+                r.speed.compute, r.speed.messages, r.calibrated_error_pct());
     if (csv)
       csv << m.name << ',' << r.config.workers << ',' << r.config.ps << ',' << sim::partitioner_name(r.config.kind)
           << ',' << r.config.shards << ',' << extras(r.config) << ',' << r.warmup << ',' << r.measured << ','
           << r.predicted << ',' << r.real << ',' << r.noise * 100 << ',' << r.error_pct() << ','
           << r.real_cpu.chief * 1e3 << ',' << r.real_cpu.workers * 1e3 << ',' << r.real_cpu.ps * 1e3 << ','
           << r.predicted_cpu.chief * 1e3 << ',' << r.predicted_cpu.workers * 1e3 << ',' << r.predicted_cpu.ps * 1e3
-          << '\n';
+          << ',' << r.speed.compute << ',' << r.speed.messages << ',' << r.predicted_calibrated << ','
+          << r.calibrated_error_pct() << '\n';
     errors.push_back(std::abs(r.error_pct()));
+    calibrated_errors.push_back(std::abs(r.calibrated_error_pct()));
     noises.push_back(r.noise * 100);
   }
   print_cpu_breakdown(rows, models);
@@ -394,6 +438,8 @@ int run_tune_validate(int argc, char** argv) {
               "(run-to-run noise: median %.1f %%, worst %.1f %%, %d round%s)\n",
               median(errors), *std::max_element(errors.begin(), errors.end()), errors.size(), median(noises),
               *std::max_element(noises.begin(), noises.end()), rounds, rounds == 1 ? "" : "s");
+  std::printf("at the profile's own prices (the machine's speed when calibrated): median %.1f %%, worst %.1f %%\n",
+              median(calibrated_errors), *std::max_element(calibrated_errors.begin(), calibrated_errors.end()));
 
   // Shard recommendation, per model and cluster measured at several shard
   // counts: what `twinps tune` would recommend from the simulation (the
@@ -407,12 +453,13 @@ int run_tune_validate(int argc, char** argv) {
     if (group.size() < 2) continue;
     std::sort(group.begin(), group.end(), [](const Row* a, const Row* b) { return a->config.shards < b->config.shards; });
     double fastest = 0, best_real = 0;
-    for (const Row* r : group) fastest = std::max(fastest, r->predicted);
+    // At one set of prices, as `twinps tune` compares shard counts.
+    for (const Row* r : group) fastest = std::max(fastest, r->predicted_calibrated);
     const Row* pick = nullptr;
     const Row* real_best = nullptr;
     double worst_noise = 0;
     for (const Row* r : group) {
-      if (!pick && r->predicted >= 0.98 * fastest) pick = r;
+      if (!pick && r->predicted_calibrated >= 0.98 * fastest) pick = r;
       if (r->real > best_real) best_real = r->real, real_best = r;
       worst_noise = std::max(worst_noise, r->noise);
     }

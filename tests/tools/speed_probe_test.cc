@@ -1,0 +1,91 @@
+// The machine-speed probes and the re-pricing of a cost profile for the speed
+// they find (tools/tune/speed_probe.h), checked against hand-computed prices.
+#include "tools/tune/speed_probe.h"
+
+#include <gtest/gtest.h>
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/message_differencer.h>
+
+namespace twinps::cli {
+namespace {
+
+scenario::CostProfile parse(const char* text) {
+  scenario::CostProfile p;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
+  return p;
+}
+
+// Measured at: the reference kernel 1000 us, no slowdown on every core, a
+// round trip 20 us.
+constexpr char kProfile[] = R"(
+compute { per_gflop_s: 0.02 kernel { kind: "gradient" per_call_us: 1 per_gflop_s: 0.02 per_gib_s: 0.2 per_ginput_s: 2 } }
+ps_service { per_request_us: 30 per_item_us: 0.5 bytes_curve { bytes: 4096 us: 4 } apply { optimizer: SGD per_kib_us: 0.1 per_row_pushed_us: 0.2 } }
+messages { data_send { per_message_us: 20 bytes_curve { bytes: 4096 us: 2 } } control_receive { per_message_us: 100 } }
+hosts { placement: ONE_HOST cores: 2 }
+speed { compute_us: 1000 together_slowdown: 1 round_trip_us: 20 }
+)";
+
+scenario::MachineSpeed speed(double compute_us, double slowdown, double round_trip_us) {
+  scenario::MachineSpeed s;
+  s.set_compute_us(compute_us);
+  s.set_together_slowdown(slowdown);
+  s.set_round_trip_us(round_trip_us);
+  return s;
+}
+
+TEST(SpeedProbeTest, ComputePricesFollowTheComputeProbeAndMessagePricesTheRoundTrip) {
+  // Now: the kernel 1.5x slower, a round trip 1.25x, every core at once 1.25x.
+  const auto p = at_speed(parse(kProfile), speed(1500, 1.25, 25), 2);
+  const auto& k = p.compute().kernel(0);
+  EXPECT_DOUBLE_EQ(k.per_call_us(), 1.5);
+  EXPECT_DOUBLE_EQ(k.per_gflop_s(), 0.03);
+  EXPECT_DOUBLE_EQ(k.per_gib_s(), 0.3);
+  EXPECT_DOUBLE_EQ(k.per_ginput_s(), 3);
+  EXPECT_DOUBLE_EQ(p.compute().per_gflop_s(), 0.03);
+  EXPECT_DOUBLE_EQ(p.ps_service().per_request_us(), 37.5);
+  EXPECT_DOUBLE_EQ(p.ps_service().per_item_us(), 0.625);
+  EXPECT_DOUBLE_EQ(p.ps_service().bytes_curve(0).us(), 5);
+  EXPECT_DOUBLE_EQ(p.ps_service().bytes_curve(0).bytes(), 4096) << "sizes are not prices";
+  EXPECT_DOUBLE_EQ(p.ps_service().apply(0).per_kib_us(), 0.125);
+  EXPECT_DOUBLE_EQ(p.ps_service().apply(0).per_row_pushed_us(), 0.25);
+  EXPECT_DOUBLE_EQ(p.messages().data_send().per_message_us(), 25);
+  EXPECT_DOUBLE_EQ(p.messages().data_send().bytes_curve(0).us(), 2.5);
+  EXPECT_DOUBLE_EQ(p.messages().control_receive().per_message_us(), 125);
+  EXPECT_DOUBLE_EQ(p.hosts().cores(), 1.6) << "2 cores over a 1.25x slowdown";
+  EXPECT_EQ(p.hosts().placement(), scenario::Hosts::ONE_HOST);
+}
+
+TEST(SpeedProbeTest, PricesLeftAtTheirDefaultsStayUnset) {
+  // An unset price means the schema's default; re-pricing must not write it.
+  const auto p = at_speed(parse(kProfile), speed(2000, 1, 40), 2);
+  EXPECT_FALSE(p.ps_service().has_per_kib_us());
+  EXPECT_FALSE(p.ps_service().has_per_row_us());
+  EXPECT_FALSE(p.messages().data_send().has_per_item_us());
+  EXPECT_DOUBLE_EQ(p.ps_service().per_request_us(), 60);
+}
+
+TEST(SpeedProbeTest, WithoutAProbeOnEitherSideNothingChanges) {
+  scenario::CostProfile old = parse(kProfile);
+  old.clear_speed();  // a profile written before the probes existed
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(at_speed(old, speed(1500, 1.25, 25), 2), old));
+  const SpeedRatios none = speed_ratios(parse(kProfile).speed(), scenario::MachineSpeed{});
+  EXPECT_DOUBLE_EQ(none.compute, 1);
+  EXPECT_DOUBLE_EQ(none.messages, 1);
+}
+
+TEST(SpeedProbeTest, TheSameSpeedChangesNoPrice) {
+  const auto p = parse(kProfile);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(at_speed(p, p.speed(), 2), p));
+}
+
+TEST(SpeedProbeTest, TheProbesMeasureThisMachine) {
+  const scenario::MachineSpeed s = probe_machine_speed(0.15);
+  EXPECT_GT(s.compute_us(), 0);
+  EXPECT_GT(s.round_trip_us(), 0);
+  EXPECT_GE(s.together_slowdown(), 1);
+  EXPECT_GT(usable_cores(2, s), 0);
+  EXPECT_LE(usable_cores(2, s), 2);
+}
+
+}  // namespace
+}  // namespace twinps::cli

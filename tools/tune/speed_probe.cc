@@ -1,0 +1,204 @@
+#include "tools/tune/speed_probe.h"
+
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "core/models/synthetic/synthetic.h"
+
+namespace twinps::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Both threads' CPU seconds per one-byte round trip over a Unix socket pair,
+// over about `seconds` (and at most 100,000 round trips). 0 if the pair
+// cannot be made.
+double time_round_trips(double seconds) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return 0;
+  constexpr int kMax = 100000;
+  double echo_cpu = 0;
+  std::jthread echo([fd = fds[1], &echo_cpu] {
+    const double cpu0 = thread_cpu_seconds();
+    char c;
+    while (::read(fd, &c, 1) == 1 && c != 0)
+      if (::write(fd, &c, 1) != 1) break;
+    echo_cpu = thread_cpu_seconds() - cpu0;
+  });
+  int n = 0;
+  const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
+  char c = 1;
+  for (; n < kMax && (n < 20 || seconds_since(t0) < seconds); ++n)
+    if (::write(fds[0], &c, 1) != 1 || ::read(fds[0], &c, 1) != 1) break;
+  const double mine = thread_cpu_seconds() - cpu0;
+  c = 0;  // tells the echo thread to stop
+  [[maybe_unused]] const auto w = ::write(fds[0], &c, 1);
+  echo.join();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return n > 0 ? (mine + echo_cpu) / n : 0;
+}
+
+// The probe's kernels: one call of each is a basket. Three regimes of
+// synthetic::compute_gradient, from the calibration's shapes: a 1 MiB
+// variable at a small batch (streams its values), a square one at a middle
+// batch (arithmetic-bound), a narrow one at a large batch (its batch x rows
+// input outweighs the FLOPs). One kernel alone slowed down by 1.0-1.85x
+// between runs here while the models' kernels did not follow it.
+struct ProbeKernel {
+  Matrix w;
+  int batch;
+};
+std::vector<ProbeKernel> probe_kernels() {
+  return {{Matrix::Constant(4096, 64, 0.01f), 32}, {Matrix::Constant(512, 512, 0.01f), 64},
+          {Matrix::Constant(2048, 4, 0.01f), 512}};
+}
+
+// CPU seconds per basket over about `seconds` (at least one basket).
+double basket_cpu_seconds(const std::vector<ProbeKernel>& kernels, double seconds) {
+  double sum = 0;
+  for (const ProbeKernel& k : kernels) sum += gradient_cpu_seconds(k.w, k.batch, seconds / static_cast<double>(kernels.size()));
+  return sum;
+}
+
+}  // namespace
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double gradient_cpu_seconds(const Matrix& w, int batch, double seconds) {
+  int n = 0;
+  double sink = 0;
+  const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
+  while (n < 3 || seconds_since(t0) < seconds) {
+    sink += synthetic::compute_gradient(w, batch)(0, 0);
+    ++n;
+  }
+  const double t = (thread_cpu_seconds() - cpu0) / n;
+  return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
+}
+
+namespace {
+
+// The median of five timings of about a fifth of `seconds` each: a burst of
+// someone else's load spoils one of them, not the probe.
+template <typename Timed>
+double median_of_five(double seconds, Timed timed) {
+  double t[5];
+  for (double& one : t) one = timed(seconds / 5);
+  std::sort(std::begin(t), std::end(t));
+  return t[2];
+}
+
+}  // namespace
+
+ComputeProbe probe_compute(int threads, double seconds) {
+  const std::vector<ProbeKernel> kernels = probe_kernels();
+  basket_cpu_seconds(kernels, seconds / 4);  // warm: first-touch pages, clock ramp-up
+  auto timed = [&kernels](double s) { return basket_cpu_seconds(kernels, s); };
+  ComputeProbe out;
+  out.alone_s = median_of_five(seconds, timed);
+  if (threads <= 1 || out.alone_s <= 0) return out;
+  std::vector<double> together(static_cast<std::size_t>(threads));
+  {
+    std::vector<std::jthread> running;
+    for (auto& t : together) running.emplace_back([&t, &timed, seconds] { t = median_of_five(seconds, timed); });
+  }
+  // The mean over the threads: each ran as long, on its own core.
+  double sum = 0;
+  for (double t : together) sum += t;
+  out.slowdown = std::max(sum / static_cast<double>(threads) / out.alone_s, 1.0);
+  return out;
+}
+
+scenario::MachineSpeed probe_machine_speed(double seconds) {
+  const int online = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  const ComputeProbe compute = probe_compute(online, seconds / 2);
+  scenario::MachineSpeed s;
+  s.set_compute_us(compute.alone_s * 1e6);
+  s.set_together_slowdown(compute.slowdown);
+  s.set_round_trip_us(median_of_five(seconds / 4, time_round_trips) * 1e6);
+  return s;
+}
+
+double usable_cores(int online, const scenario::MachineSpeed& speed) {
+  return std::max(1, online) / std::max(1.0, speed.together_slowdown());
+}
+
+SpeedRatios speed_ratios(const scenario::MachineSpeed& measured, const scenario::MachineSpeed& now) {
+  SpeedRatios r;
+  if (measured.compute_us() > 0 && now.compute_us() > 0) r.compute = now.compute_us() / measured.compute_us();
+  if (measured.round_trip_us() > 0 && now.round_trip_us() > 0)
+    r.messages = now.round_trip_us() / measured.round_trip_us();
+  return r;
+}
+
+namespace {
+
+void scale(scenario::MessageCpu& m, double f) {
+  if (m.has_per_message_us()) m.set_per_message_us(m.per_message_us() * f);
+  if (m.has_per_item_us()) m.set_per_item_us(m.per_item_us() * f);
+  if (m.has_per_row_us()) m.set_per_row_us(m.per_row_us() * f);
+  if (m.has_per_kib_us()) m.set_per_kib_us(m.per_kib_us() * f);
+  for (auto& point : *m.mutable_bytes_curve()) point.set_us(point.us() * f);
+}
+
+void scale(scenario::PsService& ps, double f) {
+  if (ps.has_per_request_us()) ps.set_per_request_us(ps.per_request_us() * f);
+  if (ps.has_per_kib_us()) ps.set_per_kib_us(ps.per_kib_us() * f);
+  if (ps.has_per_row_us()) ps.set_per_row_us(ps.per_row_us() * f);
+  if (ps.has_per_item_us()) ps.set_per_item_us(ps.per_item_us() * f);
+  for (auto& point : *ps.mutable_bytes_curve()) point.set_us(point.us() * f);
+  for (auto& a : *ps.mutable_apply()) {
+    if (a.has_per_kib_us()) a.set_per_kib_us(a.per_kib_us() * f);
+    if (a.has_per_row_pushed_us()) a.set_per_row_pushed_us(a.per_row_pushed_us() * f);
+  }
+}
+
+void scale(scenario::Compute& c, double f) {
+  if (c.has_per_example_s()) c.set_per_example_s(c.per_example_s() * f);
+  if (c.has_per_gflop_s()) c.set_per_gflop_s(c.per_gflop_s() * f);
+  for (auto& k : *c.mutable_kernel()) {
+    k.set_per_call_us(k.per_call_us() * f);
+    k.set_per_gflop_s(k.per_gflop_s() * f);
+    k.set_per_gib_s(k.per_gib_s() * f);
+    k.set_per_ginput_s(k.per_ginput_s() * f);
+  }
+}
+
+}  // namespace
+
+scenario::CostProfile at_speed(const scenario::CostProfile& profile, const scenario::MachineSpeed& now,
+                               int online_cores) {
+  scenario::CostProfile out = profile;
+  const SpeedRatios r = speed_ratios(profile.speed(), now);
+  if (out.has_compute()) scale(*out.mutable_compute(), r.compute);
+  if (out.has_ps_service()) scale(*out.mutable_ps_service(), r.messages);
+  if (out.has_messages()) {
+    auto& m = *out.mutable_messages();
+    if (m.has_data_send()) scale(*m.mutable_data_send(), r.messages);
+    if (m.has_data_receive()) scale(*m.mutable_data_receive(), r.messages);
+    if (m.has_control_send()) scale(*m.mutable_control_send(), r.messages);
+    if (m.has_control_receive()) scale(*m.mutable_control_receive(), r.messages);
+  }
+  if (now.has_together_slowdown() && profile.has_speed()) out.mutable_hosts()->set_cores(usable_cores(online_cores, now));
+  return out;
+}
+
+}  // namespace twinps::cli

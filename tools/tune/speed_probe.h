@@ -1,0 +1,66 @@
+#pragma once
+// How fast this machine is right now, by two reference probes, and a cost
+// profile re-priced for that speed.
+//
+// A shared or virtual machine does not keep one speed: the same kernel took
+// 5.3 ms and 7.1 ms here a quarter of an hour apart with the load average
+// near 1 and no steal time counted (a neighbour on the physical host, its
+// clock), and the message prices of two calibrations two hours apart differed
+// by 25-45 %. A profile is the machine's prices at the time it was measured;
+// comparing it with a run taken at another speed measures the drift, not the
+// simulator. So `twinps calibrate` records the probes with the prices, and
+// `twinps tune --validate` probes again around each real run and prices that
+// run's prediction at the speed it found (and reports the prediction at the
+// calibrated prices too).
+//
+// Two probes, since the two kinds of work drift apart:
+//   - compute: a basket of three synthetic::compute_gradient calls (a
+//     streaming, an arithmetic-bound and an input-bound shape), one thread's
+//     CPU time, then the same on every core at once (the ratio is the
+//     slowdown that makes the usable cores);
+//   - round trip: one-byte messages back and forth between two threads over a
+//     Unix socket pair, both threads' CPU time per round trip (system calls,
+//     wake-ups, context switches: what handling a message costs beyond its
+//     bytes).
+#include "core/tensor/tensor.h"
+#include "scenario.pb.h"  // generated from sim/scenario.proto
+
+namespace twinps::cli {
+
+// CPU seconds the calling thread has used.
+double thread_cpu_seconds();
+
+// CPU seconds per call of synthetic::compute_gradient(w, batch), over about
+// `seconds` of wall time (at least three calls). CPU time, not wall time: the
+// price of the work itself, whatever else this machine runs meanwhile
+// (sharing the cores is the simulator's processor sharing, not the kernel's
+// price).
+double gradient_cpu_seconds(const Matrix& w, int batch, double seconds);
+
+// The probes, taken for about `seconds` in all.
+scenario::MachineSpeed probe_machine_speed(double seconds = 0.6);
+
+// How many times longer the compute probe's kernels take, in CPU time, when
+// `threads` threads run them at once than when one does (>= 1), and the CPU
+// seconds of one basket of them alone. Timed for about `seconds`.
+struct ComputeProbe {
+  double alone_s = 0;
+  double slowdown = 1;
+};
+ComputeProbe probe_compute(int threads, double seconds);
+
+// The usable cores of a machine with `online` cores at `speed`.
+double usable_cores(int online, const scenario::MachineSpeed& speed);
+
+// How `profile`'s prices change at `now` against the speed it was measured
+// at (its `speed`): compute kernels by the compute probe's ratio, message
+// handling and ps service by the round trip's, usable cores from `now`'s
+// slowdown. Ratios are 1 when either side lacks the probe.
+struct SpeedRatios {
+  double compute = 1;
+  double messages = 1;
+};
+SpeedRatios speed_ratios(const scenario::MachineSpeed& measured, const scenario::MachineSpeed& now);
+scenario::CostProfile at_speed(const scenario::CostProfile& profile, const scenario::MachineSpeed& now, int online_cores);
+
+}  // namespace twinps::cli
