@@ -9,7 +9,8 @@
 //   - ps_service: a parameter server's CPU time per call (all its threads,
 //     /proc schedstat) for a one-float pull (per_request), dense pulls from
 //     4 KiB up to the largest tensor (bytes_curve: allocation, copies and
-//     caches make it other than proportional), dense pushes under each
+//     caches make it other than proportional; swept twice, seconds apart,
+//     each point keeping the lower median), dense pushes under each
 //     optimizer (apply per KiB), pulls of many one-float shards (per_item),
 //     row pulls and sparse pushes (per_row);
 //   - messages.data_send / data_receive: the caller's CPU for the same calls
