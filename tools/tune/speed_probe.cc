@@ -151,26 +151,6 @@ SpeedRatios speed_ratios(const scenario::MachineSpeed& measured, const scenario:
 
 namespace {
 
-void scale(scenario::MessageCpu& m, double f) {
-  if (m.has_per_message_us()) m.set_per_message_us(m.per_message_us() * f);
-  if (m.has_per_item_us()) m.set_per_item_us(m.per_item_us() * f);
-  if (m.has_per_row_us()) m.set_per_row_us(m.per_row_us() * f);
-  if (m.has_per_kib_us()) m.set_per_kib_us(m.per_kib_us() * f);
-  for (auto& point : *m.mutable_bytes_curve()) point.set_us(point.us() * f);
-}
-
-void scale(scenario::PsService& ps, double f) {
-  if (ps.has_per_request_us()) ps.set_per_request_us(ps.per_request_us() * f);
-  if (ps.has_per_kib_us()) ps.set_per_kib_us(ps.per_kib_us() * f);
-  if (ps.has_per_row_us()) ps.set_per_row_us(ps.per_row_us() * f);
-  if (ps.has_per_item_us()) ps.set_per_item_us(ps.per_item_us() * f);
-  for (auto& point : *ps.mutable_bytes_curve()) point.set_us(point.us() * f);
-  for (auto& a : *ps.mutable_apply()) {
-    if (a.has_per_kib_us()) a.set_per_kib_us(a.per_kib_us() * f);
-    if (a.has_per_row_pushed_us()) a.set_per_row_pushed_us(a.per_row_pushed_us() * f);
-  }
-}
-
 void scale(scenario::Compute& c, double f) {
   if (c.has_per_example_s()) c.set_per_example_s(c.per_example_s() * f);
   if (c.has_per_gflop_s()) c.set_per_gflop_s(c.per_gflop_s() * f);
@@ -189,14 +169,6 @@ scenario::CostProfile at_speed(const scenario::CostProfile& profile, const scena
   scenario::CostProfile out = profile;
   const SpeedRatios r = speed_ratios(profile.speed(), now);
   if (out.has_compute()) scale(*out.mutable_compute(), r.compute);
-  if (out.has_ps_service()) scale(*out.mutable_ps_service(), r.messages);
-  if (out.has_messages()) {
-    auto& m = *out.mutable_messages();
-    if (m.has_data_send()) scale(*m.mutable_data_send(), r.messages);
-    if (m.has_data_receive()) scale(*m.mutable_data_receive(), r.messages);
-    if (m.has_control_send()) scale(*m.mutable_control_send(), r.messages);
-    if (m.has_control_receive()) scale(*m.mutable_control_receive(), r.messages);
-  }
   if (now.has_together_slowdown() && profile.has_speed()) out.mutable_hosts()->set_cores(usable_cores(online_cores, now));
   return out;
 }

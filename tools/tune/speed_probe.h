@@ -13,7 +13,7 @@
 // run's prediction at the speed it found (and reports the prediction at the
 // calibrated prices too).
 //
-// Two probes, since the two kinds of work drift apart:
+// Two probes:
 //   - compute: a basket of three synthetic::compute_gradient calls (a
 //     streaming, an arithmetic-bound and an input-bound shape), one thread's
 //     CPU time, then the same on every core at once (the ratio is the
@@ -21,7 +21,10 @@
 //   - round trip: one-byte messages back and forth between two threads over a
 //     Unix socket pair, both threads' CPU time per round trip (system calls,
 //     wake-ups, context switches: what handling a message costs beyond its
-//     bytes).
+//     bytes). Reported, not used to re-price: it depends on what the machine
+//     did just before (29 us after idling, 19 us after a calibration's
+//     calls, 15-18 us after a real run's), and re-pricing messages by it
+//     made three validation runs of four worse.
 #include "core/tensor/tensor.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 
@@ -53,9 +56,9 @@ ComputeProbe probe_compute(int threads, double seconds);
 double usable_cores(int online, const scenario::MachineSpeed& speed);
 
 // How `profile`'s prices change at `now` against the speed it was measured
-// at (its `speed`): compute kernels by the compute probe's ratio, message
-// handling and ps service by the round trip's, usable cores from `now`'s
-// slowdown. Ratios are 1 when either side lacks the probe.
+// at (its `speed`): compute kernels by the compute probe's ratio, usable
+// cores from `now`'s slowdown; message handling and ps service stay (see the
+// round trip above). Ratios are 1 when either side lacks the probe.
 struct SpeedRatios {
   double compute = 1;
   double messages = 1;
