@@ -351,14 +351,14 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   std::vector<double> sgd_apply;  // us per KiB
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const double kib = static_cast<double>(sizes[i]) / 1024;
-    const CallCost* pulled = &pulls[i];
-    const CallCost* pushed = &pushes[i];
+    const CallCost& pulled = pulls[i];
+    const CallCost& pushed = pushes[i];
     // Request + reply bytes as the simulator counts them (wire_size).
     const double bytes = static_cast<double>(sizes[i]) + 2.0 * static_cast<double>(tiny_request.bytes) + 16;
-    ps_curve.emplace_back(bytes, std::max(0.0, (pulled->ps_s - base->ps_s) * 1e6));
-    receive_curve.emplace_back(bytes, std::max(0.0, (pulled->caller_s - base->caller_s) * 1e6));
-    send_curve.emplace_back(bytes, std::max(0.0, (pushed->caller_s - base->caller_s) * 1e6));
-    if (kib >= 64) sgd_apply.push_back(std::max(0.0, (pushed->ps_s - pulled->ps_s) * 1e6 / kib));
+    ps_curve.emplace_back(bytes, std::max(0.0, (pulled.ps_s - base->ps_s) * 1e6));
+    receive_curve.emplace_back(bytes, std::max(0.0, (pulled.caller_s - base->caller_s) * 1e6));
+    send_curve.emplace_back(bytes, std::max(0.0, (pushed.caller_s - base->caller_s) * 1e6));
+    if (kib >= 64) sgd_apply.push_back(std::max(0.0, (pushed.ps_s - pulled.ps_s) * 1e6 / kib));
   }
   // Other optimizers at 1 MiB: beyond a pull of as many bytes.
   const std::size_t mib = std::min<std::size_t>(sizes.size() - 1, 4);  // 4 KiB x 4^4 = 1 MiB

@@ -73,6 +73,53 @@ double basket_cpu_seconds(const std::vector<ProbeKernel>& kernels, double second
   return sum;
 }
 
+// The median of five timings of about a fifth of `seconds` each: a burst of
+// someone else's load spoils one of them, not the probe.
+template <typename Timed>
+double median_of_five(double seconds, Timed timed) {
+  double t[5];
+  for (double& one : t) one = timed(seconds / 5);
+  std::sort(std::begin(t), std::end(t));
+  return t[2];
+}
+
+// How many times longer the probe's kernels take, in CPU time, when
+// `threads` threads run them at once than when one does (>= 1), and the CPU
+// seconds of one basket of them alone. Timed for about `seconds`.
+struct ComputeProbe {
+  double alone_s = 0;
+  double slowdown = 1;
+};
+ComputeProbe probe_compute(int threads, double seconds) {
+  const std::vector<ProbeKernel> kernels = probe_kernels();
+  basket_cpu_seconds(kernels, seconds / 4);  // warm: first-touch pages, clock ramp-up
+  auto timed = [&kernels](double s) { return basket_cpu_seconds(kernels, s); };
+  ComputeProbe out;
+  out.alone_s = median_of_five(seconds, timed);
+  if (threads <= 1 || out.alone_s <= 0) return out;
+  std::vector<double> together(static_cast<std::size_t>(threads));
+  {
+    std::vector<std::jthread> running;
+    for (auto& t : together) running.emplace_back([&t, &timed, seconds] { t = median_of_five(seconds, timed); });
+  }
+  // The mean over the threads: each ran as long, on its own core.
+  double sum = 0;
+  for (double t : together) sum += t;
+  out.slowdown = std::max(sum / static_cast<double>(threads) / out.alone_s, 1.0);
+  return out;
+}
+
+void scale(scenario::Compute& c, double f) {
+  if (c.has_per_example_s()) c.set_per_example_s(c.per_example_s() * f);
+  if (c.has_per_gflop_s()) c.set_per_gflop_s(c.per_gflop_s() * f);
+  for (auto& k : *c.mutable_kernel()) {
+    k.set_per_call_us(k.per_call_us() * f);
+    k.set_per_gflop_s(k.per_gflop_s() * f);
+    k.set_per_gib_s(k.per_gib_s() * f);
+    k.set_per_ginput_s(k.per_ginput_s() * f);
+  }
+}
+
 }  // namespace
 
 double thread_cpu_seconds() {
@@ -92,39 +139,6 @@ double gradient_cpu_seconds(const Matrix& w, int batch, double seconds) {
   }
   const double t = (thread_cpu_seconds() - cpu0) / n;
   return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
-}
-
-namespace {
-
-// The median of five timings of about a fifth of `seconds` each: a burst of
-// someone else's load spoils one of them, not the probe.
-template <typename Timed>
-double median_of_five(double seconds, Timed timed) {
-  double t[5];
-  for (double& one : t) one = timed(seconds / 5);
-  std::sort(std::begin(t), std::end(t));
-  return t[2];
-}
-
-}  // namespace
-
-ComputeProbe probe_compute(int threads, double seconds) {
-  const std::vector<ProbeKernel> kernels = probe_kernels();
-  basket_cpu_seconds(kernels, seconds / 4);  // warm: first-touch pages, clock ramp-up
-  auto timed = [&kernels](double s) { return basket_cpu_seconds(kernels, s); };
-  ComputeProbe out;
-  out.alone_s = median_of_five(seconds, timed);
-  if (threads <= 1 || out.alone_s <= 0) return out;
-  std::vector<double> together(static_cast<std::size_t>(threads));
-  {
-    std::vector<std::jthread> running;
-    for (auto& t : together) running.emplace_back([&t, &timed, seconds] { t = median_of_five(seconds, timed); });
-  }
-  // The mean over the threads: each ran as long, on its own core.
-  double sum = 0;
-  for (double t : together) sum += t;
-  out.slowdown = std::max(sum / static_cast<double>(threads) / out.alone_s, 1.0);
-  return out;
 }
 
 scenario::MachineSpeed probe_machine_speed(double seconds) {
@@ -148,21 +162,6 @@ SpeedRatios speed_ratios(const scenario::MachineSpeed& measured, const scenario:
     r.messages = now.round_trip_us() / measured.round_trip_us();
   return r;
 }
-
-namespace {
-
-void scale(scenario::Compute& c, double f) {
-  if (c.has_per_example_s()) c.set_per_example_s(c.per_example_s() * f);
-  if (c.has_per_gflop_s()) c.set_per_gflop_s(c.per_gflop_s() * f);
-  for (auto& k : *c.mutable_kernel()) {
-    k.set_per_call_us(k.per_call_us() * f);
-    k.set_per_gflop_s(k.per_gflop_s() * f);
-    k.set_per_gib_s(k.per_gib_s() * f);
-    k.set_per_ginput_s(k.per_ginput_s() * f);
-  }
-}
-
-}  // namespace
 
 scenario::CostProfile at_speed(const scenario::CostProfile& profile, const scenario::MachineSpeed& now,
                                int online_cores) {

@@ -43,15 +43,6 @@ double gradient_cpu_seconds(const Matrix& w, int batch, double seconds);
 // The probes, taken for about `seconds` in all.
 scenario::MachineSpeed probe_machine_speed(double seconds = 0.6);
 
-// How many times longer the compute probe's kernels take, in CPU time, when
-// `threads` threads run them at once than when one does (>= 1), and the CPU
-// seconds of one basket of them alone. Timed for about `seconds`.
-struct ComputeProbe {
-  double alone_s = 0;
-  double slowdown = 1;
-};
-ComputeProbe probe_compute(int threads, double seconds);
-
 // The usable cores of a machine with `online` cores at `speed`.
 double usable_cores(int online, const scenario::MachineSpeed& speed);
 
