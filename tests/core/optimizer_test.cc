@@ -208,6 +208,37 @@ TEST(OptimizerTest, SumDuplicateRowsKeepsFirstOccurrenceOrder) {
   expect_matrix_near(s.values, mat({{5}, {18}, {8}}));
 }
 
+TEST(OptimizerTest, SumDuplicateRowsWithoutRepeatsIsTheInput) {
+  SparseRows s = sum_duplicate_rows({7, 2, 9}, mat({{1, 2}, {3, 4}, {5, 6}}));
+  EXPECT_EQ(s.rows, (RowIds{7, 2, 9}));
+  expect_matrix_near(s.values, mat({{1, 2}, {3, 4}, {5, 6}}));
+}
+
+// Against the definition, summed one index at a time: 2,000 ids drawn from
+// 300 (most repeat, in any order).
+TEST(OptimizerTest, SumDuplicateRowsMatchesAnIndexByIndexSum) {
+  RowIds rows;
+  Matrix values(2000, 3);
+  for (int i = 0; i < 2000; ++i) {
+    rows.push_back((i * 7919 + i / 3) % 300);
+    values.row(i) << static_cast<float>(i), static_cast<float>(i % 5), 1.0f;
+  }
+  RowIds want_rows;
+  std::vector<Eigen::Index> slot(300, -1);
+  Matrix want = Matrix::Zero(300, 3);
+  for (int i = 0; i < 2000; ++i) {
+    auto& r = slot[static_cast<std::size_t>(rows[static_cast<std::size_t>(i)])];
+    if (r < 0) {
+      r = static_cast<Eigen::Index>(want_rows.size());
+      want_rows.push_back(rows[static_cast<std::size_t>(i)]);
+    }
+    want.row(r) += values.row(i);
+  }
+  SparseRows s = sum_duplicate_rows(rows, values);
+  EXPECT_EQ(s.rows, want_rows);
+  expect_matrix_near(s.values, want.topRows(static_cast<Eigen::Index>(want_rows.size())));
+}
+
 // ---------------------------------------------------------------- SGD
 
 TEST(SgdTest, DenseWithoutMomentum) {
