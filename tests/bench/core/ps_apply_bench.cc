@@ -6,6 +6,13 @@
 // comparable with `twinps bench ps` (which adds the wire) and with a loopback
 // stream (the machine's limit for the wire).
 //
+// The process tunes its allocator as every `twinps` process does
+// (net/allocator_tuning.h): without it, buffers above glibc's mmap
+// threshold were fresh pages on every push, faulted in and zeroed, a cost
+// the ps does not pay. A sparse SGD push and pull of 1,024 rows took 400 us
+// that way and 141-162 us tuned (2026-11-27), so the untuned figure
+// credited a saved copy with a gain that end to end was not there.
+//
 //   build/bin/twinps_ps_bench
 #include <benchmark/benchmark.h>
 
@@ -13,6 +20,7 @@
 
 #include "core/ps/parameter_store.h"
 #include "core/runtime/random.h"
+#include "net/allocator_tuning.h"
 
 namespace twinps {
 namespace {
@@ -103,4 +111,11 @@ BENCHMARK(BM_PsApplySparse)
 }  // namespace
 }  // namespace twinps
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  twinps::net::tune_allocator_for_large_tensors();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
