@@ -14,7 +14,7 @@
 #include "core/models/tutorial/tutorial_spec.h"
 #include "core/training/model_functions.h"
 #include "core/training/trainer.h"
-#include "net/allocator_tuning.h"
+#include "tests/bench/tuned_allocator_main.h"
 
 namespace twinps::model {
 namespace {
@@ -169,13 +169,4 @@ BENCHMARK(BM_ModelTutorialTraining)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace twinps::model
 
-// As in `twinps serve` (a worker process): freed tensor memory stays mapped,
-// so a step's buffers are not fresh pages every time.
-int main(int argc, char** argv) {
-  twinps::net::tune_allocator_for_large_tensors();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return twinps::bench::run_with_tuned_allocator(argc, argv); }

@@ -20,7 +20,7 @@
 
 #include "core/ps/parameter_store.h"
 #include "core/runtime/random.h"
-#include "net/allocator_tuning.h"
+#include "tests/bench/tuned_allocator_main.h"
 
 namespace twinps {
 namespace {
@@ -111,11 +111,4 @@ BENCHMARK(BM_PsApplySparse)
 }  // namespace
 }  // namespace twinps
 
-int main(int argc, char** argv) {
-  twinps::net::tune_allocator_for_large_tensors();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return twinps::bench::run_with_tuned_allocator(argc, argv); }
