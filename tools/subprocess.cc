@@ -39,6 +39,11 @@ std::string make_temp_dir(const std::string& tag) {
   return templ;
 }
 
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;  // best effort: a leftover dir is no reason to fail a finished command
+  std::filesystem::remove_all(path_, ignored);
+}
+
 Child::Child() = default;
 
 Child Child::start(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& dir,

@@ -27,6 +27,22 @@ std::string self_binary();
 // A fresh empty directory under the system's temp dir.
 std::string make_temp_dir(const std::string& tag);
 
+// A fresh temp dir for one command's scratch files (children's output, keys),
+// removed with everything in it when the handle goes away: a bench run many
+// times must not fill /tmp. Declare it before the Child handles writing into
+// it, so they stop first.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag) : path_(make_temp_dir(tag)) {}
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 class Child {
  public:
   // Starts `args` (args[0] is the program) with extra `env` entries ("K=V");

@@ -3,6 +3,12 @@
 // stopped with the CLI's own process handling (tools/subprocess.h), so tests
 // and the bench/tune commands share one implementation. A handle stops only
 // the process it started.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +28,45 @@ inline Process twinps(std::vector<std::string> args) {
   return Process::start(std::move(args));
 }
 
-// A fresh empty directory under the system's temp dir.
-inline std::string temp_dir(const std::string& tag) { return cli::make_temp_dir(tag); }
+namespace detail {
+// The temp dirs this test process made. At exit they are removed if every
+// test passed (a suite run again and again must not fill /tmp) and kept, with
+// their paths printed, if one failed or TWINPS_KEEP_TEST_DIRS is set: the
+// children's logs in them are what a failure is diagnosed from.
+class TempDirs {
+ public:
+  static TempDirs& instance() {
+    static TempDirs dirs;  // constructed after gtest's UnitTest, so destroyed before it
+    return dirs;
+  }
+  void add(const std::string& path) {
+    std::lock_guard lock(mu_);
+    paths_.push_back(path);
+  }
+  ~TempDirs() {
+    const bool keep = std::getenv("TWINPS_KEEP_TEST_DIRS") != nullptr || ::testing::UnitTest::GetInstance()->Failed();
+    for (const auto& p : paths_) {
+      std::error_code ignored;
+      if (keep && std::filesystem::exists(p, ignored))
+        std::fprintf(stderr, "kept test dir %s\n", p.c_str());
+      else if (!keep)
+        std::filesystem::remove_all(p, ignored);
+    }
+  }
+
+ private:
+  TempDirs() { ::testing::UnitTest::GetInstance(); }
+  std::mutex mu_;
+  std::vector<std::string> paths_;
+};
+}  // namespace detail
+
+// A fresh empty directory under the system's temp dir, removed when the test
+// process ends if all its tests passed (detail::TempDirs).
+inline std::string temp_dir(const std::string& tag) {
+  std::string path = cli::make_temp_dir(tag);
+  detail::TempDirs::instance().add(path);
+  return path;
+}
 
 }  // namespace twinps::testing

@@ -327,7 +327,8 @@ struct Measured {
 };
 
 int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
-  const std::string dir = make_temp_dir("bench-ps");
+  const ScratchDir scratch("bench-ps");
+  const std::string& dir = scratch.path();
   // Every ps listens on a port the OS picks (--port 0) and reports it on its
   // readiness line; until then its address, like the others (only the load
   // generators call the ps), is a distinct placeholder never dialled.
@@ -473,7 +474,8 @@ std::string hex_token() {
 // each connection authenticated by the token handshake), and with TLS on both
 // planes; one run, so the ratios compare like with like.
 int run_tls_comparison(BenchConfig c) {
-  const std::string dir = make_temp_dir("bench-ps-tls");
+  const ScratchDir scratch("bench-ps-tls");
+  const std::string& dir = scratch.path();
   auto ca = net::make_throwaway_ca("twinps bench CA");
   auto leaf = ca.ok() ? net::issue_certificate(*ca, {"127.0.0.1", "localhost"}) : StatusOr<net::PemPair>(ca.status());
   if (!leaf.ok()) {

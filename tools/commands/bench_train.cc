@@ -141,7 +141,8 @@ int run_bench_train(int argc, char** argv) {
     std::fprintf(stderr, "twinps bench train: --steps-per-execution: every value must be at least 1\n");
     return kExitBadInput;
   }
-  const std::string dir = make_temp_dir("bench-train");
+  const ScratchDir scratch("bench-train");
+  const std::string& dir = scratch.path();
   const std::string load_before = load_average();
   if (b.model.empty())
     std::printf("twinps bench train: tutorial model, %d ps x %d workers, batch %d, %d epochs x %d steps, data plane "
