@@ -49,6 +49,12 @@ void SimCostModel::pop_factor(int worker, double factor) {
   if (auto it = std::find(a.begin(), a.end(), factor); it != a.end()) a.erase(it);
 }
 
+double KernelPrice::seconds(const KernelWork& k) const {
+  double s = per_call_s + per_gflop_s * k.flops / 1e9 + per_gib_s * k.bytes / double(1 << 30) + per_ginput_s * k.inputs / 1e9;
+  if (cache_bytes > 0 && k.bytes > cache_bytes) s += per_gflop_per_doubling_s * k.flops / 1e9 * std::log2(k.bytes / cache_bytes);
+  return s;
+}
+
 Duration SimCostModel::compute(const TaskId& task, const ComputeCost& cost) {
   if (task.job != Job::kWorker || task.index < 0 || static_cast<std::size_t>(task.index) >= streams_.size()) return 0;
   double seconds = step_time_.sample(streams_[static_cast<std::size_t>(task.index)]) +
@@ -62,9 +68,7 @@ Duration SimCostModel::compute(const TaskId& task, const ComputeCost& cost) {
         seconds += per_gflop_s_ * k.flops / 1e9;
         continue;
       }
-      const KernelPrice& p = it->second;
-      seconds += p.per_call_s + p.per_gflop_s * k.flops / 1e9 + p.per_gib_s * k.bytes / double(1 << 30) +
-                 p.per_ginput_s * k.inputs / 1e9;
+      seconds += it->second.seconds(k);
     }
   }
   return from_seconds(seconds * factor(task.index));

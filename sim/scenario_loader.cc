@@ -377,6 +377,10 @@ void Validator::compute() {
     time_ok(kp(k, "per_call_us"), k.per_call_us(), "per_call_us");
     time_ok(kp(k, "per_gflop_s"), k.per_gflop_s(), "per_gflop_s");
     time_ok(kp(k, "per_gib_s"), k.per_gib_s(), "per_gib_s");
+    time_ok(kp(k, "per_ginput_s"), k.per_ginput_s(), "per_ginput_s");
+    time_ok(kp(k, "per_gflop_per_doubling_s"), k.per_gflop_per_doubling_s(), "per_gflop_per_doubling_s");
+    if (!(k.cache_bytes() >= 0) || !std::isfinite(k.cache_bytes()))
+      error(kp(k, "cache_bytes"), "cache_bytes must be a finite size >= 0");
   }
   if (profile_only_ && c.straggler_size() > 0) {
     error(p(c, "straggler", 0), "a cost profile describes every worker alike; stragglers belong in a scenario");

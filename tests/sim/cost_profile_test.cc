@@ -184,5 +184,42 @@ TEST(KernelPriceTest, InputElementsArePricedByBatchTimesRows) {
   EXPECT_NEAR(step_with_input_price_s(512, 4, 1000) - base, 1000 * 64.0 * 512 / 1e9, 1e-6);
 }
 
+// The beyond-the-cache term: per GFLOP and per doubling of the weights past
+// `cache_bytes`, nothing for weights within it, off without a cache size.
+double step_with_kernel_s(const std::string& kernel) {
+  const std::string text = "cluster { workers: 1 ps: 1 }\n"
+                           "model { batch_size: 64 variable { name: \"w\" shape: [256, 128] } }\n"  // 128 KiB
+                           "compute { step_time { constant_s: 0.001 } kernel { kind: \"gradient\" " + kernel + " } }\n"
+                           "program { schedule { count: 5 } }\n"
+                           "program { join {} }\n";
+  auto parsed = parse_scenario(text, "s.textproto");
+  EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
+  Simulation sim(parsed.scenario);
+  return summarize_steps(sim.run()).p50_s;
+}
+
+TEST(KernelPriceTest, WeightsBeyondTheCachePayPerGflopPerDoubling) {
+  const double gflop = 4.0 * 64 * 256 * 128 / 1e9;
+  const double base = step_with_kernel_s("");
+  // 128 KiB of weights over a 32 KiB cache: two doublings.
+  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 32768") - base, 10 * gflop * 2, 1e-6);
+  // Over a 64 KiB cache: one.
+  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 65536") - base, 10 * gflop, 1e-6);
+  // Within a 1 MiB cache, or with no cache size: nothing.
+  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 1048576") - base, 0, 1e-9);
+  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10") - base, 0, 1e-9);
+}
+
+TEST(KernelPriceTest, ANegativeCacheSizeIsAnErrorNamingTheField) {
+  auto parsed = parse_scenario(
+      "cluster { workers: 1 ps: 1 }\nmodel { variable { name: \"w\" shape: [1] } }\n"
+      "compute { kernel { kind: \"gradient\" cache_bytes: -1 } }\n"
+      "program { schedule { count: 1 } }\n",
+      "s.textproto");
+  ASSERT_EQ(parsed.errors.size(), 1u);
+  EXPECT_EQ(parsed.errors.front().to_string(),
+            "s.textproto:3:37: compute.kernel[0].cache_bytes: cache_bytes must be a finite size >= 0");
+}
+
 }  // namespace
 }  // namespace twinps::sim

@@ -18,7 +18,7 @@ scenario::CostProfile parse(const char* text) {
 // Measured at: the reference kernel 1000 us, no slowdown on every core, a
 // round trip 20 us.
 constexpr char kProfile[] = R"(
-compute { per_gflop_s: 0.02 kernel { kind: "gradient" per_call_us: 1 per_gflop_s: 0.02 per_gib_s: 0.2 per_ginput_s: 2 } }
+compute { per_gflop_s: 0.02 kernel { kind: "gradient" per_call_us: 1 per_gflop_s: 0.02 per_gib_s: 0.2 per_ginput_s: 2 per_gflop_per_doubling_s: 0.004 cache_bytes: 1048576 } }
 ps_service { per_request_us: 30 per_item_us: 0.5 bytes_curve { bytes: 4096 us: 4 } apply { optimizer: SGD per_kib_us: 0.1 per_row_pushed_us: 0.2 } }
 messages { data_send { per_message_us: 20 bytes_curve { bytes: 4096 us: 2 } } control_receive { per_message_us: 100 } }
 hosts { placement: ONE_HOST cores: 2 }
@@ -44,6 +44,8 @@ TEST(SpeedProbeTest, ComputePricesFollowTheComputeProbeAndMessagePricesStay) {
   EXPECT_DOUBLE_EQ(k.per_gflop_s(), 0.03);
   EXPECT_DOUBLE_EQ(k.per_gib_s(), 0.3);
   EXPECT_DOUBLE_EQ(k.per_ginput_s(), 3);
+  EXPECT_DOUBLE_EQ(k.per_gflop_per_doubling_s(), 0.006);
+  EXPECT_DOUBLE_EQ(k.cache_bytes(), 1048576) << "a size, not a price";
   EXPECT_DOUBLE_EQ(p.compute().per_gflop_s(), 0.03);
   // Message handling and service are not re-priced by the round trip.
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(p.ps_service(), parse(kProfile).ps_service()));
@@ -80,6 +82,8 @@ TEST(SpeedProbeTest, TheProbesMeasureThisMachine) {
   const scenario::MachineSpeed s = probe_machine_speed(0.15);
   EXPECT_GT(s.compute_us(), 0);
   EXPECT_GT(s.round_trip_us(), 0);
+  ASSERT_TRUE(s.has_hand_off_us());  // the wall time of the round trips beyond their CPU, per way
+  EXPECT_GE(s.hand_off_us(), 0);
   EXPECT_GE(s.together_slowdown(), 1);
   EXPECT_GT(usable_cores(2, s), 0);
   EXPECT_LE(usable_cores(2, s), 2);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -483,29 +484,62 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
 // ---------------------------------------------------------------- compute
 
 
-// The "gradient" kernel's price: per call, per GFLOP, per GiB of values, over shapes and batches.
+// A core's own cache in bytes: the largest cache level the kernel reports as
+// not shared by all of the machine's cores (sysfs), or 1 MiB if it reports none.
+double core_cache_bytes() {
+  const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  double best = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    std::ifstream size_file(dir + "/size"), shared_file(dir + "/shared_cpu_list"), type_file(dir + "/type");
+    std::string size, shared, type;
+    if (!(size_file >> size) || !(type_file >> type) || type == "Instruction") continue;
+    std::getline(shared_file, shared);
+    // "0-1" on a 2-core machine: shared by every core, not a core's own.
+    const bool shared_by_all = cores > 1 && shared == "0-" + std::to_string(cores - 1);
+    if (shared_by_all) continue;
+    double bytes = std::atof(size.c_str());
+    if (size.back() == 'K') bytes *= 1024;
+    if (size.back() == 'M') bytes *= 1024 * 1024;
+    best = std::max(best, bytes);
+  }
+  return best > 0 ? best : 1 << 20;
+}
+
+// The "gradient" kernel's price: per call, per GFLOP, per GiB of values, per
+// input element, and per GFLOP per doubling of the weights beyond a core's
+// cache, over shapes and batches with weights up to the largest tensor.
 void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
   struct Shape {
     int batch;
     std::int64_t rows, cols;
   };
-  const Shape shapes[] = {{32, 1, 1},      {32, 16, 16},    {32, 64, 64},     {32, 1024, 16},  {32, 256, 256},
-                          {32, 2048, 64},  {64, 512, 512},  {128, 1024, 64},  {32, 8192, 16},  {256, 512, 512},
-                          {16, 2048, 1024}, {128, 1024, 1024},
-                          // Narrow variables under large batches: the batch x rows input outweighs the FLOPs.
-                          {512, 2048, 4}, {2048, 512, 8}, {256, 8192, 2}};
+  std::vector<Shape> shapes = {{32, 1, 1},      {32, 16, 16},    {32, 64, 64},     {32, 1024, 16},  {32, 256, 256},
+                               {32, 2048, 64},  {64, 512, 512},  {128, 1024, 64},  {32, 8192, 16},  {256, 512, 512},
+                               {16, 2048, 1024}, {128, 1024, 1024},
+                               // Narrow variables under large batches: the batch x rows input outweighs the FLOPs.
+                               {512, 2048, 4}, {2048, 512, 8}, {256, 8192, 2}};
+  // Weights beyond the cache, up to the largest tensor: a quarter, half and
+  // all of it, 2048 rows wide or 1024, the smaller the batch the larger they are.
+  const auto largest = static_cast<std::int64_t>(o.max_bytes) / 4;  // floats
+  shapes.push_back({256, 1024, std::max<std::int64_t>(1, largest / 4 / 1024)});
+  shapes.push_back({128, 2048, std::max<std::int64_t>(1, largest / 2 / 2048)});
+  shapes.push_back({64, 2048, std::max<std::int64_t>(1, largest / 2048)});
+  const double cache = core_cache_bytes();
   std::vector<std::vector<double>> x;
   std::vector<double> y;
-  *report += "compute (synthetic::compute_gradient, the kernel kind \"gradient\"):\n";
+  *report += format("compute (synthetic::compute_gradient, the kernel kind \"gradient\"; a core's own cache %.0f KiB):\n",
+                    cache / 1024);
   for (const auto& s : shapes) {
     const Matrix w = Matrix::Constant(s.rows, s.cols, 0.01f);
+    const double bytes = 4.0 * static_cast<double>(s.rows * s.cols);
     const double gflop = 4.0 * s.batch * static_cast<double>(s.rows * s.cols) / 1e9;
-    const double gib = 4.0 * static_cast<double>(s.rows * s.cols) / (1 << 30);
     const double ginputs = static_cast<double>(s.batch) * static_cast<double>(s.rows) / 1e9;
+    const double doublings = bytes > cache ? std::log2(bytes / cache) : 0.0;
     std::vector<double> per_call;
     for (int b = 0; b < o.repeats; ++b) per_call.push_back(gradient_cpu_seconds(w, s.batch, o.seconds_per_batch / 2));
     const double t = median(per_call);
-    x.push_back({1.0, gflop, gib, ginputs});
+    x.push_back({1.0, gflop, bytes / (1 << 30), ginputs, gflop * doublings});
     y.push_back(t);
     *report += format("  batch %4d, %5lld x %-5lld %9.5f GFLOP: %10.1f us\n", s.batch, static_cast<long long>(s.rows),
                       static_cast<long long>(s.cols), gflop, t * 1e6);
@@ -517,10 +551,13 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
   k->set_per_gflop_s(fit[1]);
   k->set_per_gib_s(fit[2]);
   k->set_per_ginput_s(fit[3]);
+  k->set_per_gflop_per_doubling_s(fit[4]);
+  k->set_cache_bytes(cache);
   // Steps that list no kernels: the GFLOP price alone.
   p.mutable_compute()->set_per_gflop_s(std::max(fit[1], 1e-6));
-  *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements\n",
-                    fit[0] * 1e6, fit[1], fit[2], fit[3]);
+  *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements + %.4f s "
+                    "per GFLOP per doubling of the weights beyond %.0f KiB\n",
+                    fit[0] * 1e6, fit[1], fit[2], fit[3], fit[4], cache / 1024);
 }
 
 // ---------------------------------------------------------------- control plane
@@ -557,16 +594,17 @@ Status measure_control(const CalibrationOptions& o, scenario::CostProfile& p, do
                wall_us = median(wall) * 1e6;
   // The worker's step: its two data calls (a pull and a push of one float, as measured above) and the rest.
   const double control_us = std::max(0.0, (chief_us + worker_us - 2 * data_call_caller_us) / 4);
-  const double latency_us = std::max(0.5, (wall_us - chief_us - worker_us - ps_us) / 6);
   auto* m = p.mutable_messages();
   m->mutable_control_send()->set_per_message_us(control_us);
   m->mutable_control_receive()->set_per_message_us(control_us);
-  p.mutable_network()->set_loopback_latency_us(latency_us);
+  // The step's wall time is not split into CPU and latency here: the three
+  // processes' CPU overlaps (gRPC's threads beside the executors), so their
+  // sum can exceed the wall time. Latency comes from the speed probe.
   *report += format(
       "one-float model, 1 worker, 1 ps (median of 3 clusters): %.1f us per step; CPU per step: coordinator %.1f us, "
       "worker %.1f us (of which data calls %.1f), ps %.1f us\n"
-      "  control plane: %.1f us per message side (4 a step); loopback latency: %.1f us (6 one-way a step)\n",
-      wall_us, chief_us, worker_us, 2 * data_call_caller_us, ps_us, control_us, latency_us);
+      "  control plane: %.1f us per message side (4 a step)\n",
+      wall_us, chief_us, worker_us, 2 * data_call_caller_us, ps_us, control_us);
   return absl::OkStatus();
 }
 
@@ -598,17 +636,14 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
                    "caches, memory bandwidth): %.2f usable\n",
                    cores, p.speed().together_slowdown(), p.hosts().cores());
   report += format("speed: the probe's kernel basket %.1f us alone; a one-byte round trip between two threads %.2f us of CPU "
-                   "(tools/tune/speed_probe.h)\n",
-                   p.speed().compute_us(), p.speed().round_trip_us());
+                   "and %.2f us a way of neither thread's CPU (hand-off; tools/tune/speed_probe.h)\n",
+                   p.speed().compute_us(), p.speed().round_trip_us(), p.speed().hand_off_us());
 
   double data_call_caller_us = 0;
   if (Status s = measure_calls(o, p, &data_call_caller_us, &report); !s.ok()) return s;
   measure_compute(o, p, &report);
   if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
 
-  // Loopback: tasks of one host reach each other through the kernel, not a
-  // link; host links keep their defaults for scenarios with a host per task.
-  p.mutable_network()->set_host_latency_us(p.network().loopback_latency_us());
   // The speed again, now that the machine has been busy for a while: a
   // virtual machine's first round trips after idling wake halted cores and
   // cost more (27 us against 15-18 us here), which is the state of the
@@ -619,10 +654,20 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
     auto& speed = *p.mutable_speed();
     speed.set_compute_us((speed.compute_us() + after.compute_us()) / 2);
     speed.set_round_trip_us((speed.round_trip_us() + after.round_trip_us()) / 2);
-    report += format("speed after the measurements: kernel basket %.1f us, round trip %.2f us; the profile keeps the "
-                     "means\n",
-                     after.compute_us(), after.round_trip_us());
+    speed.set_hand_off_us((speed.hand_off_us() + after.hand_off_us()) / 2);
+    report += format("speed after the measurements: kernel basket %.1f us, round trip %.2f us (hand-off %.2f us); the "
+                     "profile keeps the means\n",
+                     after.compute_us(), after.round_trip_us(), after.hand_off_us());
   }
+  // Loopback: tasks of one host reach each other through the kernel, not a
+  // link. A message's latency is the probe's hand-off: the time from a write
+  // until the reader, asleep, runs (no CPU of either side; 0.1 us at least,
+  // a hand-off too short to measure). Host links take the same latency and
+  // keep their default bandwidth, for scenarios with a host per task.
+  const double latency_us = std::max(0.1, p.speed().hand_off_us());
+  p.mutable_network()->set_loopback_latency_us(latency_us);
+  p.mutable_network()->set_host_latency_us(latency_us);
+  report += format("loopback latency: %.2f us a message (the probes' hand-off, mean of both)\n", latency_us);
   p.mutable_compute()->set_per_example_s(0);  // a synthetic step's work is all in its kernels
   p.mutable_compute()->mutable_step_time()->set_constant_s(0);  // every cost above has its cause
   report += "load average after: " + load_average() + "\n";

@@ -17,12 +17,14 @@
 //     (this process's thread: ParameterClient over the data plane, as a
 //     worker runs it): per message, per item, per row, and a bytes curve for
 //     what it sends (pushes) and what it receives (pulls);
-//   - messages.control_*, network.loopback_latency_us: a real one-worker,
-//     one-ps cluster training a one-float model: the coordinator's and the
-//     worker's CPU per step beyond their data calls is the control plane's
-//     (RunClosure over gRPC, the step's bookkeeping: four message sides a
-//     step), and the step's wall time beyond every CPU on its critical path is
-//     six one-way loopback latencies (wake-ups, the kernel's path);
+//   - messages.control_*: a real one-worker, one-ps cluster training a
+//     one-float model: the coordinator's and the worker's CPU per step beyond
+//     their data calls is the control plane's (RunClosure over gRPC, the
+//     step's bookkeeping: four message sides a step);
+//   - network.loopback_latency_us: the speed probe's hand-off, the wall time
+//     of a one-byte round trip between two threads that is neither's CPU,
+//     per way (the kernel's wake-up of a sleeping reader; on a virtual
+//     machine, of a halted core);
 //   - compute.kernel "gradient": synthetic::compute_gradient timed over a
 //     range of shapes and batches (per call, per GFLOP, per GiB, per input
 //     element: its batch x rows input is built whatever the width);

@@ -21,12 +21,17 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Both threads' CPU seconds per one-byte round trip over a Unix socket pair,
-// over about `seconds` (and at most 100,000 round trips). 0 if the pair
-// cannot be made.
-double time_round_trips(double seconds) {
+// One-byte round trips over a Unix socket pair between this thread and an
+// echoing one, per round trip: both threads' CPU seconds, and the wall
+// seconds. Over about `seconds` (at most 100,000 round trips); zeros if the
+// pair cannot be made.
+struct RoundTrip {
+  double cpu_s = 0;
+  double wall_s = 0;
+};
+RoundTrip time_round_trips(double seconds) {
   int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return 0;
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return {};
   constexpr int kMax = 100000;
   double echo_cpu = 0;
   std::jthread echo([fd = fds[1], &echo_cpu] {
@@ -43,12 +48,16 @@ double time_round_trips(double seconds) {
   for (; n < kMax && (n < 20 || seconds_since(t0) < seconds); ++n)
     if (::write(fds[0], &c, 1) != 1 || ::read(fds[0], &c, 1) != 1) break;
   const double mine = thread_cpu_seconds() - cpu0;
+  const double wall = seconds_since(t0);
   c = 0;  // tells the echo thread to stop
   [[maybe_unused]] const auto w = ::write(fds[0], &c, 1);
   echo.join();
   ::close(fds[0]);
   ::close(fds[1]);
-  return n > 0 ? (mine + echo_cpu) / n : 0;
+  if (n == 0) return {};
+  // The echo thread's CPU includes its wait for the stop byte: at most one
+  // more read, nothing against thousands of round trips.
+  return RoundTrip{(mine + echo_cpu) / n, wall / n};
 }
 
 // The probe's kernels: one call of each is a basket. Three regimes of
@@ -117,6 +126,7 @@ void scale(scenario::Compute& c, double f) {
     k.set_per_gflop_s(k.per_gflop_s() * f);
     k.set_per_gib_s(k.per_gib_s() * f);
     k.set_per_ginput_s(k.per_ginput_s() * f);
+    if (k.has_per_gflop_per_doubling_s()) k.set_per_gflop_per_doubling_s(k.per_gflop_per_doubling_s() * f);
   }
 }
 
@@ -147,7 +157,17 @@ scenario::MachineSpeed probe_machine_speed(double seconds) {
   scenario::MachineSpeed s;
   s.set_compute_us(compute.alone_s * 1e6);
   s.set_together_slowdown(compute.slowdown);
-  s.set_round_trip_us(median_of_five(seconds / 4, time_round_trips) * 1e6);
+  // Five timings; each figure is its own median over them.
+  std::vector<double> cpu, hand_off;
+  for (int i = 0; i < 5; ++i) {
+    const RoundTrip r = time_round_trips(seconds / 20);
+    cpu.push_back(r.cpu_s);
+    hand_off.push_back(std::max(0.0, r.wall_s - r.cpu_s) / 2);
+  }
+  std::sort(cpu.begin(), cpu.end());
+  std::sort(hand_off.begin(), hand_off.end());
+  s.set_round_trip_us(cpu[2] * 1e6);
+  s.set_hand_off_us(hand_off[2] * 1e6);
   return s;
 }
 

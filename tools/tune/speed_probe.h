@@ -21,7 +21,10 @@
 //   - round trip: one-byte messages back and forth between two threads over a
 //     Unix socket pair, both threads' CPU time per round trip (system calls,
 //     wake-ups, context switches: what handling a message costs beyond its
-//     bytes). Reported, not used to re-price: it depends on what the machine
+//     bytes), and the wall time of those round trips that is neither
+//     thread's CPU, per way (the hand-off: the kernel waking a sleeping
+//     reader, on a virtual machine a halted core), which calibration takes
+//     for loopback latency. Reported, not used to re-price: it depends on what the machine
 //     did just before (29 us after idling, 19 us after a calibration's
 //     calls, 15-18 us after a real run's), and re-pricing messages by it
 //     made three validation runs of four worse.
