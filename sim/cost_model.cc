@@ -51,7 +51,10 @@ void SimCostModel::pop_factor(int worker, double factor) {
 
 double KernelPrice::seconds(const KernelWork& k) const {
   double s = per_call_s + per_gflop_s * k.flops / 1e9 + per_gib_s * k.bytes / double(1 << 30) + per_ginput_s * k.inputs / 1e9;
-  if (cache_bytes > 0 && k.bytes > cache_bytes) s += per_gflop_per_doubling_s * k.flops / 1e9 * std::log2(k.bytes / cache_bytes);
+  // Operands: the weights and the input the kernel builds (floats).
+  const double operands = k.bytes + 4.0 * k.inputs;
+  if (cache_bytes > 0 && operands > cache_bytes)
+    s += per_gflop_per_doubling_s * k.flops / 1e9 * std::log2(operands / cache_bytes);
   return s;
 }
 

@@ -184,11 +184,12 @@ TEST(KernelPriceTest, InputElementsArePricedByBatchTimesRows) {
   EXPECT_NEAR(step_with_input_price_s(512, 4, 1000) - base, 1000 * 64.0 * 512 / 1e9, 1e-6);
 }
 
-// The beyond-the-cache term: per GFLOP and per doubling of the weights past
-// `cache_bytes`, nothing for weights within it, off without a cache size.
+// The beyond-the-cache term: per GFLOP and per doubling of the operands
+// (weights and the batch x rows input) past `cache_bytes`, nothing for
+// operands within it, off without a cache size.
 double step_with_kernel_s(const std::string& kernel) {
   const std::string text = "cluster { workers: 1 ps: 1 }\n"
-                           "model { batch_size: 64 variable { name: \"w\" shape: [256, 128] } }\n"  // 128 KiB
+                           "model { batch_size: 64 variable { name: \"w\" shape: [256, 128] } }\n"
                            "compute { step_time { constant_s: 0.001 } kernel { kind: \"gradient\" " + kernel + " } }\n"
                            "program { schedule { count: 5 } }\n"
                            "program { join {} }\n";
@@ -198,13 +199,13 @@ double step_with_kernel_s(const std::string& kernel) {
   return summarize_steps(sim.run()).p50_s;
 }
 
-TEST(KernelPriceTest, WeightsBeyondTheCachePayPerGflopPerDoubling) {
+TEST(KernelPriceTest, OperandsBeyondTheCachePayPerGflopPerDoubling) {
   const double gflop = 4.0 * 64 * 256 * 128 / 1e9;
   const double base = step_with_kernel_s("");
-  // 128 KiB of weights over a 32 KiB cache: two doublings.
-  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 32768") - base, 10 * gflop * 2, 1e-6);
-  // Over a 64 KiB cache: one.
-  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 65536") - base, 10 * gflop, 1e-6);
+  // 128 KiB of weights and a 64 x 256 input (64 KiB): 192 KiB over a 48 KiB cache, two doublings.
+  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 49152") - base, 10 * gflop * 2, 1e-6);
+  // Over a 96 KiB cache: one.
+  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 98304") - base, 10 * gflop, 1e-6);
   // Within a 1 MiB cache, or with no cache size: nothing.
   EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 1048576") - base, 0, 1e-9);
   EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10") - base, 0, 1e-9);

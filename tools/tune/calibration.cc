@@ -507,8 +507,9 @@ double core_cache_bytes() {
 }
 
 // The "gradient" kernel's price: per call, per GFLOP, per GiB of values, per
-// input element, and per GFLOP per doubling of the weights beyond a core's
-// cache, over shapes and batches with weights up to the largest tensor.
+// input element, and per GFLOP per doubling of its operands (weights and
+// input) beyond a core's cache, over shapes and batches with weights up to
+// the largest tensor.
 void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
   struct Shape {
     int batch;
@@ -535,7 +536,8 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
     const double bytes = 4.0 * static_cast<double>(s.rows * s.cols);
     const double gflop = 4.0 * s.batch * static_cast<double>(s.rows * s.cols) / 1e9;
     const double ginputs = static_cast<double>(s.batch) * static_cast<double>(s.rows) / 1e9;
-    const double doublings = bytes > cache ? std::log2(bytes / cache) : 0.0;
+    const double operands = bytes + 4.0 * static_cast<double>(s.batch) * static_cast<double>(s.rows);  // weights and input
+    const double doublings = operands > cache ? std::log2(operands / cache) : 0.0;
     std::vector<double> per_call;
     for (int b = 0; b < o.repeats; ++b) per_call.push_back(gradient_cpu_seconds(w, s.batch, o.seconds_per_batch / 2));
     const double t = median(per_call);
@@ -556,7 +558,7 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
   // Steps that list no kernels: the GFLOP price alone.
   p.mutable_compute()->set_per_gflop_s(std::max(fit[1], 1e-6));
   *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements + %.4f s "
-                    "per GFLOP per doubling of the weights beyond %.0f KiB\n",
+                    "per GFLOP per doubling of the operands beyond %.0f KiB\n",
                     fit[0] * 1e6, fit[1], fit[2], fit[3], fit[4], cache / 1024);
 }
 
