@@ -155,23 +155,27 @@ TEST(PerGflopTest, ChargesTheStepsFlopsInBothFidelities) {
   }
 }
 
-// A "gradient" kernel priced per input element: a synthetic step builds a
-// batch x rows input per variable, so widening the variable (more FLOPs, the
-// same input) adds nothing to that term, and doubling its rows doubles it.
-double step_with_input_price_s(std::int64_t rows, std::int64_t cols, double per_ginput_s) {
+// The median step of one worker training a rows x cols variable at batch 64
+// for 5 steps of 1 ms, plus a "gradient" kernel priced by `kernel` (its fields).
+double step_with_kernel_s(std::int64_t rows, std::int64_t cols, const std::string& kernel) {
   const std::string text = "cluster { workers: 1 ps: 1 }\n"
                            "model { batch_size: 64 variable { name: \"w\" shape: [" +
                            std::to_string(rows) + ", " + std::to_string(cols) +
                            "] } }\n"
-                           "compute { step_time { constant_s: 0.001 } kernel { kind: \"gradient\" per_ginput_s: " +
-                           std::to_string(per_ginput_s) +
-                           " } }\n"
+                           "compute { step_time { constant_s: 0.001 } kernel { kind: \"gradient\" " + kernel + " } }\n"
                            "program { schedule { count: 5 } }\n"
                            "program { join {} }\n";
   auto parsed = parse_scenario(text, "s.textproto");
   EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
   Simulation sim(parsed.scenario);
   return summarize_steps(sim.run()).p50_s;
+}
+
+// A "gradient" kernel priced per input element: a synthetic step builds a
+// batch x rows input per variable, so widening the variable (more FLOPs, the
+// same input) adds nothing to that term, and doubling its rows doubles it.
+double step_with_input_price_s(std::int64_t rows, std::int64_t cols, double per_ginput_s) {
+  return step_with_kernel_s(rows, cols, "per_ginput_s: " + std::to_string(per_ginput_s));
 }
 
 TEST(KernelPriceTest, InputElementsArePricedByBatchTimesRows) {
@@ -187,28 +191,17 @@ TEST(KernelPriceTest, InputElementsArePricedByBatchTimesRows) {
 // The beyond-the-cache term: per GFLOP and per doubling of the operands
 // (weights and the batch x rows input) past `cache_bytes`, nothing for
 // operands within it, off without a cache size.
-double step_with_kernel_s(const std::string& kernel) {
-  const std::string text = "cluster { workers: 1 ps: 1 }\n"
-                           "model { batch_size: 64 variable { name: \"w\" shape: [256, 128] } }\n"
-                           "compute { step_time { constant_s: 0.001 } kernel { kind: \"gradient\" " + kernel + " } }\n"
-                           "program { schedule { count: 5 } }\n"
-                           "program { join {} }\n";
-  auto parsed = parse_scenario(text, "s.textproto");
-  EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
-  Simulation sim(parsed.scenario);
-  return summarize_steps(sim.run()).p50_s;
-}
-
 TEST(KernelPriceTest, OperandsBeyondTheCachePayPerGflopPerDoubling) {
   const double gflop = 4.0 * 64 * 256 * 128 / 1e9;
-  const double base = step_with_kernel_s("");
+  auto step_s = [](const std::string& kernel) { return step_with_kernel_s(256, 128, kernel); };  // 128 KiB of weights
+  const double base = step_s("");
   // 128 KiB of weights and a 64 x 256 input (64 KiB): 192 KiB over a 48 KiB cache, two doublings.
-  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 49152") - base, 10 * gflop * 2, 1e-6);
+  EXPECT_NEAR(step_s("per_gflop_per_doubling_s: 10 cache_bytes: 49152") - base, 10 * gflop * 2, 1e-6);
   // Over a 96 KiB cache: one.
-  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 98304") - base, 10 * gflop, 1e-6);
+  EXPECT_NEAR(step_s("per_gflop_per_doubling_s: 10 cache_bytes: 98304") - base, 10 * gflop, 1e-6);
   // Within a 1 MiB cache, or with no cache size: nothing.
-  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10 cache_bytes: 1048576") - base, 0, 1e-9);
-  EXPECT_NEAR(step_with_kernel_s("per_gflop_per_doubling_s: 10") - base, 0, 1e-9);
+  EXPECT_NEAR(step_s("per_gflop_per_doubling_s: 10 cache_bytes: 1048576") - base, 0, 1e-9);
+  EXPECT_NEAR(step_s("per_gflop_per_doubling_s: 10") - base, 0, 1e-9);
 }
 
 TEST(KernelPriceTest, ANegativeCacheSizeIsAnErrorNamingTheField) {

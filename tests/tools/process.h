@@ -45,12 +45,10 @@ class TempDirs {
   }
   ~TempDirs() {
     const bool keep = std::getenv("TWINPS_KEEP_TEST_DIRS") != nullptr || ::testing::UnitTest::GetInstance()->Failed();
+    std::error_code ignored;
     for (const auto& p : paths_) {
-      std::error_code ignored;
-      if (keep && std::filesystem::exists(p, ignored))
-        std::fprintf(stderr, "kept test dir %s\n", p.c_str());
-      else if (!keep)
-        std::filesystem::remove_all(p, ignored);
+      if (!keep) std::filesystem::remove_all(p, ignored);
+      else if (std::filesystem::exists(p, ignored)) std::fprintf(stderr, "kept test dir %s\n", p.c_str());
     }
   }
 

