@@ -1,6 +1,7 @@
 #include "sim/hosts.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace twinps::sim {
 
@@ -31,8 +32,15 @@ HostModel::HostModel(ClusterShape shape, HostOptions options, Executor& executor
       for (int i = 0; i < tasks; ++i) host_[static_cast<std::size_t>(i)] = i % num_hosts_;
       break;
   }
-  if (limited())
+  if (limited() && options_.scheduler == HostOptions::Scheduler::kTicked) {
+    // A fractional usable-core count (the cores probe's) is spread over whole cores.
+    const int whole = std::max(1, static_cast<int>(std::ceil(options_.cores - 1e-9)));
+    const Duration slice = options_.slice > 0 ? options_.slice : TickedCores::linux_slice(whole);
+    ticked_.reserve(static_cast<std::size_t>(num_hosts_));
+    for (int h = 0; h < num_hosts_; ++h) ticked_.emplace_back(ex_, whole, options_.cores / whole, options_.tick, slice);
+  } else if (limited()) {
     for (int h = 0; h < num_hosts_; ++h) cpu_.push_back(fluid_.add_resource(options_.cores));
+  }
   unlimited_busy_.assign(static_cast<std::size_t>(num_hosts_), 0);
   tasks_ = std::vector<TaskThreads>(static_cast<std::size_t>(tasks));
   for (auto& t : tasks_) t.running.resize(1);
@@ -68,7 +76,7 @@ void HostModel::start_next(int slot) {
   auto& t = tasks_[static_cast<std::size_t>(slot)];
   for (std::size_t which = 0; which < static_cast<std::size_t>(t.threads) && !t.queue.empty(); ++which) {
     Running& r = t.running[which];
-    if (r.activity != FluidSystem::kNoActivity || r.timer != kNoTimer) continue;
+    if (r.busy()) continue;
     CpuJob job = std::move(t.queue.front());
     t.queue.pop_front();
     const std::uint64_t epoch = t.epoch;
@@ -84,7 +92,12 @@ void HostModel::start_next(int slot) {
       finished(slot, epoch, which, work);
       if (done) done();
     };
-    if (limited() && work > 0) {
+    if (ticked() && work > 0) {
+      auto& cores = ticked_[static_cast<std::size_t>(host_of(slot))];
+      // The thread's next job (queued behind this one) starts in finished(),
+      // before the core's queue is served: a busy thread keeps its core.
+      r.ticked = cores.start(thread_key(slot, which), work, std::move(finish));
+    } else if (limited() && work > 0) {
       const int cpu = cpu_[static_cast<std::size_t>(host_of(slot))];
       r.activity = fluid_.start(static_cast<double>(work), std::span<const int>(&cpu, 1), 1.0, 1.0, std::move(finish));
     } else {
@@ -107,6 +120,7 @@ void HostModel::reset(int slot) {
   ++t.epoch;
   t.queue.clear();
   for (Running& r : t.running) {
+    if (r.ticked != TickedCores::kNoJob) ticked_[static_cast<std::size_t>(host_of(slot))].cancel(r.ticked);
     if (r.activity != FluidSystem::kNoActivity) fluid_.cancel(r.activity);
     if (r.timer != kNoTimer && r.timer != kReserved) ex_.cancel(r.timer);
     r = Running{};
@@ -114,6 +128,7 @@ void HostModel::reset(int slot) {
 }
 
 double HostModel::cpu_ns(int host) const {
+  if (ticked()) return ticked_[static_cast<std::size_t>(host)].busy_ns();
   if (limited()) return fluid_.busy_ns(cpu_[static_cast<std::size_t>(host)]) * options_.cores;
   return static_cast<double>(unlimited_busy_[static_cast<std::size_t>(host)]);
 }

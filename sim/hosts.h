@@ -19,6 +19,11 @@
 //
 // With `cores` 0 a host has a core for every thread: jobs take exactly their
 // work, and no fluid solve is needed (a timer each).
+//
+// Scheduler::kTicked replaces processor sharing with Linux's way of sharing
+// cores, tick by tick (sim/ticked_cores.h): a thread woken while every core
+// is busy waits on one core, and a core that frees meanwhile may idle until
+// the next tick.
 #include <deque>
 #include <string>
 #include <vector>
@@ -26,6 +31,7 @@
 #include "core/coordinator/cluster_coordinator.h"
 #include "core/runtime/executor.h"
 #include "sim/fluid.h"
+#include "sim/ticked_cores.h"
 
 namespace twinps::sim {
 
@@ -36,9 +42,16 @@ struct HostOptions {
     kBinPack,     // fill a host with `tasks_per_host` tasks before the next (chief, workers, ps in order)
     kSpread,      // ceil(tasks / tasks_per_host) hosts, tasks dealt round robin
   };
+  enum class Scheduler {
+    kProcessorSharing,  // the running jobs share the cores evenly
+    kTicked,            // per core, switched at scheduler ticks (sim/ticked_cores.h)
+  };
   Placement placement = Placement::kOnePerHost;
   int tasks_per_host = 1;
   double cores = 0;  // per host; 0: a core for every thread
+  Scheduler scheduler = Scheduler::kProcessorSharing;
+  Duration tick = 4000000;  // kTicked: the kernel's tick (1 / CONFIG_HZ)
+  Duration slice = 0;       // kTicked: a job's time slice; 0: Linux's default for the cores
 };
 
 class HostModel {
@@ -76,6 +89,10 @@ class HostModel {
   struct Running {
     FluidSystem::ActivityId activity = FluidSystem::kNoActivity;
     TimerId timer = kNoTimer;
+    TickedCores::JobId ticked = TickedCores::kNoJob;
+    bool busy() const {
+      return activity != FluidSystem::kNoActivity || timer != kNoTimer || ticked != TickedCores::kNoJob;
+    }
   };
   struct TaskThreads {
     int threads = 1;
@@ -85,6 +102,9 @@ class HostModel {
     Duration charged = 0;
   };
   void start_next(int slot);
+  bool ticked() const { return !ticked_.empty(); }
+  // A thread's number among all tasks' (TickedCores remembers its last core).
+  std::size_t thread_key(int slot, std::size_t which) const { return which * tasks_.size() + static_cast<std::size_t>(slot); }
   void finished(int slot, std::uint64_t epoch, std::size_t which, Duration work);
 
   ClusterShape shape_;
@@ -93,7 +113,8 @@ class HostModel {
   FluidSystem& fluid_;
   int num_hosts_ = 0;
   std::vector<int> host_;        // by task slot
-  std::vector<int> cpu_;         // by host: its fluid resource (limited hosts only)
+  std::vector<int> cpu_;         // by host: its fluid resource (limited hosts, processor sharing)
+  std::vector<TickedCores> ticked_;  // by host (limited hosts, kTicked)
   std::vector<TaskThreads> tasks_;
   std::vector<Duration> unlimited_busy_;  // by host, when not limited
 };

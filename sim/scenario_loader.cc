@@ -419,6 +419,7 @@ void Validator::hosts() {
   const Path p = root_(s_, "hosts");
   if (h.tasks_per_host() < 1) error(p(h, "tasks_per_host"), "must be at least 1");
   if (!(h.cores() >= 0)) error(p(h, "cores"), "must not be negative (0: a core for every thread)");
+  if (!(h.tick_us() > 0) || !std::isfinite(h.tick_us())) error(p(h, "tick_us"), "must be positive (the kernel's tick, 1 / CONFIG_HZ)");
 }
 
 void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {

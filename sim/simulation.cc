@@ -136,6 +136,8 @@ HostOptions host_options(const scenario::Hosts& h) {
   }
   o.tasks_per_host = h.tasks_per_host();
   o.cores = h.cores();
+  if (h.scheduler() == scenario::Hosts::TICKED) o.scheduler = HostOptions::Scheduler::kTicked;
+  o.tick = static_cast<Duration>(std::llround(h.tick_us() * 1e3));
   return o;
 }
 

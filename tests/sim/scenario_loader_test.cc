@@ -53,6 +53,12 @@ TEST(ScenarioLoaderTest, MessageFaultProbabilitiesAndTimesAreChecked) {
             "f.textproto:6:18: message_faults.loss_detection_s: loss_detection_s must be positive (got 0)");
 }
 
+TEST(ScenarioLoaderTest, HostsNeedAPositiveTick) {
+  EXPECT_EQ(first_error(std::string(kValid) + "hosts { cores: 2 scheduler: TICKED tick_us: 0 }\n"),
+            "f.textproto:6:36: hosts.tick_us: must be positive (the kernel's tick, 1 / CONFIG_HZ)");
+  EXPECT_EQ(first_error(std::string(kValid) + "hosts { cores: 2 scheduler: TICKED tick_us: 250 }\n"), "");
+}
+
 TEST(ScenarioLoaderTest, ForSecondsNeedsAPaceBeforeItAndNoCount) {
   const std::string head = "cluster { workers: 1 ps: 1 } model { variable { name: \"w\" shape: [1] } }\n";
   EXPECT_EQ(first_error(head + "program { schedule { for_s: 2 } }\n"),

@@ -48,6 +48,10 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_FALSE(profile.measured_on().empty());
   EXPECT_TRUE(positive_finite(profile.network().loopback_latency_us()));
   EXPECT_TRUE(positive_finite(profile.hosts().cores()));
+  // Linux's tick-by-tick sharing, with this kernel's tick (a jiffy: 1 to 10 ms for HZ 1000 to 100).
+  EXPECT_EQ(profile.hosts().scheduler(), scenario::Hosts::TICKED);
+  EXPECT_GE(profile.hosts().tick_us(), 1000);
+  EXPECT_LE(profile.hosts().tick_us(), 10000);
   EXPECT_TRUE(positive_finite(profile.ps_service().per_request_us()));
   EXPECT_TRUE(std::isfinite(profile.ps_service().per_row_us()) && profile.ps_service().per_row_us() >= 0);
   EXPECT_TRUE(std::isfinite(profile.ps_service().per_item_us()) && profile.ps_service().per_item_us() >= 0);

@@ -506,6 +506,15 @@ double core_cache_bytes() {
   return best > 0 ? best : 1 << 20;
 }
 
+// The kernel's scheduler tick in microseconds: the resolution of the coarse
+// clocks is one jiffy (1 / CONFIG_HZ); 4 ms (HZ 250) if it cannot be read.
+double kernel_tick_us() {
+  timespec res{};
+  if (::clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0) return 4000;
+  const double us = static_cast<double>(res.tv_sec) * 1e6 + static_cast<double>(res.tv_nsec) / 1e3;
+  return us > 0 ? us : 4000;
+}
+
 // The "gradient" kernel's price: per call, per GFLOP, per GiB of values, per
 // input element, and per GFLOP per doubling of its operands (weights and
 // input) beyond a core's cache, over shapes and batches with weights up to
@@ -634,9 +643,13 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   const int cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   *p.mutable_speed() = probe_machine_speed(std::max(0.9, o.seconds_per_batch * 6));
   p.mutable_hosts()->set_cores(usable_cores(cores, p.speed()));
+  // Linux shares them tick by tick (sim/ticked_cores.h): a woken thread may
+  // wait for a core until the next tick while another core idles.
+  p.mutable_hosts()->set_scheduler(scenario::Hosts::TICKED);
+  p.mutable_hosts()->set_tick_us(kernel_tick_us());
   report += format("cores: %d online; compute_gradient kernels on all at once take %.2fx the CPU time they take alone (shared "
-                   "caches, memory bandwidth): %.2f usable\n",
-                   cores, p.speed().together_slowdown(), p.hosts().cores());
+                   "caches, memory bandwidth): %.2f usable, scheduled tick by tick every %.0f us (the kernel's tick)\n",
+                   cores, p.speed().together_slowdown(), p.hosts().cores(), p.hosts().tick_us());
   report += format("speed: the probe's kernel basket %.1f us alone; a one-byte round trip between two threads %.2f us of CPU "
                    "and %.2f us a way of neither thread's CPU (hand-off; tools/tune/speed_probe.h)\n",
                    p.speed().compute_us(), p.speed().round_trip_us(), p.speed().hand_off_us());

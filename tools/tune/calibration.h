@@ -31,7 +31,8 @@
 //     built whatever the width; per GFLOP per doubling of weights and input
 //     beyond a core's own cache);
 //   - hosts.cores: usable cores, the machine's cores over the slowdown of
-//     compute_gradient run on all of them at once;
+//     compute_gradient run on all of them at once; hosts.scheduler TICKED
+//     with the kernel's tick (the coarse clock's resolution, one jiffy);
 //   - speed: the reference probes of tools/tune/speed_probe.h, so that a
 //     later run can tell how much faster or slower the machine has become.
 #include <cstdint>

@@ -1,0 +1,159 @@
+#include "sim/ticked_cores.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace twinps::sim {
+
+TickedCores::TickedCores(Executor& executor, int cores, double speed, Duration tick, Duration slice)
+    : ex_(executor),
+      speed_(speed > 0 ? speed : 1.0),
+      tick_(std::max<Duration>(tick, 1)),
+      slice_(std::max<Duration>(slice, 0)),
+      cores_(static_cast<std::size_t>(std::max(cores, 1))) {}
+
+Duration TickedCores::linux_slice(int cores) {
+  // kernel/sched/fair.c: sysctl_sched_base_slice (0.75 ms) scaled by
+  // 1 + ilog2(min(online cpus, 8)) (the default, logarithmic, tunable scaling).
+  const unsigned n = static_cast<unsigned>(std::clamp(cores, 1, 8));
+  const int log2 = std::bit_width(n) - 1;
+  return 750000 * (1 + log2);
+}
+
+int& TickedCores::last_core(std::size_t thread) { return last_core_.try_emplace(thread, -1).first->second; }
+
+std::optional<std::size_t> TickedCores::idle_core(std::size_t home) const {
+  if (!cores_[home].current) return home;
+  for (std::size_t i = 0; i < cores_.size(); ++i)
+    if (!cores_[i].current) return i;
+  return std::nullopt;
+}
+
+TickedCores::JobId TickedCores::start(std::size_t thread, Duration work, Callback done) {
+  Job job{next_id_++, thread, static_cast<double>(std::max<Duration>(work, 0)), std::move(done)};
+  const JobId id = job.id;
+  const int last = last_core(thread);
+  const std::size_t home = last >= 0 ? static_cast<std::size_t>(last) : thread % cores_.size();
+  if (const auto idle = idle_core(home)) {
+    run_on(*idle, std::move(job));
+    return id;
+  }
+  Core& c = cores_[home];
+  if (ex_.now() - c.since < slice_) {
+    c.queue.push_back(std::move(job));
+    arm_tick();
+    return id;
+  }
+  // The running job has had its slice: the woken one preempts it at once
+  // (EEVDF's wake-up preemption), and it resumes next.
+  c.queue.push_front(take_current(home));
+  run_on(home, std::move(job));
+  return id;
+}
+
+void TickedCores::run_on(std::size_t core, Job job) {
+  Core& c = cores_[core];
+  last_core(job.thread) = static_cast<int>(core);
+  const auto ns = static_cast<Duration>(std::ceil(job.remaining / speed_));
+  c.current = std::move(job);
+  c.since = ex_.now();
+  c.timer = ex_.post_after(ns, [this, core] { complete(core); });
+}
+
+TickedCores::Job TickedCores::take_current(std::size_t core) {
+  Core& c = cores_[core];
+  const Duration ran = ex_.now() - c.since;
+  busy_ns_ += static_cast<double>(ran);
+  Job job = std::move(*c.current);
+  c.current.reset();
+  job.remaining = std::max(0.0, job.remaining - static_cast<double>(ran) * speed_);
+  if (c.timer != kNoTimer) ex_.cancel(c.timer);
+  c.timer = kNoTimer;
+  return job;
+}
+
+void TickedCores::complete(std::size_t core) {
+  cores_[core].timer = kNoTimer;  // this very timer fired
+  Job job = take_current(core);
+  if (job.done) job.done();
+  settle();
+}
+
+void TickedCores::settle() {
+  for (std::size_t i = 0; i < cores_.size(); ++i) {
+    Core& c = cores_[i];
+    if (c.current || c.queue.empty()) continue;
+    Job next = std::move(c.queue.front());
+    c.queue.pop_front();
+    run_on(i, std::move(next));
+  }
+}
+
+void TickedCores::cancel(JobId id) {
+  for (std::size_t i = 0; i < cores_.size(); ++i) {
+    Core& c = cores_[i];
+    if (c.current && c.current->id == id) {
+      take_current(i);
+      settle();
+      return;
+    }
+    const auto it = std::find_if(c.queue.begin(), c.queue.end(), [id](const Job& j) { return j.id == id; });
+    if (it != c.queue.end()) {
+      c.queue.erase(it);
+      return;
+    }
+  }
+}
+
+void TickedCores::arm_tick() {
+  if (tick_timer_ != kNoTimer) return;
+  const Time now = ex_.now();
+  const Time next = (now / tick_ + 1) * tick_;
+  tick_timer_ = ex_.post_at(next, [this] {
+    tick_timer_ = kNoTimer;
+    on_tick();
+  });
+}
+
+void TickedCores::on_tick() {
+  // Idle cores take queued jobs, from the longest queue first.
+  for (std::size_t i = 0; i < cores_.size(); ++i) {
+    if (cores_[i].current) continue;
+    auto longest = std::max_element(cores_.begin(), cores_.end(),
+                                    [](const Core& a, const Core& b) { return a.queue.size() < b.queue.size(); });
+    if (longest->queue.empty()) break;
+    Job job = std::move(longest->queue.front());
+    longest->queue.pop_front();
+    run_on(i, std::move(job));
+  }
+  // A job that has had its slice gives its core to the queue's head.
+  const Time now = ex_.now();
+  for (std::size_t i = 0; i < cores_.size(); ++i) {
+    Core& c = cores_[i];
+    if (!c.current || c.queue.empty() || now - c.since < slice_) continue;
+    // A job ending at this very instant ends; it is not switched out with nothing left.
+    if (static_cast<double>(now - c.since) * speed_ >= c.current->remaining) continue;
+    Job preempted = take_current(i);
+    Job next = std::move(c.queue.front());
+    c.queue.pop_front();
+    c.queue.push_back(std::move(preempted));
+    run_on(i, std::move(next));
+  }
+  if (queued() > 0) arm_tick();
+}
+
+double TickedCores::busy_ns() const {
+  double busy = busy_ns_;
+  for (const Core& c : cores_)
+    if (c.current) busy += static_cast<double>(ex_.now() - c.since);
+  return busy;
+}
+
+std::size_t TickedCores::queued() const {
+  std::size_t n = 0;
+  for (const Core& c : cores_) n += c.queue.size();
+  return n;
+}
+
+}  // namespace twinps::sim

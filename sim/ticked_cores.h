@@ -1,0 +1,106 @@
+#pragma once
+// One host's cores scheduled as Linux schedules them, tick by tick, instead of
+// as processor sharing (sim/hosts.h, Hosts.scheduler TICKED).
+//
+// Processor sharing is work-conserving: no job waits while a core is idle.
+// Linux is not, and on a busy host the difference is a tenth of the steps/s
+// (docs/fidelity.md, "Where the idle core goes"): a thread woken while every
+// core runs something is queued on one core (the one it last ran on), and
+// there it waits behind the running thread until that one blocks or has used
+// its time slice, which the kernel checks at its scheduler tick (HZ 250: every
+// 4 ms). A core that goes idle meanwhile does not take it over (perf sched
+// showed the idle gaps lasting 1.6-6.4 ms, to a tick: the newly idle core's
+// balance left the queued thread, which had run there just before: cache
+// hot), and queued threads move to idle cores at the next tick. `perf sched` showed exactly that gap: a woken ps
+// queued 2.29 ms behind a worker's arithmetic while the other core idled.
+//
+// The model, per host of `cores` cores (each `speed` of an idle machine's core:
+// a fractional usable-core count is spread over whole cores):
+//   * a job starting on a thread goes to the thread's last core if that core
+//     runs nothing, else to the first core that runs nothing; else, if the
+//     last core's job has run its time slice, it takes that core at once (the
+//     preempted job resumes next), and otherwise it waits in that core's queue;
+//   * a core whose job ends takes the next job of its own queue (a thread that
+//     has more work goes on without leaving its core), never another core's;
+//   * at every tick (multiples of `tick` on the simulated clock): first each
+//     idle core takes the head of the longest queue; then each core whose
+//     running job has run at least `slice` and has others queued switches to
+//     the queue's head (round robin), the preempted job going to the back.
+// Over many ticks every queued job gets its share, as with processor sharing;
+// within a tick, they wait, and a core may idle while another has a queue.
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/runtime/executor.h"
+
+namespace twinps::sim {
+
+class TickedCores {
+ public:
+  using JobId = std::uint64_t;
+  static constexpr JobId kNoJob = 0;
+
+  // `slice`: how long a job runs before a tick may preempt it; Linux's
+  // default is 0.75 ms x (1 + log2(cores)), capped at 8 cores (base_slice).
+  TickedCores(Executor& executor, int cores, double speed, Duration tick, Duration slice);
+  TickedCores(const TickedCores&) = delete;
+  TickedCores& operator=(const TickedCores&) = delete;
+  TickedCores(TickedCores&&) = default;
+
+  static Duration linux_slice(int cores);
+
+  // Runs `work` ns of an idle core's time for thread `thread` (a number the
+  // caller keeps per thread: the core it last ran on is remembered); `done`
+  // runs when it has had that much. The id cancels it.
+  JobId start(std::size_t thread, Duration work, Callback done);
+  // Drops a job not yet done; its `done` never runs.
+  void cancel(JobId id);
+
+  // Core time given to jobs, integrated (ns of one core, whatever its speed).
+  double busy_ns() const;
+  int cores() const { return static_cast<int>(cores_.size()); }
+  // Jobs waiting in a queue now (for tests).
+  std::size_t queued() const;
+
+ private:
+  struct Job {
+    JobId id = kNoJob;
+    std::size_t thread = 0;
+    double remaining = 0;  // ns of an idle core's time
+    Callback done;
+  };
+  struct Core {
+    std::optional<Job> current;
+    Time since = 0;  // when `current` started its turn
+    TimerId timer = kNoTimer;
+    std::deque<Job> queue;
+  };
+  int& last_core(std::size_t thread);
+  // `home` if it runs nothing, else the first core that runs nothing.
+  std::optional<std::size_t> idle_core(std::size_t home) const;
+  void run_on(std::size_t core, Job job);
+  // Takes the running job off `core`, its progress counted.
+  Job take_current(std::size_t core);
+  // A job ended: its `done` runs first, so a thread that starts its next job
+  // from there keeps its core; then the idle cores serve their own queues.
+  void complete(std::size_t core);
+  // Gives every idle core the next job of its own queue.
+  void settle();
+  void arm_tick();
+  void on_tick();
+
+  Executor& ex_;
+  double speed_;
+  Duration tick_;
+  Duration slice_;
+  std::vector<Core> cores_;
+  std::unordered_map<std::size_t, int> last_core_;  // by thread; absent: never ran
+  TimerId tick_timer_ = kNoTimer;
+  JobId next_id_ = 1;
+  double busy_ns_ = 0;
+};
+
+}  // namespace twinps::sim

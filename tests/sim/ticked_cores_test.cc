@@ -1,0 +1,156 @@
+// A host's cores scheduled tick by tick (sim/ticked_cores.h), against
+// hand-computed times: where it differs from processor sharing is the point.
+#include "sim/ticked_cores.h"
+
+#include <gtest/gtest.h>
+
+#include "inmemory/deterministic_engine.h"
+#include "sim/fluid.h"
+#include "sim/hosts.h"
+
+namespace twinps::sim {
+namespace {
+
+constexpr Duration kMs = 1000000;
+
+struct Bed {
+  DeterministicEngine engine;
+  NodeExecutor ex{engine, engine.add_node()};
+
+  // Starts a job and records when it ends in `at`.
+  TickedCores::JobId start(TickedCores& cores, std::size_t thread, Duration work, Time& at) {
+    return cores.start(thread, work, [this, &at] { at = engine.now(); });
+  }
+};
+
+TEST(TickedCoresTest, LinuxSliceGrowsWithTheLogOfTheCoresUpToEight) {
+  EXPECT_EQ(TickedCores::linux_slice(1), 750000);
+  EXPECT_EQ(TickedCores::linux_slice(2), 1500000);
+  EXPECT_EQ(TickedCores::linux_slice(4), 2250000);
+  EXPECT_EQ(TickedCores::linux_slice(8), 3000000);
+  EXPECT_EQ(TickedCores::linux_slice(64), 3000000);
+}
+
+TEST(TickedCoresTest, AJobWokenOntoBusyCoresWaitsForTheTickThenTakesTurns) {
+  Bed bed;
+  TickedCores cores(bed.ex, 2, 1.0, kMs, kMs / 2);
+  Time a = -1, b = -1, c = -1;
+  // Threads 0 and 1 take cores 0 and 1; thread 2's job finds both busy (and
+  // their jobs within their slice) and waits on core 0 (2 mod 2) until the
+  // tick at 1 ms, where it takes core 0 from thread 0, which has had its slice. It ends at 2 ms, and
+  // thread 0's job, 2 ms left, ends at 4 ms. Processor sharing would end it
+  // at 1.5 ms (three jobs at 2/3 of a core each).
+  bed.start(cores, 0, 3 * kMs, a);
+  bed.start(cores, 1, 3 * kMs, b);
+  bed.start(cores, 2, 1 * kMs, c);
+  EXPECT_EQ(cores.queued(), 1u);
+  bed.engine.run();
+  EXPECT_EQ(c, 2 * kMs);
+  EXPECT_EQ(b, 3 * kMs);
+  EXPECT_EQ(a, 4 * kMs);
+  EXPECT_DOUBLE_EQ(cores.busy_ns(), 7.0 * kMs);
+}
+
+TEST(TickedCoresTest, ACoreThatFreesDoesNotTakeAnotherCoresQueueBeforeTheTick) {
+  Bed bed;
+  TickedCores cores(bed.ex, 2, 1.0, 4 * kMs, 3 * kMs);
+  Time a = -1, b = -1, c = -1;
+  bed.start(cores, 0, 10 * kMs, a);  // core 0
+  bed.start(cores, 1, kMs / 2, b);   // core 1, until 0.5 ms
+  bed.ex.post_at(kMs / 10, [&] { bed.start(cores, 2, kMs, c); });  // queued on core 0, within thread 0's slice
+  // Core 1 idles from 0.5 ms to the tick at 4 ms, where it takes thread 2's
+  // job from core 0's queue: 4..5 ms. Processor sharing would have ended it
+  // at 1.1 ms (0.1 ms at 2/3 of a core, the rest on the freed core).
+  bed.engine.run();
+  EXPECT_EQ(b, kMs / 2);
+  EXPECT_EQ(c, 5 * kMs);
+  EXPECT_EQ(a, 10 * kMs);
+  EXPECT_DOUBLE_EQ(cores.busy_ns(), 11.5 * kMs);
+}
+
+TEST(TickedCoresTest, AJobWithinItsSliceIsNotSwitchedAtTheTick) {
+  Bed bed;
+  TickedCores cores(bed.ex, 1, 1.0, 4 * kMs, 3 * kMs);
+  Time a = -1, b = -1;
+  // Thread 0's job starts at 3 ms: at the 4 ms tick it has run 1 ms of its
+  // 3 ms slice and keeps the core; at 8 ms it has run 5 and gives it to
+  // thread 1 (queued since 3.5 ms): 8..9 ms, then thread 0's last 1 ms.
+  bed.ex.post_at(3 * kMs, [&] { bed.start(cores, 0, 6 * kMs, a); });
+  bed.ex.post_at(3 * kMs + kMs / 2, [&] { bed.start(cores, 1, kMs, b); });
+  bed.engine.run();
+  EXPECT_EQ(b, 9 * kMs);
+  EXPECT_EQ(a, 10 * kMs);
+}
+
+TEST(TickedCoresTest, AJobWokenWhenTheRunningOneHasHadItsSlicePreemptsItAtOnce) {
+  Bed bed;
+  TickedCores cores(bed.ex, 1, 1.0, 4 * kMs, kMs);
+  Time a = -1, b = -1;
+  // Thread 0's job has run 2 ms of its 1 ms slice when thread 1's wakes at
+  // 2 ms: thread 1's runs 2..3 ms without waiting for the tick, then thread
+  // 0's last 1 ms.
+  bed.start(cores, 0, 3 * kMs, a);
+  bed.ex.post_at(2 * kMs, [&] { bed.start(cores, 1, kMs, b); });
+  bed.engine.run();
+  EXPECT_EQ(b, 3 * kMs);
+  EXPECT_EQ(a, 4 * kMs);
+}
+
+TEST(TickedCoresTest, AThreadWithMoreWorkKeepsItsCoreAheadOfTheQueue) {
+  Bed bed;
+  TickedCores cores(bed.ex, 1, 1.0, 10 * kMs, 10 * kMs);
+  Time first = -1, second = -1, other = -1;
+  // Thread 0 starts its next job from its first one's end (it never
+  // sleeps); thread 1's job, queued meanwhile, gets the core only after.
+  cores.start(0, kMs, [&] {
+    first = bed.engine.now();
+    bed.start(cores, 0, kMs, second);
+  });
+  bed.start(cores, 1, kMs, other);
+  bed.engine.run();
+  EXPECT_EQ(first, 1 * kMs);
+  EXPECT_EQ(second, 2 * kMs);
+  EXPECT_EQ(other, 3 * kMs);
+}
+
+TEST(TickedCoresTest, FractionalCoresRunSlowerAndACancelledJobFreesItsCore) {
+  Bed bed;
+  TickedCores cores(bed.ex, 2, 0.75, 100 * kMs, 100 * kMs);  // 1.5 usable cores as two at 0.75
+  Time a = -1, b = -1, c = -1;
+  const auto first = bed.start(cores, 0, 3 * kMs, a);
+  bed.start(cores, 1, 3 * kMs, b);
+  bed.start(cores, 2, 3 * kMs, c);  // queued on core 0
+  // At 1 ms the first job is dropped: thread 2's job takes core 0 at once.
+  bed.ex.post_at(kMs, [&] { cores.cancel(first); });
+  bed.engine.run();
+  EXPECT_EQ(a, -1);
+  EXPECT_EQ(b, 4 * kMs);
+  EXPECT_EQ(c, 5 * kMs);
+  EXPECT_DOUBLE_EQ(cores.busy_ns(), 9.0 * kMs);
+}
+
+TEST(TickedCoresTest, HostsScheduleTickByTickWhenTold) {
+  DeterministicEngine engine;
+  NodeExecutor ex{engine, engine.add_node()};
+  FluidSystem fluid{ex};
+  HostOptions options{HostOptions::Placement::kOneHost, 1, 2};
+  options.scheduler = HostOptions::Scheduler::kTicked;
+  options.tick = kMs;
+  options.slice = 1;
+  HostModel hosts(ClusterShape{3, 1}, options, ex, fluid);
+  std::vector<Time> done(3, -1);
+  // The first case above through a host: workers 0 and 1 (slots 1 and 2)
+  // take the two cores, worker 2 (slot 3) waits for the tick.
+  hosts.run(1, 3 * kMs, [&] { done[0] = engine.now(); });
+  hosts.run(2, 3 * kMs, [&] { done[1] = engine.now(); });
+  hosts.run(3, 1 * kMs, [&] { done[2] = engine.now(); });
+  engine.run();
+  EXPECT_EQ(done[2], 2 * kMs);
+  EXPECT_EQ(done[1], 3 * kMs);
+  EXPECT_EQ(done[0], 4 * kMs);
+  EXPECT_EQ(hosts.task_cpu(3), kMs);
+  EXPECT_DOUBLE_EQ(hosts.cpu_ns(0), 7.0 * kMs);
+}
+
+}  // namespace
+}  // namespace twinps::sim
