@@ -6,12 +6,12 @@
 
 namespace twinps::sim {
 
-TickedCores::TickedCores(Executor& executor, int cores, double speed, Duration tick, Duration slice)
+TickedCores::TickedCores(Executor& executor, double usable_cores, Duration tick, Duration slice)
     : ex_(executor),
-      speed_(speed > 0 ? speed : 1.0),
+      usable_(usable_cores > 0 ? usable_cores : 1.0),
       tick_(std::max<Duration>(tick, 1)),
       slice_(std::max<Duration>(slice, 0)),
-      cores_(static_cast<std::size_t>(std::max(cores, 1))) {}
+      cores_(static_cast<std::size_t>(std::max(1, static_cast<int>(std::ceil(usable_ - 1e-9))))) {}
 
 Duration TickedCores::linux_slice(int cores) {
   // kernel/sched/fair.c: sysctl_sched_base_slice (0.75 ms) scaled by
@@ -40,7 +40,7 @@ TickedCores::JobId TickedCores::start(std::size_t thread, Duration work, Callbac
     return id;
   }
   Core& c = cores_[home];
-  if (ex_.now() - c.since < slice_) {
+  if (ex_.now() - c.turn_start < slice_) {
     c.queue.push_back(std::move(job));
     arm_tick();
     return id;
@@ -55,27 +55,60 @@ TickedCores::JobId TickedCores::start(std::size_t thread, Duration work, Callbac
 void TickedCores::run_on(std::size_t core, Job job) {
   Core& c = cores_[core];
   last_core(job.thread) = static_cast<int>(core);
-  const auto ns = static_cast<Duration>(std::ceil(job.remaining / speed_));
+  const Time now = ex_.now();
+  if (job.thread != c.last_thread || c.last_end != now) c.turn_start = now;
   c.current = std::move(job);
-  c.since = ex_.now();
-  c.timer = ex_.post_after(ns, [this, core] { complete(core); });
+  c.since = now;
+  ++busy_cores_;
+  set_speed();
+  post_completion(core);
 }
 
 TickedCores::Job TickedCores::take_current(std::size_t core) {
   Core& c = cores_[core];
-  const Duration ran = ex_.now() - c.since;
-  busy_ns_ += static_cast<double>(ran);
+  count_progress(c);
   Job job = std::move(*c.current);
   c.current.reset();
-  job.remaining = std::max(0.0, job.remaining - static_cast<double>(ran) * speed_);
   if (c.timer != kNoTimer) ex_.cancel(c.timer);
   c.timer = kNoTimer;
+  --busy_cores_;
+  set_speed();
   return job;
 }
 
+void TickedCores::count_progress(Core& c) {
+  const Time now = ex_.now();
+  const Duration ran = now - c.since;
+  busy_ns_ += static_cast<double>(ran);
+  c.current->remaining = std::max(0.0, c.current->remaining - static_cast<double>(ran) * speed_);
+  c.since = now;
+}
+
+void TickedCores::post_completion(std::size_t core) {
+  Core& c = cores_[core];
+  if (c.timer != kNoTimer) ex_.cancel(c.timer);
+  const auto ns = static_cast<Duration>(std::ceil(c.current->remaining / speed_));
+  c.timer = ex_.post_after(ns, [this, core] { complete(core); });
+}
+
+void TickedCores::set_speed() {
+  // Fewer usable cores than cores (shared caches, memory bandwidth): the
+  // busy cores share the usable ones, and a core alone runs at full speed.
+  const double speed = std::min(1.0, usable_ / std::max(busy_cores_, 1));
+  if (speed == speed_) return;
+  for (Core& c : cores_)
+    if (c.current) count_progress(c);
+  speed_ = speed;
+  for (std::size_t i = 0; i < cores_.size(); ++i)
+    if (cores_[i].current) post_completion(i);
+}
+
 void TickedCores::complete(std::size_t core) {
-  cores_[core].timer = kNoTimer;  // this very timer fired
+  Core& c = cores_[core];
+  c.timer = kNoTimer;  // this very timer fired
   Job job = take_current(core);
+  c.last_thread = job.thread;
+  c.last_end = ex_.now();
   if (job.done) job.done();
   settle();
 }
@@ -131,7 +164,7 @@ void TickedCores::on_tick() {
   const Time now = ex_.now();
   for (std::size_t i = 0; i < cores_.size(); ++i) {
     Core& c = cores_[i];
-    if (!c.current || c.queue.empty() || now - c.since < slice_) continue;
+    if (!c.current || c.queue.empty() || now - c.turn_start < slice_) continue;
     // A job ending at this very instant ends; it is not switched out with nothing left.
     if (static_cast<double>(now - c.since) * speed_ >= c.current->remaining) continue;
     Job preempted = take_current(i);

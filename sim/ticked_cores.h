@@ -14,8 +14,9 @@
 // hot), and queued threads move to idle cores at the next tick. `perf sched` showed exactly that gap: a woken ps
 // queued 2.29 ms behind a worker's arithmetic while the other core idled.
 //
-// The model, per host of `cores` cores (each `speed` of an idle machine's core:
-// a fractional usable-core count is spread over whole cores):
+// The model, per host of `usable_cores` (a fractional count, the cores probe's,
+// is that many cores' worth of work spread over whole cores: with n busy, each
+// runs at min(1, usable / n) of an idle machine's core):
 //   * a job starting on a thread goes to the thread's last core if that core
 //     runs nothing, else to the first core that runs nothing; else, if the
 //     last core's job has run its time slice, it takes that core at once (the
@@ -45,7 +46,7 @@ class TickedCores {
 
   // `slice`: how long a job runs before a tick may preempt it; Linux's
   // default is 0.75 ms x (1 + log2(cores)), capped at 8 cores (base_slice).
-  TickedCores(Executor& executor, int cores, double speed, Duration tick, Duration slice);
+  TickedCores(Executor& executor, double usable_cores, Duration tick, Duration slice);
   TickedCores(const TickedCores&) = delete;
   TickedCores& operator=(const TickedCores&) = delete;
   TickedCores(TickedCores&&) = default;
@@ -74,9 +75,14 @@ class TickedCores {
   };
   struct Core {
     std::optional<Job> current;
-    Time since = 0;  // when `current` started its turn
+    Time since = 0;       // when `current` last started running here
+    Time turn_start = 0;  // when its thread took the core (its slice counts from then)
     TimerId timer = kNoTimer;
     std::deque<Job> queue;
+    // The thread of the job that ended last, and when: a thread that goes on
+    // to its next job at once keeps its turn.
+    std::size_t last_thread = 0;
+    Time last_end = -1;
   };
   int& last_core(std::size_t thread);
   // `home` if it runs nothing, else the first core that runs nothing.
@@ -84,6 +90,12 @@ class TickedCores {
   void run_on(std::size_t core, Job job);
   // Takes the running job off `core`, its progress counted.
   Job take_current(std::size_t core);
+  // Counts the running job's progress up to now, at the current speed.
+  void count_progress(Core& c);
+  // (Re)posts the running job's completion at the current speed.
+  void post_completion(std::size_t core);
+  // The busy cores' speed after their number changed; re-times their jobs.
+  void set_speed();
   // A job ended: its `done` runs first, so a thread that starts its next job
   // from there keeps its core; then the idle cores serve their own queues.
   void complete(std::size_t core);
@@ -93,7 +105,9 @@ class TickedCores {
   void on_tick();
 
   Executor& ex_;
-  double speed_;
+  double usable_;
+  double speed_ = 1.0;  // of each busy core now
+  int busy_cores_ = 0;
   Duration tick_;
   Duration slice_;
   std::vector<Core> cores_;

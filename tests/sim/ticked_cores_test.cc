@@ -33,7 +33,7 @@ TEST(TickedCoresTest, LinuxSliceGrowsWithTheLogOfTheCoresUpToEight) {
 
 TEST(TickedCoresTest, AJobWokenOntoBusyCoresWaitsForTheTickThenTakesTurns) {
   Bed bed;
-  TickedCores cores(bed.ex, 2, 1.0, kMs, kMs / 2);
+  TickedCores cores(bed.ex, 2, kMs, kMs / 2);
   Time a = -1, b = -1, c = -1;
   // Threads 0 and 1 take cores 0 and 1; thread 2's job finds both busy (and
   // their jobs within their slice) and waits on core 0 (2 mod 2) until the
@@ -53,7 +53,7 @@ TEST(TickedCoresTest, AJobWokenOntoBusyCoresWaitsForTheTickThenTakesTurns) {
 
 TEST(TickedCoresTest, ACoreThatFreesDoesNotTakeAnotherCoresQueueBeforeTheTick) {
   Bed bed;
-  TickedCores cores(bed.ex, 2, 1.0, 4 * kMs, 3 * kMs);
+  TickedCores cores(bed.ex, 2, 4 * kMs, 3 * kMs);
   Time a = -1, b = -1, c = -1;
   bed.start(cores, 0, 10 * kMs, a);  // core 0
   bed.start(cores, 1, kMs / 2, b);   // core 1, until 0.5 ms
@@ -70,7 +70,7 @@ TEST(TickedCoresTest, ACoreThatFreesDoesNotTakeAnotherCoresQueueBeforeTheTick) {
 
 TEST(TickedCoresTest, AJobWithinItsSliceIsNotSwitchedAtTheTick) {
   Bed bed;
-  TickedCores cores(bed.ex, 1, 1.0, 4 * kMs, 3 * kMs);
+  TickedCores cores(bed.ex, 1, 4 * kMs, 3 * kMs);
   Time a = -1, b = -1;
   // Thread 0's job starts at 3 ms: at the 4 ms tick it has run 1 ms of its
   // 3 ms slice and keeps the core; at 8 ms it has run 5 and gives it to
@@ -84,7 +84,7 @@ TEST(TickedCoresTest, AJobWithinItsSliceIsNotSwitchedAtTheTick) {
 
 TEST(TickedCoresTest, AJobWokenWhenTheRunningOneHasHadItsSlicePreemptsItAtOnce) {
   Bed bed;
-  TickedCores cores(bed.ex, 1, 1.0, 4 * kMs, kMs);
+  TickedCores cores(bed.ex, 1, 4 * kMs, kMs);
   Time a = -1, b = -1;
   // Thread 0's job has run 2 ms of its 1 ms slice when thread 1's wakes at
   // 2 ms: thread 1's runs 2..3 ms without waiting for the tick, then thread
@@ -98,7 +98,7 @@ TEST(TickedCoresTest, AJobWokenWhenTheRunningOneHasHadItsSlicePreemptsItAtOnce) 
 
 TEST(TickedCoresTest, AThreadWithMoreWorkKeepsItsCoreAheadOfTheQueue) {
   Bed bed;
-  TickedCores cores(bed.ex, 1, 1.0, 10 * kMs, 10 * kMs);
+  TickedCores cores(bed.ex, 1, 10 * kMs, 10 * kMs);
   Time first = -1, second = -1, other = -1;
   // Thread 0 starts its next job from its first one's end (it never
   // sleeps); thread 1's job, queued meanwhile, gets the core only after.
@@ -113,20 +113,51 @@ TEST(TickedCoresTest, AThreadWithMoreWorkKeepsItsCoreAheadOfTheQueue) {
   EXPECT_EQ(other, 3 * kMs);
 }
 
-TEST(TickedCoresTest, FractionalCoresRunSlowerAndACancelledJobFreesItsCore) {
+TEST(TickedCoresTest, AThreadGoingOnToItsNextJobKeepsItsTurnsSlice) {
   Bed bed;
-  TickedCores cores(bed.ex, 2, 0.75, 100 * kMs, 100 * kMs);  // 1.5 usable cores as two at 0.75
+  TickedCores cores(bed.ex, 1, 10 * kMs, kMs);
+  Time second = -1, other = -1;
+  // Thread 0 runs 0.8 ms, then 2 ms more without sleeping: its turn (and
+  // slice) began at 0, so thread 1, woken at 1.2 ms, preempts it at once
+  // (1.2..2.2 ms) and thread 0 ends at 3.8 ms. Counted per job, the slice
+  // would have protected thread 0 until 2.8 ms.
+  cores.start(0, kMs * 4 / 5, [&] { bed.start(cores, 0, 2 * kMs, second); });
+  bed.ex.post_at(kMs * 6 / 5, [&] { bed.start(cores, 1, kMs, other); });
+  bed.engine.run();
+  EXPECT_EQ(other, kMs * 11 / 5);
+  EXPECT_EQ(second, kMs * 19 / 5);
+}
+
+TEST(TickedCoresTest, FractionalCoresShareTheUsableOnesAndACoreAloneRunsAtFullSpeed) {
+  Bed bed;
+  TickedCores cores(bed.ex, 1.5, 100 * kMs, 100 * kMs);
+  Time a = -1, b = -1;
+  // Thread 0 alone at full speed for 1 ms; with thread 1's 1.5 ms job both
+  // cores run at 0.75: thread 1 ends at 3 ms, thread 0 has 0.5 ms left and
+  // ends alone at 3.5 ms.
+  bed.start(cores, 0, 3 * kMs, a);
+  bed.ex.post_at(kMs, [&] { bed.start(cores, 1, kMs * 3 / 2, b); });
+  bed.engine.run();
+  EXPECT_EQ(b, 3 * kMs);
+  EXPECT_EQ(a, kMs * 7 / 2);
+}
+
+TEST(TickedCoresTest, ACancelledJobFreesItsCore) {
+  Bed bed;
+  TickedCores cores(bed.ex, 1.5, 100 * kMs, 100 * kMs);  // two cores, at 0.75 each when both are busy
   Time a = -1, b = -1, c = -1;
   const auto first = bed.start(cores, 0, 3 * kMs, a);
   bed.start(cores, 1, 3 * kMs, b);
   bed.start(cores, 2, 3 * kMs, c);  // queued on core 0
   // At 1 ms the first job is dropped: thread 2's job takes core 0 at once.
+  // Both cores at 0.75: thread 1's job ends at 4 ms; thread 2's has done
+  // 2.25 ms by then and ends alone at full speed at 4.75 ms.
   bed.ex.post_at(kMs, [&] { cores.cancel(first); });
   bed.engine.run();
   EXPECT_EQ(a, -1);
   EXPECT_EQ(b, 4 * kMs);
-  EXPECT_EQ(c, 5 * kMs);
-  EXPECT_DOUBLE_EQ(cores.busy_ns(), 9.0 * kMs);
+  EXPECT_EQ(c, kMs * 19 / 4);
+  EXPECT_DOUBLE_EQ(cores.busy_ns(), 8.75 * kMs);
 }
 
 TEST(TickedCoresTest, HostsScheduleTickByTickWhenTold) {
