@@ -8,24 +8,26 @@
 // core runs something is queued on one core (the one it last ran on), and
 // there it waits behind the running thread until that one blocks or has used
 // its time slice, which the kernel checks at its scheduler tick (HZ 250: every
-// 4 ms). A core that goes idle meanwhile does not take it over (perf sched
-// showed the idle gaps lasting 1.6-6.4 ms, to a tick: the newly idle core's
-// balance left the queued thread, which had run there just before: cache
-// hot), and queued threads move to idle cores at the next tick. `perf sched` showed exactly that gap: a woken ps
-// queued 2.29 ms behind a worker's arithmetic while the other core idled.
+// 4 ms). A core that goes idle meanwhile does not take it over: the newly
+// idle core's balance leaves a thread that ran just before (cache hot), and
+// queued threads move to idle cores at the next tick. `perf sched` showed
+// exactly that: idle gaps of 1.6-6.4 ms, a woken ps queued 2.29 ms behind a
+// worker's arithmetic while the other core idled.
 //
 // The model, per host of `usable_cores` (a fractional count, the cores probe's,
 // is that many cores' worth of work spread over whole cores: with n busy, each
 // runs at min(1, usable / n) of an idle machine's core):
 //   * a job starting on a thread goes to the thread's last core if that core
 //     runs nothing, else to the first core that runs nothing; else, if the
-//     last core's job has run its time slice, it takes that core at once (the
-//     preempted job resumes next), and otherwise it waits in that core's queue;
+//     last core's thread has had its time slice (counted from when it took
+//     the core, over the jobs it ran back to back), it takes that core at
+//     once (the preempted job resumes next), and otherwise it waits in that
+//     core's queue;
 //   * a core whose job ends takes the next job of its own queue (a thread that
 //     has more work goes on without leaving its core), never another core's;
 //   * at every tick (multiples of `tick` on the simulated clock): first each
 //     idle core takes the head of the longest queue; then each core whose
-//     running job has run at least `slice` and has others queued switches to
+//     thread has run at least `slice` and has others queued switches to
 //     the queue's head (round robin), the preempted job going to the back.
 // Over many ticks every queued job gets its share, as with processor sharing;
 // within a tick, they wait, and a core may idle while another has a queue.
