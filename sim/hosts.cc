@@ -1,7 +1,6 @@
 #include "sim/hosts.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace twinps::sim {
 
@@ -33,10 +32,8 @@ HostModel::HostModel(ClusterShape shape, HostOptions options, Executor& executor
       break;
   }
   if (limited() && options_.scheduler == HostOptions::Scheduler::kTicked) {
-    const int whole = std::max(1, static_cast<int>(std::ceil(options_.cores - 1e-9)));
-    const Duration slice = options_.slice > 0 ? options_.slice : TickedCores::linux_slice(whole);
     ticked_.reserve(static_cast<std::size_t>(num_hosts_));
-    for (int h = 0; h < num_hosts_; ++h) ticked_.emplace_back(ex_, options_.cores, options_.tick, slice);
+    for (int h = 0; h < num_hosts_; ++h) ticked_.emplace_back(ex_, options_.cores, options_.tick, options_.slice);
   } else if (limited()) {
     for (int h = 0; h < num_hosts_; ++h) cpu_.push_back(fluid_.add_resource(options_.cores));
   }

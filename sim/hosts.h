@@ -51,7 +51,7 @@ struct HostOptions {
   double cores = 0;  // per host; 0: a core for every thread
   Scheduler scheduler = Scheduler::kProcessorSharing;
   Duration tick = 4000000;  // kTicked: the kernel's tick (1 / CONFIG_HZ)
-  Duration slice = 0;       // kTicked: a job's time slice; 0: Linux's default for the cores
+  Duration slice = 0;       // kTicked: a thread's time slice; 0: Linux's default for the cores
 };
 
 class HostModel {

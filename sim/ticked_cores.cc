@@ -10,8 +10,9 @@ TickedCores::TickedCores(Executor& executor, double usable_cores, Duration tick,
     : ex_(executor),
       usable_(usable_cores > 0 ? usable_cores : 1.0),
       tick_(std::max<Duration>(tick, 1)),
-      slice_(std::max<Duration>(slice, 0)),
-      cores_(static_cast<std::size_t>(std::max(1, static_cast<int>(std::ceil(usable_ - 1e-9))))) {}
+      cores_(static_cast<std::size_t>(std::max(1, static_cast<int>(std::ceil(usable_ - 1e-9))))) {
+  slice_ = slice > 0 ? slice : linux_slice(static_cast<int>(cores_.size()));
+}
 
 Duration TickedCores::linux_slice(int cores) {
   // kernel/sched/fair.c: sysctl_sched_base_slice (0.75 ms) scaled by

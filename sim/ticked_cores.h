@@ -46,8 +46,8 @@ class TickedCores {
   using JobId = std::uint64_t;
   static constexpr JobId kNoJob = 0;
 
-  // `slice`: how long a job runs before a tick may preempt it; Linux's
-  // default is 0.75 ms x (1 + log2(cores)), capped at 8 cores (base_slice).
+  // `slice`: how long a thread runs before a tick may preempt it; 0 takes
+  // Linux's default, 0.75 ms x (1 + log2(cores)), capped at 8 cores (base_slice).
   TickedCores(Executor& executor, double usable_cores, Duration tick, Duration slice);
   TickedCores(const TickedCores&) = delete;
   TickedCores& operator=(const TickedCores&) = delete;
@@ -64,7 +64,6 @@ class TickedCores {
 
   // Core time given to jobs, integrated (ns of one core, whatever its speed).
   double busy_ns() const;
-  int cores() const { return static_cast<int>(cores_.size()); }
   // Jobs waiting in a queue now (for tests).
   std::size_t queued() const;
 
@@ -111,8 +110,8 @@ class TickedCores {
   double speed_ = 1.0;  // of each busy core now
   int busy_cores_ = 0;
   Duration tick_;
-  Duration slice_;
   std::vector<Core> cores_;
+  Duration slice_ = 0;
   std::unordered_map<std::size_t, int> last_core_;  // by thread; absent: never ran
   TimerId tick_timer_ = kNoTimer;
   JobId next_id_ = 1;

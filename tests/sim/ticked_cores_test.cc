@@ -31,6 +31,20 @@ TEST(TickedCoresTest, LinuxSliceGrowsWithTheLogOfTheCoresUpToEight) {
   EXPECT_EQ(TickedCores::linux_slice(64), 3000000);
 }
 
+TEST(TickedCoresTest, SliceZeroTakesLinuxsDefaultForTheCores) {
+  // One core: 0.75 ms. Thread 1 woken at 0.5 ms waits for the 4 ms tick;
+  // woken at 1 ms it preempts thread 0 at once.
+  for (const Duration wake : {kMs / 2, kMs}) {
+    Bed bed;
+    TickedCores cores(bed.ex, 1, 4 * kMs, 0);
+    Time a = -1, b = -1;
+    bed.start(cores, 0, 10 * kMs, a);
+    bed.ex.post_at(wake, [&] { bed.start(cores, 1, kMs, b); });
+    bed.engine.run();
+    EXPECT_EQ(b, wake == kMs ? 2 * kMs : 5 * kMs) << "woken at " << wake;
+  }
+}
+
 TEST(TickedCoresTest, AJobWokenOntoBusyCoresWaitsForTheTickThenTakesTurns) {
   Bed bed;
   TickedCores cores(bed.ex, 2, kMs, kMs / 2);
