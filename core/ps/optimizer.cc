@@ -270,76 +270,102 @@ Coefficients coefficients(const OptimizerConfig& c, double lr, std::int64_t step
   return k;
 }
 
-void sgd_step(const OptimizerConfig& c, const Coefficients& k, Matrix& value, std::vector<Matrix>& slots,
-              const Matrix& grad) {
-  auto x = value.array();
-  const auto g = grad.array();
-  if (slots.empty()) {
-    x -= k.lr * g;
+// The rules are elementwise, so each runs over flat spans of floats: a whole
+// shard, the gathered rows of a sparse gradient, or a piece of a shard whose
+// gradient is still arriving (apply_dense_span). Each reads a value and its
+// slots and writes the next ones, in place (`out` the same memory as `in`:
+// elementwise, so no element is read after it is written) or elsewhere.
+// Without FMA contraction an element's result does not depend on where its
+// span starts or where it is written.
+using Flat = Eigen::Map<Eigen::ArrayXf>;
+using ConstFlat = Eigen::Map<const Eigen::ArrayXf>;
+
+struct Span {
+  ConstFlat x;                 // the value
+  std::vector<ConstFlat> s;    // its slots
+  ConstFlat g;                 // the gradient
+  Flat x_out;                  // the next value
+  std::vector<Flat> s_out;     // the next slots
+};
+
+void sgd_step(const OptimizerConfig& c, const Coefficients& k, Span& p) {
+  if (p.s.empty()) {
+    p.x_out = p.x - k.lr * p.g;
     return;
   }
   // TensorFlow's KerasMomentum kernel: accum = momentum*accum - lr*g.
-  auto accum = slots[0].array();
-  accum = k.momentum * accum - k.lr * g;
+  p.s_out[0] = k.momentum * p.s[0] - k.lr * p.g;
   if (c.nesterov)
-    x += k.momentum * accum - k.lr * g;
+    p.x_out = p.x + (k.momentum * p.s_out[0] - k.lr * p.g);
   else
-    x += accum;
+    p.x_out = p.x + p.s_out[0];
 }
 
-void adagrad_step(const Coefficients& k, Matrix& value, std::vector<Matrix>& slots, const Matrix& grad) {
-  const auto g = grad.array();
-  auto accum = slots[0].array();
-  accum += g.square();
-  value.array() -= k.lr * g / (accum.sqrt() + k.epsilon);
+void adagrad_step(const Coefficients& k, Span& p) {
+  p.s_out[0] = p.s[0] + p.g.square();
+  p.x_out = p.x - k.lr * p.g / (p.s_out[0].sqrt() + k.epsilon);
 }
 
-void rmsprop_step(const OptimizerConfig& c, const Coefficients& k, Matrix& value, std::vector<Matrix>& slots,
-                  const Matrix& grad) {
-  auto x = value.array();
-  const auto g = grad.array();
-  auto ms = slots[0].array();
-  ms = k.rho * ms + (1 - k.rho) * g.square();
+void rmsprop_step(const OptimizerConfig& c, const Coefficients& k, Span& p) {
+  const ConstFlat& g = p.g;
+  Flat& ms = p.s_out[0];
+  ms = k.rho * p.s[0] + (1 - k.rho) * g.square();
   if (c.momentum > 0) {
     // The ApplyRMSProp kernels: epsilon inside the square root.
-    auto mom = slots[1].array();
+    Flat& mom = p.s_out[1];
     if (c.centered) {
-      auto mg = slots[2].array();
-      mg = k.rho * mg + (1 - k.rho) * g;
-      mom = k.momentum * mom + k.lr * g / (ms - mg.square() + k.epsilon).sqrt();
+      Flat& mg = p.s_out[2];
+      mg = k.rho * p.s[2] + (1 - k.rho) * g;
+      mom = k.momentum * p.s[1] + k.lr * g / (ms - mg.square() + k.epsilon).sqrt();
     } else {
-      mom = k.momentum * mom + k.lr * g / (ms + k.epsilon).sqrt();
+      mom = k.momentum * p.s[1] + k.lr * g / (ms + k.epsilon).sqrt();
     }
-    x -= mom;
+    p.x_out = p.x - mom;
   } else if (c.centered) {
     // Keras's own formula without momentum: epsilon outside the square root.
-    auto mg = slots[1].array();
-    mg = k.rho * mg + (1 - k.rho) * g;
-    x -= k.lr * g / ((ms - mg.square()).sqrt() + k.epsilon);
+    Flat& mg = p.s_out[1];
+    mg = k.rho * p.s[1] + (1 - k.rho) * g;
+    p.x_out = p.x - k.lr * g / ((ms - mg.square()).sqrt() + k.epsilon);
   } else {
-    x -= k.lr * g / (ms.sqrt() + k.epsilon);
+    p.x_out = p.x - k.lr * g / (ms.sqrt() + k.epsilon);
   }
 }
 
-void adam_step(const Coefficients& k, Matrix& value, std::vector<Matrix>& slots, const Matrix& grad) {
-  const auto g = grad.array();
-  auto m = slots[0].array();
-  auto v = slots[1].array();
-  m = k.beta_1 * m + (1 - k.beta_1) * g;
-  v = k.beta_2 * v + (1 - k.beta_2) * g.square();
-  value.array() -= k.adam_alpha * m / (v.sqrt() + k.epsilon);
+void adam_step(const Coefficients& k, Span& p) {
+  Flat& m = p.s_out[0];
+  Flat& v = p.s_out[1];
+  m = k.beta_1 * p.s[0] + (1 - k.beta_1) * p.g;
+  v = k.beta_2 * p.s[1] + (1 - k.beta_2) * p.g.square();
+  p.x_out = p.x - k.adam_alpha * m / (v.sqrt() + k.epsilon);
 }
 
-// One update rule applied to a whole block: the shard (dense) or the gathered
-// rows of a sparse gradient, so both paths share the same arithmetic.
+// One update rule over `n` floats: reads `value`, `slots`, `grad`, writes
+// `next_value`, `next_slots` (which may be `value` and `slots` themselves).
+void apply_rule(const OptimizerConfig& c, const Coefficients& k, const float* value,
+                const std::vector<const float*>& slots, const float* grad, std::size_t n, float* next_value,
+                const std::vector<float*>& next_slots) {
+  const auto size = static_cast<Eigen::Index>(n);
+  Span p{ConstFlat(value, size), {}, ConstFlat(grad, size), Flat(next_value, size), {}};
+  p.s.reserve(slots.size());
+  p.s_out.reserve(slots.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    p.s.emplace_back(slots[i], size);
+    p.s_out.emplace_back(next_slots[i], size);
+  }
+  switch (c.kind) {
+    case OptimizerConfig::Kind::kSgd: sgd_step(c, k, p); break;
+    case OptimizerConfig::Kind::kAdagrad: adagrad_step(k, p); break;
+    case OptimizerConfig::Kind::kRmsprop: rmsprop_step(c, k, p); break;
+    case OptimizerConfig::Kind::kAdam: adam_step(k, p); break;
+  }
+}
+
 void apply_rule(const OptimizerConfig& c, const Coefficients& k, Matrix& value, std::vector<Matrix>& slots,
                 const Matrix& grad) {
-  switch (c.kind) {
-    case OptimizerConfig::Kind::kSgd: sgd_step(c, k, value, slots, grad); break;
-    case OptimizerConfig::Kind::kAdagrad: adagrad_step(k, value, slots, grad); break;
-    case OptimizerConfig::Kind::kRmsprop: rmsprop_step(c, k, value, slots, grad); break;
-    case OptimizerConfig::Kind::kAdam: adam_step(k, value, slots, grad); break;
-  }
+  std::vector<const float*> in(slots.size());
+  std::vector<float*> out(slots.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) in[i] = out[i] = slots[i].data();
+  apply_rule(c, k, value.data(), in, grad.data(), static_cast<std::size_t>(value.size()), value.data(), out);
 }
 
 }  // namespace
@@ -353,6 +379,12 @@ Status Optimizer::apply_dense(Matrix& value, std::vector<Matrix>& slots, const M
   if (step < 0) return absl::InvalidArgumentError("step must be >= 0, got " + std::to_string(step));
   apply_rule(config_, coefficients(config_, learning_rate(step), step), value, slots, grad);
   return absl::OkStatus();
+}
+
+void Optimizer::apply_dense_span(const float* value, const std::vector<const float*>& slots, const float* grad,
+                                 std::size_t n, std::int64_t step, float* next_value,
+                                 const std::vector<float*>& next_slots) const {
+  apply_rule(config_, coefficients(config_, learning_rate(step), step), value, slots, grad, n, next_value, next_slots);
 }
 
 Status Optimizer::apply_sparse(Matrix& value, std::vector<Matrix>& slots, const RowIds& rows, const Matrix& grad,

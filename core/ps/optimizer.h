@@ -69,6 +69,15 @@ class Optimizer {
   // otherwise, with nothing changed.
   Status apply_dense(Matrix& value, std::vector<Matrix>& slots, const Matrix& grad, std::int64_t step) const;
 
+  // apply_dense for `n` floats of a shard, from flat memory, written
+  // elsewhere: next_value = value - update(grad), next_slots likewise, with
+  // `value` and `slots` left as they are. Operands are the same elements of
+  // the shard's value, its slots (in slot_names() order) and a gradient of
+  // its shape, so a shard updated span by span ends bit for bit as
+  // apply_dense leaves it. Shapes are the caller's to check.
+  void apply_dense_span(const float* value, const std::vector<const float*>& slots, const float* grad, std::size_t n,
+                        std::int64_t step, float* next_value, const std::vector<float*>& next_slots) const;
+
   // The same for a gradient of some rows: grad.rows() == rows.size(), each id in
   // [0, value.rows()); ids may repeat (they are summed).
   Status apply_sparse(Matrix& value, std::vector<Matrix>& slots, const RowIds& rows, const Matrix& grad,
