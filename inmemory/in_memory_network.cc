@@ -176,7 +176,7 @@ void InMemoryNetwork::arrive(const std::shared_ptr<PendingCall>& call) {
   ++delivered_;
   bytes_ += call->bytes;
   IncomingCall incoming{call->from, std::move(call->request), call->request_id, call->deadline,
-                        call->callee_cancel.token()};
+                        call->callee_cancel.token(), nullptr};
   Responder respond = [this, call](StatusOr<Response> result) mutable {
     if (call->finished) return;
     if (links_ && links_->asynchronous()) {

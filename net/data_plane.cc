@@ -97,6 +97,9 @@ constexpr std::size_t kReadBufferBytes = 64 << 10;
 // when at least this many remain; a smaller rest goes through the read buffer
 // (one more small copy, but it shares a read with whatever follows).
 constexpr std::uint64_t kDirectReadMin = 16 << 10;
+// A read shown to an ArrivalObserver brings at most this much: a quarter of
+// a typical core's L2, so the observer reads it from cache.
+constexpr std::size_t kObservedReadBytes = 256 << 10;
 constexpr std::uint32_t kMaxHelloBytes = 1024;
 constexpr Duration kDiscoveryTimeout = 10 * kSecond;
 // A connection still not open and authenticated after this fails its calls (a
@@ -235,6 +238,7 @@ struct DataPlane::State : std::enable_shared_from_this<State> {
   std::optional<local::acceptor> local_acceptor;
   std::string local_name;
   std::shared_ptr<const CallHandler> handler;
+  std::shared_ptr<const ArrivalHook> arrival_hook;
   std::set<std::shared_ptr<Connection>> accepted;
 
   // caller
@@ -382,6 +386,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void expect_attachments(TargetRecorder& recorder);
   void fill(const char* src, std::size_t n);
   void read_direct();
+  void read_observed();
   void finish_inbound();
   void discard(std::uint64_t bytes) {
     phase_ = Phase::kDiscard;
@@ -449,6 +454,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::size_t target_filled = 0;
     std::unique_ptr<char[]> scratch;  // when the tensors do not tile the attachments
     std::vector<Target> scattered;    // where scratch goes afterwards
+    std::shared_ptr<ArrivalObserver> arrival;  // callee: shown the tensors' bytes as they land
   } in_;
 
   // caller: calls sent, by wire id; callee: calls being served
@@ -950,6 +956,8 @@ void Connection::on_request(const char* p, std::size_t n) {
   }
   in_.from = from;
   in_.request_id = envelope.request_id();
+  in_.arrival.reset();
+  if (auto hook = state_->arrival_hook; hook && *hook) in_.arrival = (*hook)(from, in_.request_id, in_.request);
   in_.deadline = envelope.timeout_nanos() == 0
                      ? kTimeNever
                      : add_saturating(state_->executor.now(), static_cast<Duration>(std::min<std::uint64_t>(
@@ -1027,6 +1035,7 @@ void Connection::fill(const char* src, std::size_t n) {
     Target& t = in_.targets[in_.next_target];
     const std::size_t k = std::min(n, t.len - in_.target_filled);
     std::memcpy(t.dst + in_.target_filled, src, k);
+    if (in_.arrival && in_.scattered.empty()) in_.arrival->arrived(t.dst + in_.target_filled, k);
     src += k;
     n -= k;
     in_.target_filled += k;
@@ -1038,6 +1047,7 @@ void Connection::fill(const char* src, std::size_t n) {
 }
 
 void Connection::read_direct() {
+  if (in_.arrival && in_.scattered.empty()) return read_observed();
   std::vector<asio::mutable_buffer> buffers;
   buffers.reserve(in_.targets.size() - in_.next_target);
   for (std::size_t i = in_.next_target; i < in_.targets.size(); ++i) {
@@ -1057,8 +1067,41 @@ void Connection::read_direct() {
                    });
 }
 
+// read_direct with an observer: one read at a time into the current tensor,
+// each shown to the observer as it lands, so the callee works on the front
+// of a tensor while its back is still on the wire. A read takes at most
+// kObservedReadBytes, so what it brought is still in the core's cache when
+// the observer reads it.
+void Connection::read_observed() {
+  const Target& t = in_.targets[in_.next_target];
+  char* at = t.dst + in_.target_filled;
+  const std::size_t want = std::min(t.len - in_.target_filled, kObservedReadBytes);
+  async_read_some(asio::buffer(at, want), [self = shared_from_this(), at](const boost::system::error_code& ec,
+                                                                         std::size_t n) {
+    if (self->closed_) return;
+    self->state_->stats.bytes_received += n;
+    if (ec) return self->io_error("read from", ec);
+    auto& in = self->in_;
+    in.arrival->arrived(at, n);
+    in.target_filled += n;
+    if (in.target_filled == in.targets[in.next_target].len) {
+      ++in.next_target;
+      in.target_filled = 0;
+    }
+    self->left_ -= n;
+    if (self->left_ > 0) return self->read_observed();
+    self->phase_ = Phase::kHeader;
+    self->batching_ = true;
+    self->finish_inbound();
+    self->process();
+  });
+}
+
 void Connection::finish_inbound() {
-  for (const auto& t : in_.scattered) std::memcpy(t.dst, in_.scratch.get() + t.offset, t.len);
+  for (const auto& t : in_.scattered) {
+    std::memcpy(t.dst, in_.scratch.get() + t.offset, t.len);
+    if (in_.arrival) in_.arrival->arrived(t.dst, t.len);
+  }
   in_.scattered.clear();
   in_.scratch.reset();
   in_.targets.clear();
@@ -1066,7 +1109,8 @@ void Connection::finish_inbound() {
     Request request = std::move(in_.request);
     in_.request = Request();
     state_->serve_request(shared_from_this(), frame_.call_id, std::exchange(arriving_bytes_, 0),
-                          IncomingCall{in_.from, std::move(request), in_.request_id, in_.deadline, {}});
+                          IncomingCall{in_.from, std::move(request), in_.request_id, in_.deadline, {},
+                                       std::move(in_.arrival)});
     return;
   }
   auto call = std::move(in_.call);
@@ -1614,6 +1658,7 @@ int DataPlane::port() const { return state_->acceptor ? state_->port : 0; }
 const std::string& DataPlane::same_host_socket() const { return state_->local_name; }
 
 void DataPlane::set_handler(std::shared_ptr<const CallHandler> handler) { state_->handler = std::move(handler); }
+void DataPlane::set_arrival_hook(std::shared_ptr<const ArrivalHook> hook) { state_->arrival_hook = std::move(hook); }
 
 void DataPlane::stop_serving() { state_->stop_serving(); }
 

@@ -123,6 +123,8 @@ class DataPlane {
   // The Unix socket's name callers on this host use (DataEndpoint); empty: none.
   const std::string& same_host_socket() const;
   void set_handler(std::shared_ptr<const CallHandler> handler);
+  // Shown each request's tensor bytes as they land (Transport::observe_arrivals).
+  void set_arrival_hook(std::shared_ptr<const ArrivalHook> hook);
   // Closes the listener and every incoming connection: their callers' calls
   // fail with UNAVAILABLE; handlers still holding a Responder answer no one.
   void stop_serving();

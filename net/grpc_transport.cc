@@ -120,7 +120,7 @@ class IncomingRpc final : public grpc::ServerUnaryReactor, public std::enable_sh
     }
     shared_->executor->post([rpc = shared_from_this(), handler = std::move(handler), from,
                              request = std::move(decoded), rid = envelope.request_id(), deadline]() mutable {
-      rpc->dispatch(*handler, IncomingCall{from, std::move(request), rid, deadline, {}});
+      rpc->dispatch(*handler, IncomingCall{from, std::move(request), rid, deadline, {}, nullptr});
     });
   }
 
@@ -757,6 +757,10 @@ void GrpcTransport::serve(CallHandler handler) {
   if (impl_->data) impl_->data->set_handler(h);
   std::lock_guard lock(impl_->server_shared->mu);
   impl_->server_shared->handler = std::move(h);
+}
+
+void GrpcTransport::observe_arrivals(ArrivalHook hook) {
+  if (impl_->data) impl_->data->set_arrival_hook(hook ? std::make_shared<const ArrivalHook>(std::move(hook)) : nullptr);
 }
 
 const TaskId& GrpcTransport::self() const { return impl_->self; }

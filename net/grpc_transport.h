@@ -142,6 +142,8 @@ class GrpcTransport final : public Transport {
 
   void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) override;
   void serve(CallHandler handler) override;
+  // Requests on the data plane arrive piece by piece; gRPC's arrive whole.
+  void observe_arrivals(ArrivalHook hook) override;
 
   const TaskId& self() const;
   int port() const;  // the bound port, 0 if not serving

@@ -160,6 +160,12 @@ void TaskMetrics::publish() {
                 p.duplicates_dropped);
       m.counter("twinps_ps_fenced_pushes_total", "Pushes refused for a stale fence.", p.fenced_pushes);
       m.counter("twinps_ps_rejected_requests_total", "Requests refused as invalid.", p.rejected_requests);
+      m.counter("twinps_ps_updates_computed_on_arrival_total",
+                "Dense gradients applied from the next value computed while they arrived.",
+                p.updates_computed_on_arrival);
+      m.counter("twinps_ps_arrivals_overtaken_total",
+                "Updates computed on arrival and given up: another push moved the shard first.",
+                p.arrivals_overtaken);
       {
         // Staleness: parameter versions behind, per applied gradient (core/ps/staleness.h).
         const StalenessHistogram& st = p.staleness;

@@ -61,6 +61,7 @@ class FaultyTransport final : public Transport {
 
   void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) override;
   void serve(CallHandler handler) override { inner_.serve(std::move(handler)); }
+  void observe_arrivals(ArrivalHook hook) override { inner_.observe_arrivals(std::move(hook)); }
 
   const CallFaultCounts& counts() const { return counts_; }
   // Every count is also added here (transports of several tasks, or of one

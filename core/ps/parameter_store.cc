@@ -53,7 +53,15 @@ Status check_rows(const RowIds& ids, std::int64_t rows) {
 // x * 0 is 0 for every finite x and NaN for NaN and ±Inf, so one vectorised
 // read-only pass decides; Eigen's allFinite() is ~4x slower, and on a large
 // push this check was the parameter server's biggest cost.
-bool all_finite(const Matrix& m) { return m.size() == 0 || std::isfinite((m.array() * 0.0f).sum()); }
+bool all_finite(const float* p, std::size_t n) {
+  return n == 0 || std::isfinite((Eigen::Map<const Eigen::ArrayXf>(p, static_cast<Eigen::Index>(n)) * 0.0f).sum());
+}
+bool all_finite(const Matrix& m) { return all_finite(m.data(), static_cast<std::size_t>(m.size())); }
+
+// An arriving gradient is computed this many floats at a time (64 KiB): the
+// gradient, the value and slot pieces and their next values stay in the cache
+// between the finite check, the copy and the update.
+constexpr std::size_t kArrivingBlockFloats = 16 << 10;
 
 std::size_t distinct(const RowIds& ids) {
   // Workers send each shard's rows distinct and ascending: count without a copy.
@@ -198,9 +206,11 @@ Status ParameterStore::create_shards(const CreateShardsRequest& request) {
       if (s.spec.kind == VariableKind::kTrainable)
         shard.slots = s.slots.empty() ? (own[i] ? *own[i] : *optimizer).make_slots(s.spec.rows, s.spec.cols) : s.slots;
     }
+    shard.revision = ++last_revision_;
     shards_[s.spec.id] = std::move(shard);
   }
   optimizer_ = std::move(optimizer);
+  ++optimizer_epoch_;
   if (request.fence.coordinator != 0) return set_fence(request.fence);
   return absl::OkStatus();
 }
@@ -264,7 +274,7 @@ PullResponse ParameterStore::read(const PullRequest& request) {
 
 // ---------------------------------------------------------------- Push
 
-Status ParameterStore::validate_update(std::size_t index, const Update& u) const {
+Status ParameterStore::validate_update(std::size_t index, const Update& u, const ArrivingGradient* arrived) const {
   auto it = shards_.find(u.shard);
   if (it == shards_.end())
     return absl::InvalidArgumentError("Push update " + std::to_string(index) + ": unknown shard id " +
@@ -309,7 +319,9 @@ Status ParameterStore::validate_update(std::size_t index, const Update& u) const
     if (value_rows != spec.rows)
       return fail(std::string(what) + " is " + dims(value_rows, value_cols) + ", the shard " + dims(spec.rows, spec.cols));
   }
-  if (!all_finite(u.values)) return fail(std::string(what) + " contains NaN or Inf");
+  // An arriving computation checked these very bytes as they landed (and
+  // would have been dropped at a NaN or Inf).
+  if (!arrived && !all_finite(u.values)) return fail(std::string(what) + " contains NaN or Inf");
   return absl::OkStatus();
 }
 
@@ -318,8 +330,9 @@ Matrix& ParameterStore::Shard::writable_value() {
   return *value;
 }
 
-void ParameterStore::apply_update(const Update& u) {
+void ParameterStore::apply_update(const Update& u, ArrivingGradient* arrived) {
   Shard& shard = shards_.at(u.shard);
+  shard.revision = ++last_revision_;
   ++stats_.updates_applied;
   stats_.bytes_pushed += byte_size(u.values) + u.rows.size() * sizeof(std::int64_t);
   if (shard.spec.kind == VariableKind::kCounter) {
@@ -343,6 +356,17 @@ void ParameterStore::apply_update(const Update& u) {
   switch (u.op) {
     case Update::Op::kApplyGradient: {
       // Validated above, so the optimizer cannot refuse it.
+      if (arrived) {
+        // Computed as it arrived from this shard as it still is: take it.
+        shard.value = std::move(arrived->next_value);
+        for (std::size_t i = 0; i < shard.slots.size(); ++i) shard.slots[i].swap(arrived->next_slots[i]);
+        drop(*arrived);
+        shard.arrival_backoff = 0;
+        ++stats_.updates_computed_on_arrival;
+        ++shard.step;
+        ++stats_.optimizer_steps;
+        break;
+      }
       const Optimizer& optimizer = shard.own_optimizer ? *shard.own_optimizer : *optimizer_;
       Matrix& value = shard.writable_value();
       Status s = u.sparse ? optimizer.apply_sparse(value, shard.slots, u.rows, u.values, shard.step)
@@ -397,7 +421,8 @@ void ParameterStore::remember(const DedupKey& key) {
   }
 }
 
-StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestId request_id, const TaskId& caller) {
+StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestId request_id, const TaskId& caller,
+                                            ArrivingPush* arrived) {
   if (request.sync_step < kNoSyncStep) return invalid("Push: sync step " + std::to_string(request.sync_step) + " is negative");
   if (is_stale(request.fence)) {
     ++stats_.fenced_pushes;
@@ -417,16 +442,19 @@ StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestI
     response.duplicate = true;
   } else {
     for (std::size_t i = 0; i < request.updates.size(); ++i)
-      if (Status s = validate_update(i, request.updates[i]); !s.ok()) return invalid(std::string(s.message()));
+      if (Status s = validate_update(i, request.updates[i], usable(arrived, i, request.updates[i])); !s.ok())
+        return invalid(std::string(s.message()));
     StalenessHistogram applied;  // of the gradients applied now (aggregated ones count when their step is)
-    for (const Update& u : request.updates) {
+    for (std::size_t i = 0; i < request.updates.size(); ++i) {
+      const Update& u = request.updates[i];
       const bool gradient = u.op == Update::Op::kApplyGradient;
       if (gradient && request.sync_step != kNoSyncStep) {
         aggregate(request.sync_step, u, response.staleness);
         continue;
       }
       if (gradient) measure_staleness(u, applied);
-      apply_update(u);
+      // Asked again: an earlier update of this request may have moved the shard.
+      apply_update(u, usable(arrived, i, u));
     }
     response.staleness.merge(applied);
     stats_.staleness.merge(applied);
@@ -436,6 +464,132 @@ StatusOr<PushResponse> ParameterStore::push(const PushRequest& request, RequestI
   }
   if (!request.then_pull.items.empty()) response.pulled = read(request.then_pull);
   return response;
+}
+
+// ---------------------------------------------------------------- Arriving pushes
+
+std::shared_ptr<ParameterStore::ArrivingPush> ParameterStore::begin_arriving_push(const PushRequest& request,
+                                                                                 RequestId request_id,
+                                                                                 const TaskId& caller) {
+  if (request.sync_step != kNoSyncStep || is_stale(request.fence)) return nullptr;
+  if (request_id != 0 && seen_.count(DedupKey{caller, request_id})) return nullptr;
+  std::vector<ArrivingGradient> gradients;
+  for (std::size_t i = 0; i < request.updates.size(); ++i) {
+    const Update& u = request.updates[i];
+    if (u.op != Update::Op::kApplyGradient || u.sparse || u.meta ||
+        static_cast<std::size_t>(u.values.size()) < kArrivingMinFloats)
+      continue;
+    auto it = shards_.find(u.shard);
+    if (it == shards_.end()) continue;
+    Shard& shard = it->second;
+    if (shard.arrivals_to_skip > 0) {
+      --shard.arrivals_to_skip;
+      continue;
+    }
+    if (shard.spec.kind != VariableKind::kTrainable || shard.spec.meta || shard.arriving ||
+        u.values.rows() != shard.spec.rows || u.values.cols() != shard.spec.cols ||
+        !(shard.own_optimizer || optimizer_))
+      continue;
+    ArrivingGradient g;
+    g.update = i;
+    g.shard = u.shard;
+    g.revision = shard.revision;
+    g.optimizer_epoch = optimizer_epoch_;
+    g.grad = u.values.data();
+    g.floats = static_cast<std::size_t>(u.values.size());
+    // Uninitialised: every float is written before it is read.
+    g.next_value = std::make_shared<Matrix>(shard.spec.rows, shard.spec.cols);
+    g.next_slots.reserve(shard.slots.size());
+    for (std::size_t k = 0; k < shard.slots.size(); ++k) g.next_slots.emplace_back(shard.spec.rows, shard.spec.cols);
+    gradients.push_back(std::move(g));
+  }
+  if (gradients.empty()) return nullptr;
+  auto arriving = std::make_shared<ArrivingPush>(*this, std::move(gradients));
+  for (ArrivingGradient& g : arriving->gradients_) shards_.at(g.shard).arriving = &g;
+  return arriving;
+}
+
+ParameterStore::ArrivingGradient* ParameterStore::usable(ArrivingPush* arrived, std::size_t index, const Update& u) {
+  if (!arrived) return nullptr;
+  for (ArrivingGradient& g : arrived->gradients_) {
+    if (g.update != index || g.dropped) return nullptr;
+    auto it = shards_.find(g.shard);
+    if (it == shards_.end() || it->second.revision != g.revision || g.optimizer_epoch != optimizer_epoch_) {
+      overtaken(g);
+      return nullptr;
+    }
+    const bool complete = g.done == g.floats && g.grad == u.values.data() &&
+                          g.floats == static_cast<std::size_t>(u.values.size()) && g.shard == u.shard;
+    return complete ? &g : nullptr;
+  }
+  return nullptr;
+}
+
+void ParameterStore::advance(ArrivingGradient& g) {
+  auto it = shards_.find(g.shard);
+  if (it == shards_.end() || it->second.revision != g.revision || g.optimizer_epoch != optimizer_epoch_)
+    return overtaken(g);  // push() applies it as usual
+  const Shard& shard = it->second;
+  const Optimizer& optimizer = shard.own_optimizer ? *shard.own_optimizer : *optimizer_;
+  const std::size_t ready = g.bytes_in / sizeof(float);
+  std::vector<const float*> slots(shard.slots.size());
+  std::vector<float*> next_slots(shard.slots.size());
+  while (g.done < ready) {
+    const std::size_t at = g.done, n = std::min(ready - at, kArrivingBlockFloats);
+    if (!all_finite(g.grad + at, n)) return drop(g);  // push() refuses it, checking it again
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      slots[i] = shard.slots[i].data() + at;
+      next_slots[i] = g.next_slots[i].data() + at;
+    }
+    optimizer.apply_dense_span(shard.value->data() + at, slots, g.grad + at, n, shard.step, g.next_value->data() + at,
+                               next_slots);
+    g.done += n;
+  }
+}
+
+void ParameterStore::overtaken(ArrivingGradient& g) {
+  drop(g);
+  ++stats_.arrivals_overtaken;
+  if (auto it = shards_.find(g.shard); it != shards_.end()) {
+    Shard& shard = it->second;
+    shard.arrival_backoff = std::min(2 * shard.arrival_backoff + 1, kMaxArrivalBackoff);
+    shard.arrivals_to_skip = shard.arrival_backoff;
+  }
+}
+
+void ParameterStore::drop(ArrivingGradient& g) {
+  g.dropped = true;
+  g.next_value.reset();
+  g.next_slots.clear();
+  if (auto it = shards_.find(g.shard); it != shards_.end() && it->second.arriving == &g) it->second.arriving = nullptr;
+}
+
+ParameterStore::ArrivingPush::ArrivingPush(ParameterStore& store, std::vector<ArrivingGradient> gradients)
+    : store_(store), alive_(store.alive_), gradients_(std::move(gradients)) {}
+
+ParameterStore::ArrivingPush::~ArrivingPush() {
+  if (alive_.expired()) return;
+  for (ArrivingGradient& g : gradients_)
+    if (!g.dropped) store_.drop(g);
+}
+
+void ParameterStore::ArrivingPush::arrived(const char* at, std::size_t bytes) {
+  if (alive_.expired()) return;
+  const auto where = reinterpret_cast<std::uintptr_t>(at);
+  for (ArrivingGradient& g : gradients_) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(g.grad);
+    const std::size_t size = g.floats * sizeof(float);
+    if (where < begin || where >= begin + size) continue;
+    if (g.dropped) return;
+    if (where != begin + g.bytes_in) return store_.drop(g);  // not front to back: nothing to gain
+    g.bytes_in += std::min(bytes, size - g.bytes_in);
+    return store_.advance(g);
+  }
+}
+
+std::size_t ParameterStore::ArrivingPush::computed() const {
+  return static_cast<std::size_t>(
+      std::count_if(gradients_.begin(), gradients_.end(), [](const ArrivingGradient& g) { return !g.dropped && g.done == g.floats; }));
 }
 
 // ---------------------------------------------------------------- Sync steps

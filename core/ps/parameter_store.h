@@ -67,6 +67,7 @@
 #include "core/ps/optimizer.h"
 #include "core/ps/staleness.h"
 #include "core/runtime/status.h"
+#include "core/runtime/transport.h"
 
 namespace twinps {
 
@@ -82,6 +83,11 @@ struct ParameterStoreStats {
   std::uint64_t duplicates_dropped = 0;  // pushes acknowledged as duplicates, not applied
   std::uint64_t fenced_pushes = 0;       // pushes refused for a stale fence
   std::uint64_t rejected_requests = 0;   // requests refused as invalid
+  // Dense gradients applied from the next value computed as they arrived
+  // (ParameterStore::begin_arriving_push), and such computations given up
+  // because another push moved the shard first.
+  std::uint64_t updates_computed_on_arrival = 0;
+  std::uint64_t arrivals_overtaken = 0;
   StalenessHistogram staleness;          // of every applied gradient (core/ps/staleness.h)
 };
 
@@ -130,7 +136,28 @@ class ParameterStore {
   // response's histogram (core/ps/staleness.h).
   // Trainable shards accept all three ops (a model variable can be assigned),
   // accumulators kAdd/kAssign, counters kAdd (dense, no values).
-  StatusOr<PushResponse> push(const PushRequest& request, RequestId request_id = 0, const TaskId& caller = {});
+  //
+  // `arrived`: what begin_arriving_push computed for this request while it
+  // arrived. Each of its updates whose shard has not moved since is applied
+  // by taking the computed values (same bits as applying it now); the rest
+  // are applied as without it.
+  class ArrivingPush;
+  StatusOr<PushResponse> push(const PushRequest& request, RequestId request_id = 0, const TaskId& caller = {},
+                              ArrivingPush* arrived = nullptr);
+
+  // A push whose tensors are allocated but still arriving (a real transport
+  // receiving it piece by piece, Transport::observe_arrivals): for each dense
+  // gradient of at least kArrivingMinFloats floats to a trainable shard no
+  // other arriving push is computing, the shard's next value and slots are
+  // computed into new memory as the gradient's bytes land, and its finite
+  // check made on the way, while the bytes are still in the cache; push()
+  // then swaps them in. The store itself is not changed before push(). Null
+  // when nothing qualifies (sync steps, stale fences and known duplicates
+  // never do). A shard updated meanwhile, a restore or a new optimizer makes
+  // push() apply that update as usual.
+  static constexpr std::size_t kArrivingMinFloats = 64 << 10;
+  std::shared_ptr<ArrivingPush> begin_arriving_push(const PushRequest& request, RequestId request_id,
+                                                    const TaskId& caller);
 
   // Sync mode: applies every aggregate of steps <= request.step (see above).
   // Fenced like a push; a step at or below the last applied is a no-op.
@@ -167,6 +194,15 @@ class ParameterStore {
     std::shared_ptr<const Optimizer> own_optimizer;  // spec.optimizer's; null: the store's
     std::int64_t step = 0;
     std::int64_t counter = 0;
+    // Changes whenever the value, slots or step do (or the shard is
+    // replaced): what an arriving push checks its computation against.
+    std::uint64_t revision = 0;
+    const void* arriving = nullptr;  // the arriving push computing this shard's next value, if any
+    // Another push got in first while one arrived (its work wasted): the
+    // next `arrivals_to_skip` pushes are applied as usual, a streak doubling
+    // up to kMaxArrivalBackoff while that keeps happening.
+    int arrival_backoff = 0;
+    int arrivals_to_skip = 0;
 
     // The values to update in place: copied first while an answer holds
     // them, so that answer still carries what was read.
@@ -179,8 +215,17 @@ class ParameterStore {
   Status invalid(const std::string& what);
   bool is_stale(const Fence& f) const;
   Status fenced(const char* request, const Fence& f);
-  Status validate_update(std::size_t index, const Update& u) const;
-  void apply_update(const Update& u);
+  // `arrived`: the update's arriving computation, if usable (its finite check is taken from it).
+  struct ArrivingGradient;
+  Status validate_update(std::size_t index, const Update& u, const ArrivingGradient* arrived = nullptr) const;
+  void apply_update(const Update& u, ArrivingGradient* arrived = nullptr);
+  // The arriving computation for update `index` of `arrived`, if it is
+  // complete and still matches its shard; else null.
+  ArrivingGradient* usable(ArrivingPush* arrived, std::size_t index, const Update& u);
+  void advance(ArrivingGradient& g);  // computes what has arrived of g
+  void drop(ArrivingGradient& g);     // gives g up, freeing its memory and its shard
+  void overtaken(ArrivingGradient& g);  // drop, because another push moved the shard first
+  static constexpr int kMaxArrivalBackoff = 16;
   // Before `u` (a gradient) is applied: how many versions its shard moved on
   // since the sender's read.
   void measure_staleness(const Update& u, StalenessHistogram& into) const;
@@ -216,6 +261,45 @@ class ParameterStore {
   ParameterStoreStats stats_;
   std::map<std::int64_t, std::map<ShardId, SyncAggregate>> sync_pending_;  // by step, then shard
   std::int64_t sync_applied_step_ = -1;
+  std::uint64_t last_revision_ = 0;  // Shard::revision's source
+  std::uint64_t optimizer_epoch_ = 0;  // moves with every CreateShards (a new store optimizer)
+  // Arriving pushes hold a weak reference: one that outlives the store does nothing.
+  std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);
+};
+
+// One dense gradient's next value, computed as the gradient arrives.
+struct ParameterStore::ArrivingGradient {
+  std::size_t update = 0;  // its index in the request
+  ShardId shard = 0;
+  std::uint64_t revision = 0;         // the shard's when the computation began
+  std::uint64_t optimizer_epoch = 0;  // the store's then
+  const float* grad = nullptr;        // where the gradient's bytes land
+  std::size_t floats = 0;
+  std::size_t bytes_in = 0;  // landed, front to back
+  std::size_t done = 0;      // floats computed
+  bool dropped = false;
+  std::shared_ptr<Matrix> next_value;
+  std::vector<Matrix> next_slots;
+};
+
+// The ArrivalObserver of a push (begin_arriving_push). Lives on the store's
+// executor, as the store does.
+class ParameterStore::ArrivingPush final : public ArrivalObserver {
+ public:
+  ArrivingPush(ParameterStore& store, std::vector<ArrivingGradient> gradients);
+  ~ArrivingPush() override;
+  ArrivingPush(const ArrivingPush&) = delete;
+  ArrivingPush& operator=(const ArrivingPush&) = delete;
+
+  void arrived(const char* at, std::size_t bytes) override;
+  // Updates whose next value is computed and still current (for tests and stats).
+  std::size_t computed() const;
+
+ private:
+  friend class ParameterStore;
+  ParameterStore& store_;
+  std::weak_ptr<const int> alive_;
+  std::vector<ArrivingGradient> gradients_;
 };
 
 }  // namespace twinps

@@ -23,9 +23,19 @@ void ApplyLatency::record(Duration d) {
 ParameterServerNode::ParameterServerNode(Runtime& runtime, ParameterStore::Options options)
     : runtime_(runtime), store_(with_default_name(std::move(options), runtime.self)) {
   runtime_.transport.serve([this](IncomingCall call, Responder respond) { handle(std::move(call), std::move(respond)); });
+  // A large gradient's update is computed while the rest of it is still arriving.
+  runtime_.transport.observe_arrivals(
+      [this](const TaskId& from, RequestId request_id, const Request& request) -> std::shared_ptr<ArrivalObserver> {
+        auto* push = std::get_if<PushRequest>(&request);
+        if (!push) return nullptr;
+        return store_.begin_arriving_push(*push, request_id, from);
+      });
 }
 
-ParameterServerNode::~ParameterServerNode() { runtime_.transport.serve(nullptr); }
+ParameterServerNode::~ParameterServerNode() {
+  runtime_.transport.observe_arrivals(nullptr);
+  runtime_.transport.serve(nullptr);
+}
 
 StatusOr<Response> ParameterServerNode::dispatch(IncomingCall& call) {
   Request& request = call.request;
@@ -41,7 +51,9 @@ StatusOr<Response> ParameterServerNode::dispatch(IncomingCall& call) {
     return Response(std::move(*pulled));
   }
   if (auto* r = std::get_if<PushRequest>(&request)) {
-    auto pushed = store_.push(*r, call.request_id, call.from);
+    // Made by this node's arrival hook (observe_arrivals), if any.
+    auto* arrived = dynamic_cast<ParameterStore::ArrivingPush*>(call.arrival.get());
+    auto pushed = store_.push(*r, call.request_id, call.from, arrived);
     if (!pushed.ok()) return pushed.status();
     return Response(*pushed);
   }

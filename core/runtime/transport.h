@@ -10,7 +10,9 @@
 //   * cancelling `options.cancel` completes the call with CANCELLED promptly
 //     and tells the callee's handler through IncomingCall::cancelled.
 #include <cstdint>
+#include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "core/cluster/task_id.h"
 #include "core/messages/messages.h"
@@ -28,18 +30,38 @@ struct CallOptions {
   RequestId request_id = 0;  // lets the callee drop a duplicate (0 = none)
 };
 
+// A callee's view of a request's tensor bytes while they arrive, for work
+// that can start before the whole message is in (a ps computing an update
+// from the part of a gradient already received). A transport that receives
+// messages whole (the simulator's, gRPC) never asks for one.
+class ArrivalObserver {
+ public:
+  virtual ~ArrivalObserver() = default;
+  // `bytes` bytes have been written at `at`, inside the memory of one of the
+  // request's tensors; each tensor's bytes come in order, front to back. Only
+  // tensors sent apart from the request's metadata are shown (the data plane
+  // sends small ones inside it, and they are there when the hook is called).
+  virtual void arrived(const char* at, std::size_t bytes) = 0;
+};
+
 struct IncomingCall {
   TaskId from;
   Request request;
   RequestId request_id = 0;
   Time deadline = kTimeNever;  // on the callee's clock
   CancelToken cancelled;       // fires if the caller gives up
+  std::shared_ptr<ArrivalObserver> arrival;  // what the ArrivalHook gave for this call, if anything
 };
 
 using ResponseCallback = UniqueFunction<void(StatusOr<Response>)>;
 using Responder = UniqueFunction<void(StatusOr<Response>)>;
 // Called on the callee's executor; must call the responder exactly once, now or later.
 using CallHandler = std::function<void(IncomingCall, Responder)>;
+// Called on the callee's executor once a request's metadata is in and its
+// tensors are allocated but not yet filled (`request`'s tensors are where the
+// bytes will land); null or a null result: nothing to observe.
+using ArrivalHook =
+    std::function<std::shared_ptr<ArrivalObserver>(const TaskId& from, RequestId request_id, const Request& request)>;
 
 class Transport {
  public:
@@ -47,6 +69,9 @@ class Transport {
   virtual void call(const TaskId& to, Request request, CallOptions options, ResponseCallback done) = 0;
   // Installs the handler for calls addressed to this task (replacing any earlier one).
   virtual void serve(CallHandler handler) = 0;
+  // Installs (or, with null, removes) the hook for requests whose bytes this
+  // transport receives piece by piece. Default: it receives messages whole.
+  virtual void observe_arrivals(ArrivalHook /*hook*/) {}
 };
 
 // Awaitable form of Transport::call.

@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/ps/ps_node.h"
+#include "core/runtime/trace.h"
 #include "net/data_frame.h"
 #include "net/data_plane.h"
 #include "net/grpc_transport.h"
@@ -311,6 +313,117 @@ TEST(DataPlaneTest, SeveralConnectionsPerPeerCarryPipelinedCallsAndLargeReplies)
   for (int i = 0; i < kCalls; ++i) EXPECT_EQ(completions[i], 1) << i;
   EXPECT_EQ(ok, kCalls);
   EXPECT_EQ(client->stats().data_connections_opened, 3u);
+}
+
+// Records each landed range of a request's tensors.
+class RecordingObserver final : public ArrivalObserver {
+ public:
+  void arrived(const char* at, std::size_t bytes) override { pieces.emplace_back(at, bytes); }
+  std::vector<std::pair<const char*, std::size_t>> pieces;
+};
+
+// The callee is shown every byte of a request's tensors as it lands, front to
+// back, in more than one piece for a large one; the handler gets the observer
+// the hook made. Over TCP and over the Unix socket; a small tensor travels in
+// the request's metadata, which the hook is given whole.
+TEST(DataPlaneTest, AnArrivalHookSeesEachTensorsBytesLandInOrder) {
+  for (const bool same_host : {false, true}) {
+    SCOPED_TRACE(same_host ? "Unix socket" : "TCP");
+    Book book;
+    std::shared_ptr<RecordingObserver> made;
+    std::vector<std::pair<const char*, std::size_t>> pieces;  // of the request that reached the handler
+    std::vector<std::pair<const char*, std::size_t>> tensors;  // where its tensors' bytes are
+    bool handler_got_observer = false;
+    GrpcTransportOptions so;
+    so.data_same_host_socket = same_host;
+    ThreadedServer server(book, echo_handler(kPs), so);
+    server.ex.run_sync([&] {
+      server.transport->observe_arrivals([&](const TaskId& from, RequestId, const Request& request) {
+        EXPECT_EQ(from, kChief);
+        made = std::holds_alternative<PushRequest>(request) ? std::make_shared<RecordingObserver>() : nullptr;
+        return made;
+      });
+      server.transport->serve([&, echo = echo_handler(kPs)](IncomingCall call, Responder respond) {
+        handler_got_observer = call.arrival != nullptr && call.arrival == made;
+        pieces = made ? made->pieces : decltype(pieces){};
+        for (const auto& u : std::get<PushRequest>(call.request).updates)
+          tensors.emplace_back(reinterpret_cast<const char*>(u.values.data()), byte_size(u.values));
+        echo(std::move(call), std::move(respond));
+      });
+    });
+    AsioExecutor ex;
+    GrpcTransportOptions co;
+    co.data_same_host_socket = same_host;
+    auto client = make_client(kChief, ex, book, co);
+    PushRequest push = push_of(ramp(1, 1 << 20));  // 4 MiB
+    push.updates.push_back(Update{0, Update::Op::kAdd, false, {}, ramp(2, 3), 0});
+    auto pushed = call_and_wait(ex, *client, kPs, push);
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, push.updates[0].values);
+    EXPECT_TRUE(handler_got_observer);
+    EXPECT_EQ(client->stats().data_same_host_connections_opened, same_host ? 1u : 0u);
+
+    ASSERT_EQ(tensors.size(), 2u);
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      // Every piece inside one tensor, the tensor's pieces contiguous from its front.
+      std::size_t landed = 0, count = 0;
+      for (const auto& [at, bytes] : pieces) {
+        if (at < tensors[t].first || at >= tensors[t].first + tensors[t].second) continue;
+        EXPECT_EQ(at, tensors[t].first + landed) << "tensor " << t << " piece " << count;
+        EXPECT_LE(at + bytes, tensors[t].first + tensors[t].second);
+        landed += bytes;
+        ++count;
+      }
+      if (t == 0) {
+        EXPECT_EQ(landed, tensors[t].second);
+        EXPECT_GT(count, 1u) << "a 4 MiB tensor lands in pieces";
+      } else {
+        EXPECT_EQ(landed, 0u) << "a small tensor comes inside the request's metadata";
+      }
+    }
+  }
+}
+
+// A parameter server over the real transport applies a large dense gradient
+// from the next value it computed while the gradient arrived, and the result
+// is what SGD gives.
+TEST(DataPlaneTest, APsAppliesALargeGradientComputedAsItArrived) {
+  Book book;
+  AsioExecutor ps_ex;
+  auto ps_transport = make_server(kPs, ps_ex, book);
+  NullTraceSink trace;
+  Runtime runtime{kPs, 1, ps_ex, *ps_transport, trace, RandomStream(1)};
+  auto ps = std::make_unique<ParameterServerNode>(runtime);  // before the executor's thread runs
+  ps_ex.start();
+  AsioExecutor ex;
+  auto client = make_client(kChief, ex, book);
+
+  constexpr std::int64_t kCols = 1 << 18;  // 1 MiB
+  CreateShardsRequest create;
+  create.optimizer.learning_rate = LearningRateSchedule::constant(0.5);
+  ShardState w;
+  w.spec = ShardSpec{1, "w", VariableKind::kTrainable, 1, kCols};
+  w.value = ramp(1, kCols, 1.0f);
+  create.shards = {w};
+  ASSERT_TRUE(call_and_wait(ex, *client, kPs, create).ok());
+  PushRequest push;
+  push.updates.push_back(Update{1, Update::Op::kApplyGradient, false, {}, ramp(1, kCols, 0.25f), 0});
+  auto pushed = call_and_wait(ex, *client, kPs, push);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  auto pulled = call_and_wait(ex, *client, kPs, PullRequest{{PullItem{1, true, {}}}});
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  const Matrix expected = (w.value.array() - 0.5f * push.updates[0].values.array()).matrix();
+  expect_eq(std::get<PullResponse>(*pulled).items.at(0).values, expected);
+
+  ParameterStoreStats stats;
+  ps_ex.run_sync([&] { stats = ps->store().stats(); });
+  EXPECT_EQ(stats.optimizer_steps, 1u);
+  EXPECT_EQ(stats.updates_computed_on_arrival, 1u);
+  ps_ex.run_sync([&] {
+    ps.reset();
+    ps_transport.reset();
+  });
+  ps_ex.stop();
 }
 
 TEST(DataPlaneTest, AReplyOverTheCallersLimitIsRefusedAndTheConnectionGoesOn) {
