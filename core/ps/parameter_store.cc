@@ -59,8 +59,7 @@ bool all_finite(const float* p, std::size_t n) {
 bool all_finite(const Matrix& m) { return all_finite(m.data(), static_cast<std::size_t>(m.size())); }
 
 // An arriving gradient is computed this many floats at a time (64 KiB): the
-// gradient, the value and slot pieces and their next values stay in the cache
-// between the finite check, the copy and the update.
+// gradient's piece stays in the cache between the finite check and the update.
 constexpr std::size_t kArrivingBlockFloats = 16 << 10;
 
 std::size_t distinct(const RowIds& ids) {
@@ -512,7 +511,8 @@ std::shared_ptr<ParameterStore::ArrivingPush> ParameterStore::begin_arriving_pus
 ParameterStore::ArrivingGradient* ParameterStore::usable(ArrivingPush* arrived, std::size_t index, const Update& u) {
   if (!arrived) return nullptr;
   for (ArrivingGradient& g : arrived->gradients_) {
-    if (g.update != index || g.dropped) return nullptr;
+    if (g.update != index) continue;
+    if (g.dropped) return nullptr;
     auto it = shards_.find(g.shard);
     if (it == shards_.end() || it->second.revision != g.revision || g.optimizer_epoch != optimizer_epoch_) {
       overtaken(g);

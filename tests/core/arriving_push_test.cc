@@ -201,6 +201,48 @@ TEST(ArrivingPushTest, OnlyLargeDenseGradientsOfNewPushesAreComputedOnArrival) {
   EXPECT_EQ(store.begin_arriving_push(small, 10, worker), nullptr) << "too small (and the wrong shape)";
 }
 
+TEST(ArrivingPushTest, EachLargeGradientOfAPushIsComputedOnArrival) {
+  ParameterStore plain, store;
+  CreateShardsRequest create;
+  create.optimizer = config(OptimizerConfig::Kind::kSgd, 0.1);
+  for (ShardId id : {1, 2, 3}) {
+    ShardState s;
+    s.spec = ShardSpec{id, "v" + std::to_string(id), VariableKind::kTrainable, kRows, id == 2 ? 1 : kCols};
+    s.value = id == 2 ? Matrix::Ones(kRows, 1) : ramp(1.0, 0.5 * id);
+    create.shards.push_back(s);
+  }
+  ASSERT_TRUE(plain.create_shards(create).ok());
+  ASSERT_TRUE(store.create_shards(create).ok());
+  PushRequest request;
+  for (ShardId id : {1, 2, 3}) {
+    Update u;
+    u.shard = id;
+    u.values = id == 2 ? Matrix::Ones(kRows, 1) : ramp(0.1 * id, 0.0);
+    request.updates.push_back(u);
+  }
+  ASSERT_TRUE(plain.push(request).ok());
+  const PushRequest sent = request;
+  for (Update& u : request.updates) u.values.setZero();
+  auto observer = store.begin_arriving_push(request, 0, {});
+  ASSERT_NE(observer, nullptr);
+  for (std::size_t i : {0u, 2u}) {
+    char* dst = reinterpret_cast<char*>(request.updates[i].values.data());
+    const std::size_t bytes = static_cast<std::size_t>(sent.updates[i].values.size()) * sizeof(float);
+    std::memcpy(dst, sent.updates[i].values.data(), bytes);
+    observer->arrived(dst, bytes);
+  }
+  request.updates[1].values = sent.updates[1].values;  // small: it came with the request
+  EXPECT_EQ(observer->computed(), 2u);
+  ASSERT_TRUE(store.push(request, 0, {}, observer.get()).ok());
+  EXPECT_EQ(store.stats().updates_computed_on_arrival, 2u);
+  for (ShardId id : {1, 2, 3}) {
+    auto a = plain.pull(PullRequest{{PullItem{id, true, {}}}});
+    auto b = store.pull(PullRequest{{PullItem{id, true, {}}}});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->items[0].values, b->items[0].values) << "shard " << id;
+  }
+}
+
 TEST(ArrivingPushTest, OneArrivingPushAtATimePerShard) {
   ParameterStore store = make_store(config(OptimizerConfig::Kind::kSgd, 0.1));
   PushRequest a = gradient_push(ramp(0.1, 0.0)), b = gradient_push(ramp(0.2, 0.0));
