@@ -509,7 +509,9 @@ std::shared_ptr<ParameterStore::ArrivingPush> ParameterStore::begin_arriving_pus
 }
 
 ParameterStore::ArrivingGradient* ParameterStore::usable(ArrivingPush* arrived, std::size_t index, const Update& u) {
-  if (!arrived) return nullptr;
+  // Another store's (a node that served this connection before a restart):
+  // its revisions mean nothing here.
+  if (!arrived || arrived->alive_.lock() != alive_) return nullptr;
   for (ArrivingGradient& g : arrived->gradients_) {
     if (g.update != index) continue;
     if (g.dropped) return nullptr;

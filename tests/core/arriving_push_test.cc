@@ -253,6 +253,26 @@ TEST(ArrivingPushTest, OneArrivingPushAtATimePerShard) {
   EXPECT_NE(store.begin_arriving_push(b, 0, {}), nullptr);
 }
 
+TEST(ArrivingPushTest, AnotherStoresComputationIsNeverTaken) {
+  const auto sgd = config(OptimizerConfig::Kind::kSgd, 0.1);
+  ParameterStore first = make_store(sgd), second = make_store(sgd), plain = make_store(sgd);
+  // The same number of updates (so the same revisions), different values.
+  ASSERT_TRUE(first.push(gradient_push(ramp(0.5, 0.0))).ok());
+  ASSERT_TRUE(second.push(gradient_push(ramp(0.3, 0.0))).ok());
+  ASSERT_TRUE(plain.push(gradient_push(ramp(0.3, 0.0))).ok());
+  const Matrix g = ramp(0.1, 0.0);
+  ASSERT_TRUE(plain.push(gradient_push(g)).ok());
+  PushRequest request = gradient_push(Matrix::Zero(kRows, kCols));
+  auto observer = first.begin_arriving_push(request, 0, {});
+  ASSERT_NE(observer, nullptr);
+  arrive(request, g, observer.get(), 1 << 16);
+  EXPECT_EQ(observer->computed(), 1u);
+  // A store that took over the service (a restarted node) handles the request.
+  ASSERT_TRUE(second.push(request, 0, {}, observer.get()).ok());
+  EXPECT_EQ(second.stats().updates_computed_on_arrival, 0u);
+  EXPECT_EQ(exported(second).value, exported(plain).value);
+}
+
 TEST(ArrivingPushTest, AnObserverOutlivingItsStoreDoesNothing) {
   std::shared_ptr<ParameterStore::ArrivingPush> observer;
   PushRequest request = gradient_push(ramp(0.1, 0.0));
