@@ -292,7 +292,7 @@ class ParameterStore::ArrivingPush final : public ArrivalObserver {
   ArrivingPush& operator=(const ArrivingPush&) = delete;
 
   void arrived(const char* at, std::size_t bytes) override;
-  // Updates whose next value is computed and still current (for tests and stats).
+  // Updates whose next value is computed in full and not given up (for tests).
   std::size_t computed() const;
 
  private:
