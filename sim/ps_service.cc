@@ -36,7 +36,8 @@ void PsServiceTransport::serve(CallHandler handler) {
 }
 
 Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows,
-                                 std::int64_t items, bool push) const {
+                                 std::int64_t items, bool push, std::size_t row_bytes,
+                                 std::size_t pushed_row_bytes) const {
   const double bytes = static_cast<double>(request_bytes + reply_bytes);
   double ns = per_row_ns * static_cast<double>(rows) + per_item_ns * static_cast<double>(items);
   if (bytes_curve.empty()) {
@@ -53,7 +54,43 @@ Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_by
     }
   }
   if (push) ns += apply_per_byte_ns * static_cast<double>(request_bytes) + apply_per_row_ns * static_cast<double>(rows);
+  ns += per_row_byte_ns * static_cast<double>(row_bytes) + apply_per_row_byte_ns * static_cast<double>(pushed_row_bytes);
   return per_request + static_cast<Duration>(std::llround(ns));
+}
+
+namespace {
+
+std::size_t values_bytes(const Matrix& values, const std::optional<MetaTensor>& meta) {
+  return byte_size(values) + (meta ? byte_size(*meta) : 0);
+}
+
+void add_pulled_by_id(const PullRequest& pull, RowValues& out) {
+  for (std::size_t i = 0; i < pull.items.size(); ++i)
+    if (!pull.items[i].all_rows) out.pulled_items.push_back(i);
+}
+
+}  // namespace
+
+RowValues row_values(const Request& request) {
+  RowValues out;
+  if (const auto* pull = std::get_if<PullRequest>(&request)) add_pulled_by_id(*pull, out);
+  if (const auto* push = std::get_if<PushRequest>(&request)) {
+    for (const auto& u : push->updates)
+      if (u.sparse) out.pushed += values_bytes(u.values, u.meta);
+    add_pulled_by_id(push->then_pull, out);
+  }
+  return out;
+}
+
+std::size_t RowValues::pulled(const StatusOr<Response>& reply) const {
+  if (pulled_items.empty() || !reply.ok()) return 0;
+  const PullResponse* pulled = std::get_if<PullResponse>(&*reply);
+  if (const auto* push = std::get_if<PushResponse>(&*reply)) pulled = &push->pulled;
+  if (!pulled) return 0;
+  std::size_t bytes = 0;
+  for (std::size_t i : pulled_items)
+    if (i < pulled->items.size()) bytes += values_bytes(pulled->items[i].values, pulled->items[i].meta);
+  return bytes;
 }
 
 void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
@@ -79,6 +116,7 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     }
     const MessageShape shape = message_shape(call.request);
     const std::size_t request_bytes = shape.bytes;
+    RowValues row_bytes = row_values(call.request);
     const std::uint64_t rows_before = rows_updated_();
     const char* name = request_name(call.request);
     const auto* push = std::get_if<PushRequest>(&call.request);
@@ -88,14 +126,15 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     // what a push of those rows costs.
     const bool applies_step = std::holds_alternative<ApplySyncStepRequest>(call.request);
     handler_(std::move(call), [this, served, start, waited, request_bytes, items = shape.items, row_ids = shape.rows,
-                               rows_before, name, push = push != nullptr, fence,
-                               applies_step](StatusOr<Response> result) mutable {
+                               rows_before, name, push = push != nullptr, fence, applies_step,
+                               row_bytes = std::move(row_bytes)](StatusOr<Response> result) mutable {
       const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
       const std::uint64_t rows = rows_updated_() - rows_before;
       if (push && pushes_) pushes_->push_back(PushRecord{start, self_.index, fence, result.ok()});
       const Duration service =
           applies_step ? model_.service(request_bytes, reply_bytes, rows, items, true)
-                       : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push);
+                       : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
+                                        row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed);
       served->service = service;
       stats_.bytes_in += request_bytes;
       stats_.bytes_out += reply_bytes;
@@ -168,17 +207,20 @@ void PsServiceTransport::serve_one(Waiting w, std::size_t thread) {
   const MessageShape shape = message_shape(w.call.request);
   const std::size_t request_bytes = shape.bytes;
   const std::int64_t items = shape.items, row_ids = shape.rows;
+  RowValues row_bytes = row_values(w.call.request);
   const std::uint64_t rows_before = rows_updated_();
   const char* name = request_name(w.call.request);
   const auto* push = std::get_if<PushRequest>(&w.call.request);
   const Fence fence = push ? push->fence : Fence{};
   Responder respond = std::move(w.respond);
   handler_(std::move(w.call), [this, respond = std::move(respond), start, waited, request_bytes, items, row_ids,
-                               rows_before, name, push = push != nullptr, fence, thread](StatusOr<Response> result) mutable {
+                               rows_before, name, push = push != nullptr, fence, thread,
+                               row_bytes = std::move(row_bytes)](StatusOr<Response> result) mutable {
     const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
     const std::uint64_t rows = rows_updated_() - rows_before;
     if (push && pushes_) pushes_->push_back(PushRecord{start, self_.index, fence, result.ok()});
-    const Duration service = model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push);
+    const Duration service = model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
+                                            row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed);
     free_at_[thread] = start + service;
     stats_.bytes_in += request_bytes;
     stats_.bytes_out += reply_bytes;

@@ -49,10 +49,28 @@ struct PsServiceModel {
   std::vector<std::pair<double, double>> bytes_curve;  // (bytes, ns); replaces per_byte_ns when set
   double apply_per_byte_ns = 0;                         // the optimizer's, per byte pushed
   double apply_per_row_ns = 0;                          // the optimizer's, per row a sparse push scatters
-  // Service time of a request and its reply.
+  // Per byte of the values of rows read or written by id (a pull's rows, a
+  // sparse push's), beyond per_row_ns and the bytes curve: rows at random
+  // places cost their cache lines, so wide rows cost more than their bytes
+  // do in one block. And the optimizer's, per byte of a sparse push's rows
+  // (its slots' rows).
+  double per_row_byte_ns = 0;
+  double apply_per_row_byte_ns = 0;
+  // Service time of a request and its reply. `row_bytes`: the values of the
+  // rows read or written by id; `pushed_row_bytes`: those a push scatters.
   Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,
-                   bool push) const;
+                   bool push, std::size_t row_bytes = 0, std::size_t pushed_row_bytes = 0) const;
 };
+
+// The values of a request's rows read or written by id: a sparse push's rows,
+// known from the request, and the rows a pull reads by id, known from its
+// answer (the items `pulled_items` of it).
+struct RowValues {
+  std::size_t pushed = 0;
+  std::vector<std::size_t> pulled_items;
+  std::size_t pulled(const StatusOr<Response>& reply) const;
+};
+RowValues row_values(const Request& request);
 
 // One applied (or refused) push, for the swarm's invariants.
 struct PushRecord {

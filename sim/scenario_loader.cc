@@ -402,6 +402,7 @@ void Validator::service() {
   time_ok(p(v, "per_row_us"), v.per_row_us(), "per_row_us");
   if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");
   time_ok(p(v, "per_item_us"), v.per_item_us(), "per_item_us");
+  time_ok(p(v, "per_row_kib_us"), v.per_row_kib_us(), "per_row_kib_us");
   double last = 0;
   for (int i = 0; i < v.bytes_curve_size(); ++i) {
     const auto& c = v.bytes_curve(i);
@@ -410,7 +411,13 @@ void Validator::service() {
     time_ok(cp(c, "us"), c.us(), "us");
     last = c.bytes();
   }
-  for (int i = 0; i < v.apply_size(); ++i) time_ok(p(v, "apply", i)(v.apply(i), "per_kib_us"), v.apply(i).per_kib_us(), "per_kib_us");
+  for (int i = 0; i < v.apply_size(); ++i) {
+    const auto& a = v.apply(i);
+    const Path ap = p(v, "apply", i);
+    time_ok(ap(a, "per_kib_us"), a.per_kib_us(), "per_kib_us");
+    time_ok(ap(a, "per_row_pushed_us"), a.per_row_pushed_us(), "per_row_pushed_us");
+    time_ok(ap(a, "per_row_pushed_kib_us"), a.per_row_pushed_kib_us(), "per_row_pushed_kib_us");
+  }
 }
 
 void Validator::hosts() {

@@ -432,6 +432,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   ps_model.per_request = from_seconds(ps.per_request_us() * 1e-6);
   ps_model.per_byte_ns = ps.per_kib_us() * 1000.0 / 1024.0;
   ps_model.per_row_ns = ps.per_row_us() * 1000.0;
+  ps_model.per_row_byte_ns = ps.per_row_kib_us() * 1000.0 / 1024.0;
   ps_model.threads = ps.threads();
   ps_model.per_item_ns = ps.per_item_us() * 1000.0;
   for (const auto& p : ps.bytes_curve()) ps_model.bytes_curve.emplace_back(p.bytes(), p.us() * 1e3);
@@ -440,6 +441,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
       if (static_cast<int>(a.optimizer()) == static_cast<int>(workload->spec().optimizer.kind)) {
         ps_model.apply_per_byte_ns = a.per_kib_us() * 1000.0 / 1024.0;
         ps_model.apply_per_row_ns = a.per_row_pushed_us() * 1000.0;
+        ps_model.apply_per_row_byte_ns = a.per_row_pushed_kib_us() * 1000.0 / 1024.0;
       }
   }
   ps_stats.resize(static_cast<std::size_t>(shape.ps));

@@ -94,6 +94,65 @@ TEST(PsServiceTest, RequestsWaitForTheServerInArrivalOrder) {
   EXPECT_EQ(f.pushes[2].at, 230 * kMicrosecond) << "applied when its service starts";
 }
 
+// Rows read or written by id pay per byte of their values on top of per row
+// (their cache lines), and a push's rows the optimizer's per byte as well.
+TEST(PsServiceModelTest, RowsPayPerByteOfTheirValues) {
+  PsServiceModel m;
+  m.per_request = 10 * kMicrosecond;
+  m.per_byte_ns = 0;
+  m.per_row_ns = 5;
+  m.per_row_byte_ns = 2;
+  m.apply_per_row_byte_ns = 3;
+  EXPECT_EQ(m.service(1000, 0, 100, 1, /*push=*/false, /*row_bytes=*/1600), 10 * kMicrosecond + 100 * 5 + 1600 * 2);
+  EXPECT_EQ(m.service(1000, 0, 100, 1, /*push=*/true, 1600, /*pushed_row_bytes=*/1600),
+            10 * kMicrosecond + 100 * 5 + 1600 * (2 + 3));
+}
+
+// Which values count as rows: a sparse push's (from the request), and the
+// items of a pull read by id (from its answer); never a dense shard's.
+TEST(RowValuesTest, CountsSparseRowsAndRowsPulledByIdOnly) {
+  PushRequest push;
+  Update sparse;
+  sparse.sparse = true;
+  sparse.rows = {3, 9};
+  sparse.values = Matrix::Zero(2, 8);  // 64 bytes
+  Update dense;
+  dense.values = Matrix::Zero(4, 8);
+  push.updates = {sparse, dense};
+  push.then_pull.items = {PullItem{1, true, {}}, PullItem{2, false, {5, 6, 7}}};
+  const RowValues values = row_values(Request(push));
+  EXPECT_EQ(values.pushed, 64u);
+  PushResponse answer;
+  answer.pulled.items.resize(2);
+  answer.pulled.items[0].values = Matrix::Zero(10, 8);  // the whole shard: not rows
+  answer.pulled.items[1].meta = MetaTensor{3, 8};       // 3 rows read by id, timing-only
+  EXPECT_EQ(values.pulled(StatusOr<Response>(Response(answer))), 96u);
+  EXPECT_EQ(values.pulled(StatusOr<Response>(absl::InternalError("refused"))), 0u);
+
+  PullRequest pull;
+  pull.items = {PullItem{2, false, {1}}};
+  PullResponse pulled;
+  pulled.items.resize(1);
+  pulled.items[0].values = Matrix::Zero(1, 8);
+  EXPECT_EQ(row_values(Request(pull)).pulled(StatusOr<Response>(Response(pulled))), 32u);
+  EXPECT_EQ(row_values(Request(PullRequest{{PullItem{1, true, {}}}})).pulled(StatusOr<Response>(Response(pulled))), 0u);
+}
+
+// Through the ps: a sparse push of 10 rows of 4 floats (160 bytes) pays
+// 100 us + 10 x 1 us + 160 x (10 + 100) ns.
+TEST(PsServiceTest, ARowPushPaysForItsRowsValues) {
+  PsFixture f;
+  f.model.per_row_byte_ns = 10;
+  f.model.apply_per_row_byte_ns = 100;
+  Time at = -1;
+  f.worker->call(TaskId::ps(0), f.push_rows(10), {}, [&](StatusOr<Response> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    at = f.engine.now();
+  });
+  f.engine.run();
+  EXPECT_EQ(at, 110 * kMicrosecond + 160 * 110);
+}
+
 TEST(PsServiceTest, ThreadsServeInParallel) {
   PsFixture f(2);
   std::vector<Time> at;

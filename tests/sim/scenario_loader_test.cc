@@ -59,6 +59,15 @@ TEST(ScenarioLoaderTest, HostsNeedAPositiveTick) {
   EXPECT_EQ(first_error(std::string(kValid) + "hosts { cores: 2 scheduler: TICKED tick_us: 250 }\n"), "");
 }
 
+TEST(ScenarioLoaderTest, RowPricesMustNotBeNegative) {
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_row_kib_us: -1 }\n"),
+            "f.textproto:6:14: ps_service.per_row_kib_us: per_row_kib_us must not be negative (got -1)");
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { apply { optimizer: ADAGRAD per_row_pushed_kib_us: -0.5 } }\n"),
+            "f.textproto:6:41: ps_service.apply[0].per_row_pushed_kib_us: per_row_pushed_kib_us must not be negative "
+            "(got -0.5)");
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_row_kib_us: 0.2 apply { per_row_pushed_kib_us: 0.3 } }\n"), "");
+}
+
 TEST(ScenarioLoaderTest, ForSecondsNeedsAPaceBeforeItAndNoCount) {
   const std::string head = "cluster { workers: 1 ps: 1 } model { variable { name: \"w\" shape: [1] } }\n";
   EXPECT_EQ(first_error(head + "program { schedule { for_s: 2 } }\n"),
