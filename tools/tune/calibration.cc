@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -250,6 +251,53 @@ struct CallResults {
   std::string table;
 };
 
+// Row widths (floats) the per-row prices are measured at: a narrow row is
+// one cache line, a wide one four.
+constexpr std::int64_t kRowWidths[] = {16, 64};
+
+struct RowTables {
+  std::int64_t width = 0;
+  std::int64_t rows = 0;
+  std::vector<VariableLayout> by_optimizer;  // on ps 0, 1, 2: SGD, Adagrad, RMSprop
+};
+
+// Sets of about `rows` distinct ids drawn uniformly from a `table_rows`
+// table, enough of them to cover the table: a call that cycles through them
+// reads rows no recent call left in the cache, as an embedding's lookups do.
+// (The same ids every call priced a 2,048-row pull at 61 us of the ps's CPU,
+// against 100 us with rows from memory.)
+struct RowSets {
+  std::vector<RowIds> ids;
+  double mean_rows = 0;
+};
+RowSets draw_row_sets(std::int64_t rows, std::int64_t table_rows) {
+  const std::int64_t count = std::clamp<std::int64_t>((table_rows + rows - 1) / rows, 1, 512);
+  std::mt19937_64 random(static_cast<std::uint64_t>(rows * 1000003 + table_rows));
+  RowSets out;
+  for (std::int64_t s = 0; s < count; ++s) {
+    RowIds ids(static_cast<std::size_t>(rows));
+    for (auto& id : ids) id = static_cast<std::int64_t>(random() % static_cast<std::uint64_t>(table_rows));
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    out.mean_rows += static_cast<double>(ids.size()) / static_cast<double>(count);
+    out.ids.push_back(std::move(ids));
+  }
+  return out;
+}
+
+// A per-row price a + b x (KiB of the row's values) through the prices
+// measured at two widths; neither term negative.
+struct RowPrice {
+  double per_row_us = 0;
+  double per_kib_us = 0;
+};
+RowPrice fit_row_price(const std::vector<double>& row_kib, const std::vector<double>& us_per_row) {
+  RowPrice p;
+  p.per_kib_us = std::max(0.0, (us_per_row.back() - us_per_row.front()) / (row_kib.back() - row_kib.front()));
+  p.per_row_us = std::max(0.0, us_per_row.front() - p.per_kib_us * row_kib.front());
+  return p;
+}
+
 // The data plane's costs on both sides: ps_service and messages.data_*.
 Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, double* data_call_caller_us,
                      std::string* report) {
@@ -286,13 +334,18 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   for (std::int64_t s : sizes) dense.push_back(make("dense_" + std::to_string(s), 0, 1, s / 4));
   std::vector<VariableLayout> by_optimizer;
   for (int k = 1; k < 4; ++k) by_optimizer.push_back(make("opt_" + std::to_string(k), k, 1, 262144));  // 1 MiB
-  // Row tables, one per optimizer (ps k has optimizer k), as large as the
-  // largest tensor: rows gathered and scattered at random places in a table
-  // that does not fit the caches cost what a real embedding's do.
-  const std::int64_t table_rows = std::max<std::int64_t>(16384, static_cast<std::int64_t>(o.max_bytes) / 64);
-  std::vector<VariableLayout> tables;
-  for (int k = 0; k < 4; ++k) tables.push_back(make("table_" + std::to_string(k), k, table_rows, 16));
-  const VariableLayout& table = tables[0];
+  // Row tables, one per optimizer (ps k has optimizer k) and row width, as
+  // large as the largest tensor: rows gathered and scattered at random places
+  // in a table that does not fit the caches cost what a real embedding's do.
+  std::vector<RowTables> row_tables;
+  for (std::int64_t width : kRowWidths) {
+    RowTables t;
+    t.width = width;
+    t.rows = std::max<std::int64_t>(16384, static_cast<std::int64_t>(o.max_bytes) / (4 * width));
+    for (int k = 0; k < 3; ++k)
+      t.by_optimizer.push_back(make(format("table_%lld_%d", static_cast<long long>(width), k), k, t.rows, width));
+    row_tables.push_back(std::move(t));
+  }
   std::vector<VariableLayout> items;
   for (int i = 0; i < 64; ++i) items.push_back(make("item_" + std::to_string(i), 0, 1, 1));
   for (int ps = 0; ps < 4; ++ps) {
@@ -387,7 +440,9 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     caller_item = std::max(0.0, (many->caller_s - base->caller_s) * 1e6 / 63);
   }
 
-  // Rows: pulls of rows and sparse pushes (each optimizer's) of a table_rows x 16 table.
+  // Rows: pulls of rows and sparse pushes (SGD, Adagrad, RMSprop) at each
+  // width. Per row and per KiB of a row's values, fitted through the two
+  // widths: a row's cache lines grow with its width.
   auto interpolate = [](const Curve& c, double bytes) {
     double x0 = 0, y0 = 0;
     for (std::size_t i = 0; i < c.size(); ++i) {
@@ -397,48 +452,62 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     }
     return 0.0;
   };
-  std::vector<double> ps_row, receive_row, send_row;
-  std::map<int, std::vector<double>> apply_row;  // by optimizer: us per row pushed beyond a pull's
-  for (std::int64_t rows : {256, 2048, 16384}) {
-    RowIds ids(static_cast<std::size_t>(rows));
-    for (std::int64_t r = 0; r < rows; ++r) ids[static_cast<std::size_t>(r)] = (r * 7919) % table_rows;
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    const double n = static_cast<double>(ids.size());
-    const double values = n * 16 * 4, id_bytes = n * 8;
-    ParameterClient::PullBatch pb;
-    pb.rows(table, ids);
-    auto pulled = run(format("pull %.0f rows of 16 floats", n), 0, [&] { return caller.pull(pb); });
-    if (!pulled.ok()) return pulled.status();
-    auto sparse_push = [&](const VariableLayout& t) {
-      ParameterClient::PushBatch b;
-      b.gradient_rows(t, ids, Matrix::Constant(static_cast<Eigen::Index>(n), 16, 1e-3f));
-      return b;
-    };
-    auto pushed = run(format("push %.0f rows of 16 floats (SGD)", n), 0, [&] { return caller.push(sparse_push(table)); });
-    if (!pushed.ok()) return pushed.status();
-    apply_row[0].push_back(std::max(0.0, (pushed->ps_s - pulled->ps_s) * 1e6 / n));
-    // Not Adam (k = 3): without lazy_adam, a sparse push decays the slots of
-    // every row of the shard, a cost of the shard's size that no per-row
-    // price describes (docs/fidelity.md).
-    for (int k = 1; rows >= 2048 && k < 3; ++k) {
-      auto other = run(format("push %.0f rows of 16 floats (%s)", n, optimizer_name(kinds[k]).c_str()), k,
-                       [&] { return caller.push(sparse_push(tables[static_cast<std::size_t>(k)])); });
-      if (!other.ok()) return other.status();
-      apply_row[k].push_back(std::max(0.0, (other->ps_s - pulled->ps_s) * 1e6 / n));
+  std::vector<double> receive_row, send_row;
+  std::vector<double> ps_row_by_width, row_kib_by_width;
+  std::map<int, std::vector<double>> apply_row_by_width;  // by optimizer
+  for (const RowTables& t : row_tables) {
+    std::vector<double> ps_row;
+    std::map<int, std::vector<double>> apply_row;  // us per row pushed beyond a pull's and the dense apply's
+    const double row_kib = static_cast<double>(t.width) * 4 / 1024;
+    for (std::int64_t rows : {256, 2048, 16384}) {
+      const RowSets sets = draw_row_sets(rows, t.rows);
+      const double n = sets.mean_rows;
+      std::vector<ParameterClient::PullBatch> pulls_by_id;
+      for (const RowIds& ids : sets.ids) pulls_by_id.emplace_back().rows(t.by_optimizer[0], ids);
+      std::size_t next_set = 0;
+      auto pulled = run(format("pull %.0f rows of %lld floats", n, static_cast<long long>(t.width)), 0,
+                        [&] { return caller.pull(pulls_by_id[next_set++ % pulls_by_id.size()]); });
+      if (!pulled.ok()) return pulled.status();
+      const double bytes = n * (static_cast<double>(t.width) * 4 + 8);
+      ps_row.push_back(((pulled->ps_s - base->ps_s) * 1e6 - interpolate(ps_curve, bytes)) / n);
+      // Not Adam (k = 3): without lazy_adam, a sparse push decays the slots of
+      // every row of the shard, a cost of the shard's size that no per-row
+      // price describes (docs/fidelity.md).
+      for (int k = 0; k < 3; ++k) {
+        std::vector<ParameterClient::PushBatch> pushes_by_id;
+        for (const RowIds& ids : sets.ids) {
+          ParameterClient::PushBatch b;
+          b.gradient_rows(t.by_optimizer[static_cast<std::size_t>(k)], ids,
+                          Matrix::Constant(static_cast<Eigen::Index>(ids.size()), t.width, 1e-3f));
+          pushes_by_id.push_back(std::move(b));
+        }
+        next_set = 0;
+        auto pushed = run(format("push %.0f rows of %lld floats (%s)", n, static_cast<long long>(t.width),
+                                 optimizer_name(kinds[k]).c_str()),
+                          k, [&] { return caller.push(pushes_by_id[next_set++ % pushes_by_id.size()]); });
+        if (!pushed.ok()) return pushed.status();
+        apply_row[k].push_back((pushed->ps_s - pulled->ps_s) * 1e6 / n - apply_per_kib[k] * row_kib);
+        if (k == 0 && t.width == kRowWidths[0])
+          send_row.push_back(((pushed->caller_s - base->caller_s) * 1e6 - interpolate(send_curve, bytes)) / n);
+      }
+      if (t.width == kRowWidths[0])
+        receive_row.push_back(((pulled->caller_s - base->caller_s) * 1e6 - interpolate(receive_curve, bytes)) / n);
     }
-    const double bytes = values + id_bytes;
-    ps_row.push_back(((pulled->ps_s - base->ps_s) * 1e6 - interpolate(ps_curve, bytes)) / n);
-    receive_row.push_back(((pulled->caller_s - base->caller_s) * 1e6 - interpolate(receive_curve, bytes)) / n);
-    send_row.push_back(((pushed->caller_s - base->caller_s) * 1e6 - interpolate(send_curve, bytes)) / n);
+    ps_row_by_width.push_back(median(ps_row));
+    row_kib_by_width.push_back(row_kib);
+    for (auto& [k, v] : apply_row) apply_row_by_width[k].push_back(median(v));
   }
+  const RowPrice ps_row_price = fit_row_price(row_kib_by_width, ps_row_by_width);
+  std::map<int, RowPrice> apply_row_price;
+  for (const auto& [k, v] : apply_row_by_width) apply_row_price[k] = fit_row_price(row_kib_by_width, v);
 
   // Into the profile. The caller's per-message cost is split evenly between
   // sending the request and receiving the reply.
   auto* ps = p.mutable_ps_service();
   ps->set_per_request_us(std::max(base->ps_s * 1e6, 0.1));
   ps->set_per_kib_us(0);
-  ps->set_per_row_us(std::max(0.0, median(ps_row)));
+  ps->set_per_row_us(ps_row_price.per_row_us);
+  ps->set_per_row_kib_us(ps_row_price.per_kib_us);
   ps->set_per_item_us(ps_item);
   ps->set_threads(1);  // a ps applies requests on its one executor thread
   double last = 0;
@@ -452,7 +521,10 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     auto* a = ps->add_apply();
     a->set_optimizer(static_cast<scenario::Optimizer::Kind>(static_cast<int>(kinds[k])));
     a->set_per_kib_us(apply_per_kib[k]);
-    if (!apply_row[k].empty()) a->set_per_row_pushed_us(median(apply_row[k]));
+    if (apply_row_price.count(k)) {
+      a->set_per_row_pushed_us(apply_row_price[k].per_row_us);
+      a->set_per_row_pushed_kib_us(apply_row_price[k].per_kib_us);
+    }
   }
   auto* m = p.mutable_messages();
   auto* send = m->mutable_data_send();
@@ -468,13 +540,14 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   *data_call_caller_us = base->caller_s * 1e6;
 
   *report += table_text;
-  *report += format("  ps: %.2f us per request, %.3f us per item, %.4f us per row id; bytes curve up to %.0f KiB; "
-                    "apply per KiB pushed: SGD %.3f, Adagrad %.3f, RMSprop %.3f, Adam %.3f us; per row pushed "
-                    "(a %lld-row table): SGD %.4f, Adagrad %.4f, RMSprop %.4f us (ps idle CPU %.1f%% "
-                    "subtracted)\n",
-                    ps->per_request_us(), ps_item, ps->per_row_us(), o.max_bytes / 1024, apply_per_kib[0],
-                    apply_per_kib[1], apply_per_kib[2], apply_per_kib[3], static_cast<long long>(table_rows),
-                    median(apply_row[0]), median(apply_row[1]), median(apply_row[2]),
+  *report += format("  ps: %.2f us per request, %.3f us per item, %.4f us per row id + %.4f us per KiB of its values; "
+                    "bytes curve up to %.0f KiB; apply per KiB pushed: SGD %.3f, Adagrad %.3f, RMSprop %.3f, Adam %.3f "
+                    "us; per row pushed (rows at random places in tables of %.0f KiB): SGD %.4f + %.4f, Adagrad %.4f "
+                    "+ %.4f, RMSprop %.4f + %.4f us per KiB (ps idle CPU %.1f%% subtracted)\n",
+                    ps->per_request_us(), ps_item, ps->per_row_us(), ps->per_row_kib_us(), o.max_bytes / 1024,
+                    apply_per_kib[0], apply_per_kib[1], apply_per_kib[2], apply_per_kib[3], o.max_bytes / 1024,
+                    apply_row_price[0].per_row_us, apply_row_price[0].per_kib_us, apply_row_price[1].per_row_us,
+                    apply_row_price[1].per_kib_us, apply_row_price[2].per_row_us, apply_row_price[2].per_kib_us,
                     idle[0] * 100);
   *report += format("  caller: %.2f us per call, %.3f us per item, %.4f us per row sent, %.4f us per row received\n",
                     base->caller_s * 1e6, caller_item, send->per_row_us(), receive->per_row_us());

@@ -12,7 +12,9 @@
 //     caches make it other than proportional; swept twice, seconds apart,
 //     each point keeping the lower median), dense pushes under each
 //     optimizer (apply per KiB), pulls of many one-float shards (per_item),
-//     row pulls and sparse pushes (per_row);
+//     row pulls and sparse pushes, 16 and 64 floats wide, of rows at random
+//     places that no recent call touched (per_row, per_row_kib: the line
+//     through the two widths);
 //   - messages.data_send / data_receive: the caller's CPU for the same calls
 //     (this process's thread: ParameterClient over the data plane, as a
 //     worker runs it): per message, per item, per row, and a bytes curve for
