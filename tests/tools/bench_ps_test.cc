@@ -36,5 +36,31 @@ TEST(BenchPsTest, EachOptimizerChoiceRunsAndSaysWhichItWas) {
   }
 }
 
+// The figure beside the machine's limit for one connection, measured just
+// before and after the windows: one loopback TCP stream, and one Unix socket
+// stream on the default plane (which uses it between tasks of one host).
+TEST(BenchPsTest, PrintsTheStreamsAroundItsWindowsAndTheRatioToThem) {
+  Process p = twinps({"bench", "ps", "--values-per-key", "65536", "--repeats", "1", "--window", "0.5", "--warmup", "2"});
+  ASSERT_TRUE(p.wait(120s)) << "bench ps did not finish";
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  const std::string out = p.out();
+  std::smatch wire;
+  ASSERT_TRUE(std::regex_search(out, wire, std::regex(R"(GB/s \(push\+pull bytes\)\s+([0-9.]+))"))) << out;
+  for (const std::string name : {"loopback TCP", "Unix socket"}) {
+    SCOPED_TRACE(name);
+    std::smatch s, r;
+    ASSERT_TRUE(std::regex_search(
+        out, s,
+        std::regex("one " + name + R"( stream GB/s, before and after\s+([0-9.]+)\s+\(([0-9.]+) before, ([0-9.]+) after\))")))
+        << out;
+    const double stream = std::stod(s[1]), before = std::stod(s[2]), after = std::stod(s[3]);
+    EXPECT_GT(before, 0);
+    EXPECT_GT(after, 0);
+    EXPECT_NEAR(stream, (before + after) / 2, 0.002);
+    ASSERT_TRUE(std::regex_search(out, r, std::regex("push\\+pull bytes / one " + name + R"( stream\s+([0-9.]+)x)"))) << out;
+    EXPECT_NEAR(std::stod(r[1]), std::stod(wire[1]) / stream, 0.01 + 0.01 * std::stod(r[1]));
+  }
+}
+
 }  // namespace
 }  // namespace twinps

@@ -326,6 +326,22 @@ struct Measured {
   Summary pairs, gbps;
 };
 
+// The machine's limit for one connection, measured just before the
+// servers start and just after the last window: one loopback TCP stream, and
+// one Unix socket stream where the data plane uses it (tasks of one host).
+// This VM's stream speed moves by 50 % within minutes, so only a stream
+// measured around the windows says how close they came to it.
+struct StreamsAround {
+  double tcp = 0;
+  double unix = 0;  // 0: not measured (the plane does not use the Unix socket)
+};
+StreamsAround measure_streams(const BenchConfig& c) {
+  StreamsAround s;
+  s.tcp = loopback_stream_bytes_per_s(std::size_t{64} << 20, 3);
+  if (c.data_plane == "tcp") s.unix = unix_stream_bytes_per_s(std::size_t{64} << 20, 3);
+  return s;
+}
+
 int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
   const ScratchDir scratch("bench-ps");
   const std::string& dir = scratch.path();
@@ -346,6 +362,7 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
   const TfConfig placeholders = cluster_of();
   const std::string self = self_binary();
   const std::string load_before = load_average();
+  const StreamsAround streams_before = c.quiet ? StreamsAround{} : measure_streams(c);
 
   std::vector<Child> servers;
   for (int i = 0; i < c.servers; ++i) {
@@ -436,6 +453,7 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
     measured->gbps = summarize(g);
   }
   if (c.quiet) return kExitOk;
+  const StreamsAround streams_after = measure_streams(c);
   const double key_bytes = static_cast<double>(c.values_per_key) * sizeof(float);
   std::printf("twinps bench ps: %d server(s) x %d worker(s) as processes, %d key(s) of %s (%lldx%lld floats), "
               "%s pulls, mode %s, optimizer %s, data plane %s\n",
@@ -459,6 +477,15 @@ int run_parent(const BenchConfig& c, Measured* measured = nullptr) {
         }()), "%.3f"));
   t.row("calls/s", show(summarize(calls), "%.0f"));
   t.row("windows", format("%d x %.1f s (median [min .. max])", c.repeats, c.window));
+  const double wire = summarize(bytes).median;
+  auto against_stream = [&](const char* name, double before, double after) {
+    const double stream = (before + after) / 2;
+    t.row(format("one %s stream GB/s, before and after", name),
+          format("%.3f  (%.3f before, %.3f after)", stream / 1e9, before / 1e9, after / 1e9));
+    t.row(format("push+pull bytes / one %s stream", name), format("%.2fx", wire / stream));
+  };
+  against_stream("loopback TCP", streams_before.tcp, streams_after.tcp);
+  if (streams_before.unix > 0) against_stream("Unix socket", streams_before.unix, streams_after.unix);
   t.row("load average", load_before + " -> " + load_average());
   t.print();
   return kExitOk;
