@@ -93,6 +93,15 @@ std::size_t RowValues::pulled(const StatusOr<Response>& reply) const {
   return bytes;
 }
 
+std::size_t PsServiceTransport::step_row_bytes(std::uint64_t rows) {
+  const double per_row = sync_rows_pushed_ == 0 ? 0.0
+                                                : static_cast<double>(sync_row_bytes_pushed_) /
+                                                      static_cast<double>(sync_rows_pushed_);
+  sync_rows_pushed_ = 0;
+  sync_row_bytes_pushed_ = 0;
+  return static_cast<std::size_t>(std::llround(per_row * static_cast<double>(rows)));
+}
+
 void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
   struct Served {
     Responder respond;
@@ -123,16 +132,22 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     const Fence fence = push ? push->fence : Fence{};
     // Sync mode: applying a step runs the optimizer over the rows of its
     // averaged gradients, which its small request does not show; it costs
-    // what a push of those rows costs.
+    // what a push of those rows costs, their values priced at the mean row
+    // width of the step's pushes.
     const bool applies_step = std::holds_alternative<ApplySyncStepRequest>(call.request);
+    const bool sync_push = push && push->sync_step != kNoSyncStep;
     handler_(std::move(call), [this, served, start, waited, request_bytes, items = shape.items, row_ids = shape.rows,
-                               rows_before, name, push = push != nullptr, fence, applies_step,
+                               rows_before, name, push = push != nullptr, fence, applies_step, sync_push,
                                row_bytes = std::move(row_bytes)](StatusOr<Response> result) mutable {
       const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
       const std::uint64_t rows = rows_updated_() - rows_before;
       if (push && pushes_) pushes_->push_back(PushRecord{start, self_.index, fence, result.ok()});
+      if (sync_push) {
+        sync_rows_pushed_ += static_cast<std::uint64_t>(row_ids);
+        sync_row_bytes_pushed_ += row_bytes.pushed;
+      }
       const Duration service =
-          applies_step ? model_.service(request_bytes, reply_bytes, rows, items, true)
+          applies_step ? model_.service(request_bytes, reply_bytes, rows, items, true, 0, step_row_bytes(rows))
                        : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
                                         row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed);
       served->service = service;

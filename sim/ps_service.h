@@ -8,7 +8,9 @@
 //
 //   per_request + per_item * items + per_byte * (request + reply bytes)
 //     + per_row * row ids in the request
-//     + for a push, the optimizer's apply: per byte pushed and per row scattered
+//     + per_row_byte * the values of the rows read or written by id
+//     + for a push, the optimizer's apply: per byte pushed, per row scattered
+//       and per byte of the rows scattered
 //
 // where the row ids are those a pull gathers or a sparse push scatters (a
 // dense shard's rows are one block, paid by its bytes), and per_byte may be a
@@ -119,6 +121,9 @@ class PsServiceTransport final : public Transport {
   void serve_one(Waiting w, std::size_t thread);
   // With hosts: the request as a CPU job of the ps's threads.
   void serve_on_host(IncomingCall call, Responder respond);
+  // Sync mode: the values of the `rows` a step's apply updates, at the mean
+  // bytes per row of the sync pushes since the last step (then forgotten).
+  std::size_t step_row_bytes(std::uint64_t rows);
 
   TaskId self_;
   Executor& executor_;
@@ -136,6 +141,9 @@ class PsServiceTransport final : public Transport {
   // Wakes the queue when a thread frees up. Events run on this node's
   // executor, so a killed incarnation's never run.
   TimerId wake_ = kNoTimer;
+  // Sync pushes' row ids and the bytes of their values since the last step.
+  std::uint64_t sync_rows_pushed_ = 0;
+  std::size_t sync_row_bytes_pushed_ = 0;
 };
 
 }  // namespace twinps::sim

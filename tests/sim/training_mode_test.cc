@@ -96,6 +96,36 @@ TEST(TrainingModeSimTest, SyncWithoutABackupWorkerWaitsForTheStragglerEveryStep)
   EXPECT_GT(all.end_time, backup.end_time) << "the backup worker's gain: steps do not wait for the straggler";
 }
 
+// A sync step's apply runs the optimizer over the rows its pushes only
+// aggregated, so it pays for their values as the pushes do: one row of 16
+// floats (64 bytes) per push and per row the step updates. Without that,
+// a profile's per-KiB scatter price (calibrate's per_row_pushed_kib_us)
+// would reach the pushes and never the applies.
+TEST(TrainingModeSimTest, SyncStepsPayTheValuesOfTheRowsTheyApply) {
+  auto run = [](double kib_us) {
+    const std::string text = R"(cluster { workers: 2 ps: 1 }
+model { variable { name: "embedding" shape: [100000, 16] rows_per_step: 1 } optimizer { kind: ADAGRAD } }
+hosts { placement: ONE_HOST cores: 0 }
+coordinator { mode: SYNC }
+program { schedule { count: 20 } label: "steps" }
+program { join {} label: "join" }
+ps_service { apply { optimizer: ADAGRAD per_row_pushed_kib_us: )" + std::to_string(kib_us) + " } }\n";
+    LoadedScenario loaded = parse_scenario(text, "sync_rows.textproto");
+    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors.front().to_string());
+    return Simulation(loaded.scenario).run();
+  };
+  const SimResult free = run(0), priced = run(1024);  // 1,000 ns per byte
+  ASSERT_TRUE(free.setup_error.ok()) << describe(free.setup_error);
+  ASSERT_TRUE(priced.setup_error.ok()) << describe(priced.setup_error);
+  ASSERT_EQ(priced.stats.sync_steps, 10u);
+  // 20 pushes of one row, and 10 steps that each apply the one or two
+  // distinct rows their two pushes carried.
+  const double per_row = 1000 * 64;
+  const auto extra = static_cast<double>(priced.ps.at(0).service.busy - free.ps.at(0).service.busy);
+  EXPECT_GE(extra, per_row * (20 + 10) - 100) << "the steps' rows are paid for";
+  EXPECT_LE(extra, per_row * (20 + 20) + 100);
+}
+
 TEST(TrainingModeSimTest, BadModeFieldsAreRefusedNamingTheField) {
   const std::string base = R"(cluster { workers: 2 ps: 1 }
 model { variable { name: "w" shape: [4, 1] } }

@@ -262,8 +262,11 @@ struct RowTables {
 };
 
 // Sets of about `rows` distinct ids drawn uniformly from a `table_rows`
-// table, enough of them to cover the table: a call that cycles through them
-// reads rows no recent call left in the cache, as an embedding's lookups do.
+// table, enough of them to cover the table but at most 512: a call that
+// cycles through them reads rows no recent call left in a core's cache, as
+// an embedding's lookups do. (The 256-row probe of 16 floats covers a
+// quarter of its table, 8 MiB of rows: more than a core's cache, less than
+// the shared one.)
 // (The same ids every call priced a 2,048-row pull at 61 us of the ps's CPU,
 // against 100 us with rows from memory.)
 struct RowSets {
@@ -486,7 +489,9 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
                                  optimizer_name(kinds[k]).c_str()),
                           k, [&] { return caller.push(pushes_by_id[next_set++ % pushes_by_id.size()]); });
         if (!pushed.ok()) return pushed.status();
-        apply_row[k].push_back((pushed->ps_s - pulled->ps_s) * 1e6 / n - apply_per_kib[k] * row_kib);
+        // The simulator charges the dense apply on a push's bytes (values and
+        // ids) as well: what is left per row is the scatter's own.
+        apply_row[k].push_back((pushed->ps_s - pulled->ps_s) * 1e6 / n - apply_per_kib[k] * bytes / n / 1024);
         if (k == 0 && t.width == kRowWidths[0])
           send_row.push_back(((pushed->caller_s - base->caller_s) * 1e6 - interpolate(send_curve, bytes)) / n);
       }
