@@ -52,6 +52,12 @@ TEST(PsFailureSimTest, RestoreReloadsOnlyTheFailedPsInOneCoordinatorProcess) {
   EXPECT_EQ(recs[0].reloaded, std::vector<int>{1}) << "restore reloads the failed ps only";
   EXPECT_TRUE(recs[0].status.ok()) << describe(recs[0].status);
   EXPECT_EQ(recs[0].source.rfind("checkpoint ", 0), 0u) << recs[0].source;
+  // Closures that were running on the dead ps when it died ran again. (Not
+  // an expectation of the scenario file: on real processes whether a closure
+  // is running at the moment of the kill depends on timing. Under
+  // ThreadSanitizer on a loaded machine the kill once fell between epochs,
+  // where the chief checkpoints and no closure runs, and none was retried.)
+  EXPECT_GE(r.stats.retried, 1u);
   // The ps was down from 1.5 s to 4.5 s: the recovery waited for it.
   EXPECT_GE(recs[0].finished, from_seconds(4.5));
   EXPECT_LT(recs[0].detected, from_seconds(4.5));
