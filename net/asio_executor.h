@@ -70,6 +70,12 @@ class AsioExecutor final : public Executor {
   // True on the thread currently running the loop.
   bool in_executor_thread() const;
 
+  // Callbacks post()ed and not yet run. Order between posters: what another
+  // thread posts while a callback runs is run before what that callback
+  // posts (asio holds the executor thread's own posts until its callback
+  // returns), so code must not rely on the order of posts across threads.
+  std::int64_t queued() const { return posted_.load(std::memory_order_acquire); }
+
   // Keeps run_until() from treating the loop as idle while a completion is
   // due from another thread. Movable, thread-safe to create and destroy; must
   // not outlive the executor.

@@ -337,6 +337,9 @@ struct OutgoingRpc {
   grpc::ByteBuffer response;
   // Executor thread only:
   bool finished = false;
+  // Cancelled by the caller's token: the outcome is CANCELLED whatever gRPC
+  // reports (its report may run first, see on_cancel below).
+  bool cancelled_by_caller = false;
   ResponseCallback done;
   CancelRegistration cancel_registration;
   AsioExecutor::Work work;
@@ -684,7 +687,10 @@ struct GrpcTransport::Impl {
       rpc->cancel_registration = options_in.cancel.on_cancel([this, weak] {
         auto r = weak.lock();
         if (!r || r->finished) return;
-        // Complete first (queued ahead of whatever gRPC reports), then cancel the RPC.
+        // gRPC reports the cancelled call from its own thread at once, and
+        // asio runs that report before what this thread posts while its
+        // callback still runs: the flag, not the order, makes it CANCELLED.
+        r->cancelled_by_caller = true;
         fail_soon(r, absl::CancelledError(call_name(*r) + " was cancelled"));
         r->ctx.TryCancel();
       });
@@ -705,6 +711,7 @@ struct GrpcTransport::Impl {
                          StatusOr<Response> result = decode_reply(status, *rpc);
                          rpc->request.Clear();  // releases the request's tensors
                          ex->post([impl = this, rpc = std::move(rpc), r = std::move(result)]() mutable {
+                           if (rpc->cancelled_by_caller) return;  // its CANCELLED is queued
                            complete(impl, rpc, std::move(r));
                          });
                          std::lock_guard lock(shared->mu);

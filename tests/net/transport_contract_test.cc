@@ -290,6 +290,43 @@ TEST_P(TransportContractTest, CancellingACallCompletesItAndTellsTheCallee) {
   EXPECT_EQ(calls, 1);
 }
 
+// The coordinator cancels calls from inside its own callbacks, which go on
+// running while gRPC reports the cancelled call from its thread; asio runs
+// that report first. The caller must still see CANCELLED, not the
+// UNAVAILABLE gRPC reports (which made the coordinator give up a healthy
+// worker: issue 11's flaky ps_failure_raises_at_join).
+TEST_P(TransportContractTest, ACallCancelledInsideACallbackEndsCancelledWhateverTheTransportReports) {
+  Pair p;
+  std::vector<Responder> parked;
+  p.b->serve([&](IncomingCall, Responder respond) { parked.push_back(std::move(respond)); });
+  CancellationSource cancel;
+  int calls = 0;
+  Status got = absl::OkStatus();
+  CallOptions opts;
+  opts.cancel = cancel.token();
+  p.a->call(kPs, HealthRequest{}, opts, [&](StatusOr<Response> r) {
+    ++calls;
+    got = r.status();
+  });
+  ASSERT_TRUE(p.run([&] { return parked.size() == 1; }));
+  bool held = false;
+  p.ex.post([&] {
+    cancel.cancel();
+    if (g_plane != Plane::kGrpc) return;  // the data plane's I/O runs on this thread: nothing races
+    // Hold the executor until gRPC's report of the call and the callee's
+    // cancel are queued beside the caller's own completion.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (p.ex.queued() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    held = p.ex.queued() >= 3;
+  });
+  ASSERT_TRUE(p.run([&] { return calls == 1; }));
+  if (g_plane == Plane::kGrpc) {
+    EXPECT_TRUE(held) << "gRPC's report never arrived while the callback ran";
+  }
+  EXPECT_EQ(got.code(), StatusCode::kCancelled) << got;
+  EXPECT_EQ(failed_task(got), kPs);
+}
+
 TEST_P(TransportContractTest, AnAlreadyCancelledTokenFailsWithoutReachingTheCallee) {
   Pair p;
   int handled = 0;
