@@ -13,7 +13,8 @@
 #include <memory>
 #include <optional>
 #include <utility>
-#include <vector>
+
+#include <absl/container/inlined_vector.h>
 
 #include "core/runtime/executor.h"
 #include "core/runtime/resume.h"
@@ -55,7 +56,8 @@ class TicketQueue {
   Entry* end() { return entries_.data() + entries_.size(); }
 
  private:
-  std::vector<Entry> entries_;
+  // Inline room for the usual one or two waiters: no allocation at all.
+  absl::InlinedVector<Entry, 2> entries_;
   std::size_t head_ = 0;  // entries before it are consumed
 };
 

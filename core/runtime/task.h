@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "core/runtime/executor.h"
+#include "core/runtime/frame_pool.h"
 #include "core/runtime/resume.h"
 
 namespace twinps {
@@ -28,7 +29,7 @@ class Task;
 
 namespace detail {
 
-struct TaskPromiseBase {
+struct TaskPromiseBase : PooledFrame {
   std::coroutine_handle<> continuation;  // the awaiter; null while nobody awaits
   std::exception_ptr error;
 
@@ -155,7 +156,7 @@ class TaskScope {
   std::size_t count_ = 0;
 };
 
-struct TaskScope::RootPromise {
+struct TaskScope::RootPromise : detail::PooledFrame {
   TaskScope* scope = nullptr;
   RootPromise* prev = nullptr;
   RootPromise* next = nullptr;
