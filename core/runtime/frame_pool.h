@@ -33,7 +33,7 @@ namespace frame_pool {
 
 constexpr std::size_t kGranule = 64;      // size classes: 64, 128, ... bytes
 constexpr std::size_t kClasses = 128;     // up to 8 KiB; larger frames use the heap directly
-constexpr std::size_t kMaxCachedBytes = 4u << 20;  // per thread
+constexpr std::size_t kMaxCachedBytes = 64u << 20;  // per thread: at most what was live at once before
 
 struct FreeFrame {
   FreeFrame* next;
