@@ -260,34 +260,43 @@ TEST_P(TransportContractTest, APassedDeadlineFailsAtOnce) {
   EXPECT_EQ(handled, 0) << "a call already past its deadline is not sent";
 }
 
-TEST_P(TransportContractTest, CancellingACallCompletesItAndTellsTheCallee) {
+// A call its caller can cancel, to a callee that parks it unanswered.
+struct ParkedCall {
   Pair p;
   std::vector<Responder> parked;
-  bool callee_saw_cancel = false;
   std::vector<CancelRegistration> regs;
-  p.b->serve([&](IncomingCall call, Responder respond) {
-    regs.push_back(call.cancelled.on_cancel([&] { callee_saw_cancel = true; }));
-    parked.push_back(std::move(respond));
-  });
+  bool callee_saw_cancel = false;
   CancellationSource cancel;
   int calls = 0;
   Status got = absl::OkStatus();
-  CallOptions opts;
-  opts.cancel = cancel.token();
-  p.a->call(kPs, HealthRequest{}, opts, [&](StatusOr<Response> r) {
-    ++calls;
-    got = r.status();
-  });
-  ASSERT_TRUE(p.run([&] { return parked.size() == 1; }));
-  cancel.cancel();
-  EXPECT_EQ(calls, 0) << "done runs on the executor, not inside cancel()";
-  ASSERT_TRUE(p.run([&] { return calls == 1 && callee_saw_cancel; }));
-  EXPECT_EQ(got.code(), StatusCode::kCancelled) << got;
-  EXPECT_EQ(failed_task(got), kPs);
+
+  ParkedCall() {
+    p.b->serve([this](IncomingCall call, Responder respond) {
+      regs.push_back(call.cancelled.on_cancel([this] { callee_saw_cancel = true; }));
+      parked.push_back(std::move(respond));
+    });
+    CallOptions opts;
+    opts.cancel = cancel.token();
+    p.a->call(kPs, HealthRequest{}, opts, [this](StatusOr<Response> r) {
+      ++calls;
+      got = r.status();
+    });
+  }
+  bool reached_the_callee() { return p.run([this] { return parked.size() == 1; }); }
+};
+
+TEST_P(TransportContractTest, CancellingACallCompletesItAndTellsTheCallee) {
+  ParkedCall c;
+  ASSERT_TRUE(c.reached_the_callee());
+  c.cancel.cancel();
+  EXPECT_EQ(c.calls, 0) << "done runs on the executor, not inside cancel()";
+  ASSERT_TRUE(c.p.run([&] { return c.calls == 1 && c.callee_saw_cancel; }));
+  EXPECT_EQ(c.got.code(), StatusCode::kCancelled) << c.got;
+  EXPECT_EQ(failed_task(c.got), kPs);
   // The handler answering afterwards changes nothing.
-  parked[0](Response(EmptyResponse{}));
-  p.ex.run_until([] { return false; }, p.ex.now() + 50 * kMillisecond);
-  EXPECT_EQ(calls, 1);
+  c.parked[0](Response(EmptyResponse{}));
+  c.p.ex.run_until([] { return false; }, c.p.ex.now() + 50 * kMillisecond);
+  EXPECT_EQ(c.calls, 1);
 }
 
 // The coordinator cancels calls from inside its own callbacks, which go on
@@ -296,35 +305,24 @@ TEST_P(TransportContractTest, CancellingACallCompletesItAndTellsTheCallee) {
 // UNAVAILABLE gRPC reports (which made the coordinator give up a healthy
 // worker: issue 11's flaky ps_failure_raises_at_join).
 TEST_P(TransportContractTest, ACallCancelledInsideACallbackEndsCancelledWhateverTheTransportReports) {
-  Pair p;
-  std::vector<Responder> parked;
-  p.b->serve([&](IncomingCall, Responder respond) { parked.push_back(std::move(respond)); });
-  CancellationSource cancel;
-  int calls = 0;
-  Status got = absl::OkStatus();
-  CallOptions opts;
-  opts.cancel = cancel.token();
-  p.a->call(kPs, HealthRequest{}, opts, [&](StatusOr<Response> r) {
-    ++calls;
-    got = r.status();
-  });
-  ASSERT_TRUE(p.run([&] { return parked.size() == 1; }));
+  ParkedCall c;
+  ASSERT_TRUE(c.reached_the_callee());
   bool held = false;
-  p.ex.post([&] {
-    cancel.cancel();
+  c.p.ex.post([&] {
+    c.cancel.cancel();
     if (g_plane != Plane::kGrpc) return;  // the data plane's I/O runs on this thread: nothing races
     // Hold the executor until gRPC's report of the call and the callee's
     // cancel are queued beside the caller's own completion.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (p.ex.queued() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-    held = p.ex.queued() >= 3;
+    while (c.p.ex.queued() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    held = c.p.ex.queued() >= 3;
   });
-  ASSERT_TRUE(p.run([&] { return calls == 1; }));
+  ASSERT_TRUE(c.p.run([&] { return c.calls == 1; }));
   if (g_plane == Plane::kGrpc) {
     EXPECT_TRUE(held) << "gRPC's report never arrived while the callback ran";
   }
-  EXPECT_EQ(got.code(), StatusCode::kCancelled) << got;
-  EXPECT_EQ(failed_task(got), kPs);
+  EXPECT_EQ(c.got.code(), StatusCode::kCancelled) << c.got;
+  EXPECT_EQ(failed_task(c.got), kPs);
 }
 
 TEST_P(TransportContractTest, AnAlreadyCancelledTokenFailsWithoutReachingTheCallee) {
