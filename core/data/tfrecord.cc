@@ -55,6 +55,11 @@ class Wire {
   bool done() const { return p_ == end_; }
 
   bool varint(std::uint64_t& v) {
+    // Tags and lengths are almost always one byte: no loop for those.
+    if (p_ != end_ && *p_ < 0x80) {
+      v = *p_++;
+      return true;
+    }
     v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (p_ == end_) return false;
@@ -345,14 +350,21 @@ void encode_example(const Schema& schema, const Record& record, std::string& out
   out += features;
 }
 
-ExampleDecoder::ExampleDecoder(const Schema& schema) : schema_(schema) {
-  for (std::size_t c = 0; c < schema.columns.size(); ++c) column_of_.emplace(schema.columns[c].name, c);
+namespace {
+std::vector<std::string> column_names(const Schema& schema) {
+  std::vector<std::string> names;
+  for (const ColumnSpec& c : schema.columns) names.push_back(c.name);
+  return names;
 }
+}  // namespace
+
+ExampleDecoder::ExampleDecoder(const Schema& schema) : schema_(schema), column_of_(column_names(schema)) {}
 
 Status ExampleDecoder::decode(std::string_view bytes, Record& record) const {
   record.clear(schema_.columns.size());
   std::vector<int>& kinds = kinds_;
   kinds.assign(schema_.columns.size(), -1);  // -1: not seen
+  std::size_t position = 0;  // of the feature in the record, for column_of_
   Wire example(bytes);
   while (!example.done()) {
     int field, wt;
@@ -383,9 +395,8 @@ Status ExampleDecoder::decode(std::string_view bytes, Record& record) const {
           return not_an_example("bad feature entry");
         }
       }
-      auto it = column_of_.find(key);
-      if (it == column_of_.end()) continue;  // a feature the schema does not read
-      const std::size_t c = it->second;
+      const std::size_t c = column_of_.find(key, position++);
+      if (c == ColumnIndex::kNotAColumn) continue;  // a feature the schema does not read
       const ColumnSpec& column = schema_.columns[c];
       // Feature: oneof bytes_list(1) / float_list(2) / int64_list(3); the last one set wins.
       int kind = 0;

@@ -20,9 +20,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "core/data/column_index.h"
 #include "core/data/input_file.h"
 #include "core/data/record_reader.h"
 
@@ -91,14 +91,10 @@ class ExampleDecoder {
   Status decode(std::string_view bytes, Record& record) const;
 
  private:
-  // Feature names are looked up as the string_views the bytes hold, without
-  // building a std::string per feature per record.
-  struct NameHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
-  };
   const Schema& schema_;
-  std::unordered_map<std::string, std::size_t, NameHash, std::equal_to<>> column_of_;
+  // Feature names are looked up as the string_views the bytes hold; the
+  // index remembers the last record's names by position (so, mutable).
+  mutable ColumnIndex column_of_;
   // Which list kind each column was given in the record being decoded;
   // kept between calls so a record costs no allocation (a decoder belongs to
   // one reader).

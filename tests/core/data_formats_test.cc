@@ -393,6 +393,32 @@ TEST(TfRecordTest, DecodesWhatProtobufSerializes) {
   EXPECT_EQ(strings(again, 3), strings(rec, 3));
 }
 
+// One decoder meets records whose features come in other orders (a map's
+// entries are in no fixed order), with features it does not read between:
+// each record's values land in their columns. Concatenated Examples are one
+// Example whose map holds the entries in that order.
+TEST(TfRecordTest, FeaturesInAnyOrderFromRecordToRecord) {
+  auto feature = [](const std::string& name, std::int64_t v) {
+    tfexample::Example e;
+    (*e.mutable_features()->mutable_feature())[name].mutable_int64_list()->add_value(v);
+    return e.SerializeAsString();
+  };
+  const Schema schema = make_schema({{"label", ColumnType::kInt64, 1}, {"C26", ColumnType::kInt64, 1}});
+  ExampleDecoder decoder(schema);
+  const std::vector<std::string> records = {
+      feature("label", 1) + feature("I1", 9) + feature("C26", 100),
+      feature("C26", 200) + feature("C25", 9) + feature("label", 0),
+      feature("I1", 9) + feature("label", 1) + feature("C26", 300) + feature("C2", 9),
+      feature("label", 0) + feature("I1", 9) + feature("C26", 400),
+  };
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    Record rec;
+    ASSERT_TRUE(decoder.decode(records[i], rec).ok()) << i;
+    EXPECT_THAT(ints(rec, 0), ElementsAre(static_cast<std::int64_t>((i + 1) % 2))) << i;
+    EXPECT_THAT(ints(rec, 1), ElementsAre(static_cast<std::int64_t>(100 * (i + 1)))) << i;
+  }
+}
+
 TEST(TfRecordTest, SchemaMismatchesNameFileRecordAndFeature) {
   ScratchDir dir;
   auto w = TfRecordWriter::create(dir.file("m.tfrecord"));
