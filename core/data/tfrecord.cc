@@ -112,6 +112,23 @@ class Wire {
   const unsigned char* end_;
 };
 
+// A map entry as protobuf writes a short one: the key (field 1), then the
+// value (field 2), each with a one-byte length, and nothing else. True if
+// `entry` is exactly that; anything else (a longer value, another order,
+// a repeated field) is left to the general loop, which gives the same
+// answer for these.
+bool split_short_entry(std::string_view entry, std::string_view& key, std::string_view& value) {
+  const auto* p = reinterpret_cast<const unsigned char*>(entry.data());
+  const std::size_t n = entry.size();
+  if (n < 4 || p[0] != 0x0a || p[1] >= 0x80) return false;  // 0x0a: field 1, length-delimited
+  const std::size_t key_end = 2 + p[1];
+  if (key_end + 2 > n || p[key_end] != 0x12 || p[key_end + 1] >= 0x80) return false;  // 0x12: field 2
+  if (key_end + 2 + p[key_end + 1] != n) return false;
+  key = entry.substr(2, p[1]);
+  value = entry.substr(key_end + 2);
+  return true;
+}
+
 float float_from_bits(std::uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, 4);
@@ -384,15 +401,17 @@ Status ExampleDecoder::decode(std::string_view bytes, Record& record) const {
       }
       std::string_view entry_bytes, key, value;
       if (!features.bytes(entry_bytes)) return not_an_example("a feature overruns the record");
-      Wire entry(entry_bytes);
-      while (!entry.done()) {
-        if (!entry.key(field, wt)) return not_an_example("bad feature entry");
-        if (field == 1 && wt == kLengthDelimited) {
-          if (!entry.bytes(key)) return not_an_example("bad feature name");
-        } else if (field == 2 && wt == kLengthDelimited) {
-          if (!entry.bytes(value)) return not_an_example("bad feature value");
-        } else if (!entry.skip(wt)) {
-          return not_an_example("bad feature entry");
+      if (!split_short_entry(entry_bytes, key, value)) {
+        Wire entry(entry_bytes);
+        while (!entry.done()) {
+          if (!entry.key(field, wt)) return not_an_example("bad feature entry");
+          if (field == 1 && wt == kLengthDelimited) {
+            if (!entry.bytes(key)) return not_an_example("bad feature name");
+          } else if (field == 2 && wt == kLengthDelimited) {
+            if (!entry.bytes(value)) return not_an_example("bad feature value");
+          } else if (!entry.skip(wt)) {
+            return not_an_example("bad feature entry");
+          }
         }
       }
       const std::size_t c = column_of_.find(key, position++);

@@ -419,6 +419,36 @@ TEST(TfRecordTest, FeaturesInAnyOrderFromRecordToRecord) {
   }
 }
 
+// Map entries protobuf itself would not write, but may read: the value
+// before the key, and a key given twice (the last wins). The decoder's fast
+// path for the usual layout must leave these to the general one.
+TEST(TfRecordTest, MapEntriesInAnyFieldOrder) {
+  auto length_delimited = [](int field, const std::string& body) {
+    std::string out(1, static_cast<char>(field << 3 | 2));
+    for (std::size_t n = body.size(); ; n >>= 7) {
+      out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+      if (n < 0x80) break;
+    }
+    return out + body;
+  };
+  auto int_feature = [&](std::int64_t v) {
+    tfexample::Feature f;
+    f.mutable_int64_list()->add_value(v);
+    return f.SerializeAsString();
+  };
+  const std::string value_first = length_delimited(2, int_feature(7)) + length_delimited(1, "label");
+  const std::string key_twice =
+      length_delimited(1, "C25") + length_delimited(2, int_feature(9)) + length_delimited(1, "C26");
+  const std::string example =
+      length_delimited(1, length_delimited(1, value_first) + length_delimited(1, key_twice));
+  const Schema schema = make_schema({{"label", ColumnType::kInt64, 1}, {"C26", ColumnType::kInt64, 1}});
+  ExampleDecoder decoder(schema);
+  Record rec;
+  ASSERT_TRUE(decoder.decode(example, rec).ok());
+  EXPECT_THAT(ints(rec, 0), ElementsAre(7));
+  EXPECT_THAT(ints(rec, 1), ElementsAre(9));
+}
+
 TEST(TfRecordTest, SchemaMismatchesNameFileRecordAndFeature) {
   ScratchDir dir;
   auto w = TfRecordWriter::create(dir.file("m.tfrecord"));
