@@ -56,6 +56,11 @@ class RecordBatchBuilder {
   const Schema& schema_;
   std::shared_ptr<const std::vector<std::string>> files_;
   RecordBatch batch_;
+  // The last finished batch's records and values per column.
+  struct Size {
+    std::size_t records = 0;
+    std::vector<std::size_t> values;
+  } last_size_;
 };
 
 class RecordReader {
