@@ -422,9 +422,8 @@ Status Optimizer::apply_sparse(Matrix& value, std::vector<Matrix>& slots, const 
   // Every other rule is row-wise: gather the touched rows, run the dense rule
   // on them, scatter them back. Untouched rows and their slots stay as they are.
   auto gather = [&](const Matrix& m) {
-    Matrix out(static_cast<Eigen::Index>(g.rows.size()), m.cols());
-    for (std::size_t i = 0; i < g.rows.size(); ++i)
-      out.row(static_cast<Eigen::Index>(i)) = m.row(static_cast<Eigen::Index>(g.rows[i]));
+    Matrix out;
+    gather_rows(m, g.rows, out);
     return out;
   };
   auto scatter = [&](const Matrix& rows, Matrix& m) {

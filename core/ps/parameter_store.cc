@@ -259,10 +259,7 @@ PullResponse ParameterStore::read(const PullRequest& request) {
     } else if (item.all_rows) {
       out.values = *shard.value;
     } else {
-      const Matrix& value = *shard.value;
-      out.values.resize(static_cast<Eigen::Index>(item.rows.size()), value.cols());
-      for (std::size_t r = 0; r < item.rows.size(); ++r)
-        out.values.row(static_cast<Eigen::Index>(r)) = value.row(static_cast<Eigen::Index>(item.rows[r]));
+      gather_rows(*shard.value, item.rows, out.values);
     }
     stats_.bytes_pulled += byte_size(out.tensor());
     response.items.push_back(std::move(out));

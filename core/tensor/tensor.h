@@ -41,6 +41,27 @@ struct SparseRows {
   Matrix values;  // values.rows() == rows.size()
 };
 
+// out.row(i) = from.row(rows[i]) for every i; `out` is resized. The rows of
+// an embedding's lookups are at random places in a table larger than the
+// caches, so a plain loop waits for memory once per row. This one asks for
+// each row's cache lines a few rows ahead of its copy, so that the fetches of
+// several rows overlap.
+inline void gather_rows(const Matrix& from, const RowIds& rows, Matrix& out) {
+  constexpr std::size_t kAhead = 8;  // rows in flight: enough to cover memory's latency
+  constexpr std::size_t kLine = 64;
+  const std::size_t row_bytes = static_cast<std::size_t>(from.cols()) * sizeof(float);
+  auto prefetch = [&](std::int64_t row) {
+    const char* p = reinterpret_cast<const char*>(from.data()) + static_cast<std::size_t>(row) * row_bytes;
+    for (std::size_t b = 0; b < row_bytes; b += kLine) __builtin_prefetch(p + b);
+  };
+  out.resize(static_cast<Eigen::Index>(rows.size()), from.cols());
+  for (std::size_t i = 0; i < rows.size() && i < kAhead; ++i) prefetch(rows[i]);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i + kAhead < rows.size()) prefetch(rows[i + kAhead]);
+    out.row(static_cast<Eigen::Index>(i)) = from.row(static_cast<Eigen::Index>(rows[i]));
+  }
+}
+
 inline std::size_t byte_size(const Matrix& m) { return static_cast<std::size_t>(m.size()) * sizeof(float); }
 
 // A "meta" tensor: the shape of a rows x cols float matrix without its
