@@ -34,14 +34,15 @@ TEST(ColumnIndexTest, ARepeatedNameIsItsFirstColumn) {
 
 TEST(ColumnIndexTest, ByPositionAnswersForTheNameNotForThePosition) {
   ColumnIndex index({"label", "C26"});
-  // A first record: label, I1, C26.
+  // A first record: "label", "I1", "C26".
   EXPECT_EQ(index.find("label", 0), 0u);
   EXPECT_EQ(index.find("I1", 1), kNot);
   EXPECT_EQ(index.find("C26", 2), 1u);
-  // The next in another order, with names of the same lengths at the same places.
-  EXPECT_EQ(index.find("C26", 0), 1u);
-  EXPECT_EQ(index.find("C25", 1), kNot);
-  EXPECT_EQ(index.find("labem", 2), kNot);
+  // The next: at positions 0 and 2, names as long as the last record's there,
+  // one byte apart; the columns elsewhere.
+  EXPECT_EQ(index.find("labem", 0), kNot);
+  EXPECT_EQ(index.find("C26", 1), 1u);
+  EXPECT_EQ(index.find("C25", 2), kNot);
   EXPECT_EQ(index.find("label", 3), 0u);
   // And back.
   EXPECT_EQ(index.find("label", 0), 0u);
