@@ -44,6 +44,23 @@ TEST(Crc32cTest, FastPathAgreesWithTheTableAtEveryLengthAndAlignment) {
     }
 }
 
+// The fast path runs data of three lanes (3 x 128 and 3 x 2048 bytes) as
+// three independent streams and joins them: every size around those
+// boundaries, and a mix of long lanes, short lanes and a tail.
+TEST(Crc32cTest, InterleavedLanesAgreeWithTheTableAroundEveryBoundary) {
+  std::string bytes(20000, '\0');
+  std::uint64_t x = 0x2545f4914f6cdd1dull;
+  for (char& c : bytes) c = static_cast<char>((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+  for (std::size_t base : {384u, 768u, 6144u, 6144u + 384u, 12288u + 768u})
+    for (std::size_t size = base - 9; size <= base + 9; ++size)
+      for (std::size_t offset : {0u, 3u}) {
+        const char* p = bytes.data() + offset;
+        ASSERT_EQ(crc32c(p, size), detail::crc32c_extend_bytewise(0, p, size)) << offset << " " << size;
+        ASSERT_EQ(crc32c_extend(0xdeadbeefu, p, size), detail::crc32c_extend_bytewise(0xdeadbeefu, p, size));
+      }
+  EXPECT_EQ(crc32c_extend(crc32c(bytes.data(), 7000), bytes.data() + 7000, 13000), crc32c(bytes));
+}
+
 // ---------------------------------------------------------------- framing
 
 TEST(CheckpointFileTest, RoundTrips) {
