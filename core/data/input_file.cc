@@ -1,8 +1,11 @@
 #include "core/data/input_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 
@@ -23,18 +26,61 @@ std::string gz_error(void* gz) {
   return message ? message : "zlib error " + std::to_string(code);
 }
 
+// Whether to read the file through zlib: it starts with gzip's magic bytes,
+// or it cannot be read at an offset (a pipe), so only zlib, which looks at
+// what it reads, can tell.
+bool read_through_zlib(int fd) {
+  unsigned char magic[2];
+  ssize_t got;
+  do got = ::pread(fd, magic, sizeof magic, 0);
+  while (got < 0 && errno == EINTR);
+  if (got < 0) return errno == ESPIPE;
+  return got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<InputFile>> InputFile::open(const std::string& path) {
-  gzFile gz = gzopen(path.c_str(), "rb");
-  if (!gz) return absl::NotFoundError("cannot open " + path + ": " + std::strerror(errno));
-  gzbuffer(gz, 128 * 1024);
-  auto file = std::unique_ptr<InputFile>(new InputFile(path, gz));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError("cannot open " + path + ": " + std::strerror(errno));
+  void* gz = nullptr;
+  int plain = fd;
+  if (read_through_zlib(fd)) {
+    gzFile g = gzdopen(fd, "rb");  // owns fd from here
+    if (!g) {
+      ::close(fd);
+      return absl::ResourceExhaustedError("cannot open " + path + ": out of memory for zlib");
+    }
+    gzbuffer(g, 128 * 1024);
+    gz = g;
+    plain = -1;
+  }
+  auto file = std::unique_ptr<InputFile>(new InputFile(path, gz, plain));
   file->buffer_ = std::make_unique<char[]>(kBufferBytes);
+  file->capacity_ = kBufferBytes;
   return file;
 }
 
-InputFile::~InputFile() { gzclose(as_gz(gz_)); }
+InputFile::~InputFile() {
+  if (gz_) gzclose(as_gz(gz_));
+  if (fd_ >= 0) ::close(fd_);
+}
+
+StatusOr<std::size_t> InputFile::read_source(char* dst, std::size_t n) {
+  if (gz_) {
+    const int got = gzread(as_gz(gz_), dst, static_cast<unsigned>(std::min<std::size_t>(n, INT_MAX / 2)));
+    if (got < 0) return absl::DataLossError(path_ + ": " + gz_error(gz_));
+    // A gzip stream that ends early reports itself only at its end.
+    if (got == 0)
+      if (std::string e = gz_error(gz_); !e.empty()) return absl::DataLossError(path_ + ": " + e);
+    return static_cast<std::size_t>(got);
+  }
+  ssize_t got;
+  do got = ::read(fd_, dst, std::min<std::size_t>(n, INT_MAX / 2));
+  while (got < 0 && errno == EINTR);
+  if (got < 0) return absl::DataLossError("cannot read " + path_ + ": " + std::strerror(errno));
+  return static_cast<std::size_t>(got);
+}
 
 StatusOr<bool> InputFile::fill() {
   if (eof_) return false;
@@ -45,15 +91,13 @@ StatusOr<bool> InputFile::fill() {
     end_ = 0;
   }
   begin_ = 0;
-  const int got = gzread(as_gz(gz_), buffer_.get() + end_, static_cast<unsigned>(kBufferBytes - end_));
-  if (got < 0) return absl::DataLossError(path_ + ": " + gz_error(gz_));
-  if (got == 0) {
+  auto got = read_source(buffer_.get() + end_, capacity_ - end_);
+  if (!got.ok()) return got.status();
+  if (*got == 0) {
     eof_ = true;
-    // A gzip stream that ends early reports itself only here.
-    if (std::string e = gz_error(gz_); !e.empty()) return absl::DataLossError(path_ + ": " + e);
     return false;
   }
-  end_ += static_cast<std::size_t>(got);
+  end_ += *got;
   return true;
 }
 
@@ -62,17 +106,15 @@ StatusOr<std::size_t> InputFile::read(void* dst, std::size_t n) {
   std::size_t done = 0;
   while (done < n) {
     if (begin_ == end_) {
-      if (n - done >= kBufferBytes && !eof_) {  // large reads bypass the buffer
-        const auto want = static_cast<unsigned>(std::min<std::size_t>(n - done, INT_MAX / 2));
-        const int got = gzread(as_gz(gz_), out + done, want);
-        if (got < 0) return absl::DataLossError(path_ + ": " + gz_error(gz_));
-        if (got == 0) {
+      if (n - done >= capacity_ && !eof_) {  // large reads bypass the buffer
+        auto got = read_source(out + done, n - done);
+        if (!got.ok()) return got.status();
+        if (*got == 0) {
           eof_ = true;
-          if (std::string e = gz_error(gz_); !e.empty()) return absl::DataLossError(path_ + ": " + e);
           break;
         }
-        done += static_cast<std::size_t>(got);
-        offset_ += static_cast<std::uint64_t>(got);
+        done += *got;
+        offset_ += *got;
         continue;
       }
       auto more = fill();
@@ -86,6 +128,27 @@ StatusOr<std::size_t> InputFile::read(void* dst, std::size_t n) {
     offset_ += take;
   }
   return done;
+}
+
+StatusOr<std::string_view> InputFile::view(std::size_t n) {
+  if (n > capacity_) {  // grow, keeping what is unread
+    auto bigger = std::make_unique<char[]>(n);
+    std::memcpy(bigger.get(), buffer_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    buffer_ = std::move(bigger);
+    capacity_ = n;
+  }
+  while (end_ - begin_ < n) {
+    auto more = fill();
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+  }
+  const std::size_t take = std::min(n, end_ - begin_);
+  const std::string_view out(buffer_.get() + begin_, take);
+  begin_ += take;
+  offset_ += take;
+  return out;
 }
 
 StatusOr<std::uint64_t> InputFile::skip(std::uint64_t n) {

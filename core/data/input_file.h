@@ -2,9 +2,10 @@
 // Reading data files, gzip-compressed or not. Every reader (CSV, LibSVM, IDX,
 // TFRecord) reads through InputFile, so each format accepts `.gz` files as
 // they come (Debian ships Fashion-MNIST's IDX files gzipped; TensorFlow
-// writes TFRecord with compression_type="GZIP"). zlib recognises a gzip
-// stream by its magic bytes and reads any other file as it is, so the choice
-// needs no flag and no file-name convention.
+// writes TFRecord with compression_type="GZIP"). A gzip stream is recognised
+// by its magic bytes, so the choice needs no flag and no file-name
+// convention. Other files are read with read(2) straight into the buffer:
+// through zlib they would be copied once more, in its own buffer.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +32,10 @@ class InputFile {
   // Reads up to `n` bytes; fewer only at the end of the file. A damaged or
   // truncated gzip stream is DATA_LOSS naming the file.
   StatusOr<std::size_t> read(void* dst, std::size_t n);
+  // The next `n` bytes, in place in the file's buffer (no copy); fewer only
+  // at the end of the file. The view is valid until the next call on this
+  // file. A buffer smaller than `n` grows to hold it.
+  StatusOr<std::string_view> view(std::size_t n);
   // Passes over up to `n` bytes; returns how many there were.
   StatusOr<std::uint64_t> skip(std::uint64_t n);
   // The next line without its "\n" (and "\r\n"); false at the end of the
@@ -38,13 +43,17 @@ class InputFile {
   StatusOr<bool> read_line(std::string& line);
 
  private:
-  InputFile(std::string path, void* gz) : path_(std::move(path)), gz_(gz) {}
+  InputFile(std::string path, void* gz, int fd) : path_(std::move(path)), gz_(gz), fd_(fd) {}
   // Refills the buffer; false at the end of the file.
   StatusOr<bool> fill();
+  // Up to `n` bytes from the file itself (0 at its end), gzip or plain.
+  StatusOr<std::size_t> read_source(char* dst, std::size_t n);
 
   std::string path_;
-  void* gz_;  // gzFile, kept opaque so zlib.h stays out of the header
+  void* gz_;  // gzFile (kept opaque so zlib.h stays out of the header), or null for a plain file
+  int fd_;    // a plain file's descriptor, or -1
   std::unique_ptr<char[]> buffer_;
+  std::size_t capacity_ = 0;
   std::size_t begin_ = 0, end_ = 0;  // unread bytes are buffer_[begin_, end_)
   std::uint64_t offset_ = 0;
   bool eof_ = false;

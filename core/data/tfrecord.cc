@@ -235,16 +235,16 @@ std::string TfRecordFileReader::where() const {
 StatusOr<std::optional<std::uint64_t>> TfRecordFileReader::read_header() {
   recoverable_ = true;
   record_offset_ = file_->offset();
-  unsigned char header[12];
-  auto got = file_->read(header, sizeof header);
+  auto got = file_->view(12);
   if (!got.ok()) {
     recoverable_ = false;
     return got.status();
   }
-  if (*got == 0) return std::optional<std::uint64_t>();
+  if (got->empty()) return std::optional<std::uint64_t>();
   ++records_passed_;
   recoverable_ = false;  // every failure below leaves the framing lost
-  if (*got < sizeof header) return absl::DataLossError(where() + ": truncated record header");
+  if (got->size() < 12) return absl::DataLossError(where() + ": truncated record header");
+  const auto* header = reinterpret_cast<const unsigned char*>(got->data());
   if (mask_crc(crc32c(header, 8)) != load_u32(header + 8))
     return absl::DataLossError(where() + ": corrupt record length (checksum mismatch)");
   const std::uint64_t length = load_u64(header);
@@ -254,22 +254,28 @@ StatusOr<std::optional<std::uint64_t>> TfRecordFileReader::read_header() {
   return std::optional<std::uint64_t>(length);
 }
 
-StatusOr<bool> TfRecordFileReader::read(std::string& data) {
+StatusOr<bool> TfRecordFileReader::read_view(std::string_view& data) {
   auto length = read_header();
   if (!length.ok()) return length.status();
   if (!*length) return false;
-  data.resize(static_cast<std::size_t>(**length));
-  unsigned char crc[4];
-  for (auto [dst, n] : {std::pair<void*, std::size_t>{data.data(), data.size()}, {crc, 4}}) {
-    auto got = file_->read(dst, n);
-    if (!got.ok() || *got < n) {
-      recoverable_ = false;
-      return got.ok() ? absl::DataLossError(where() + ": truncated record (the file ends inside it)") : got.status();
-    }
+  // The data and its checksum, in one piece of the buffer.
+  const auto n = static_cast<std::size_t>(**length);
+  auto got = file_->view(n + 4);
+  if (!got.ok() || got->size() < n + 4) {
+    recoverable_ = false;
+    return got.ok() ? absl::DataLossError(where() + ": truncated record (the file ends inside it)") : got.status();
   }
-  if (mask_crc(crc32c(data.data(), data.size())) != load_u32(crc))
+  data = got->substr(0, n);
+  if (mask_crc(crc32c(data)) != load_u32(reinterpret_cast<const unsigned char*>(got->data() + n)))
     return absl::DataLossError(where() + ": corrupt record data (checksum mismatch)");  // recoverable
   return true;
+}
+
+StatusOr<bool> TfRecordFileReader::read(std::string& data) {
+  std::string_view in_place;
+  auto got = read_view(in_place);
+  if (got.ok() && *got) data.assign(in_place);
+  return got;
 }
 
 StatusOr<bool> TfRecordFileReader::skip() {
@@ -471,11 +477,12 @@ StatusOr<std::unique_ptr<TfRecordReader>> TfRecordReader::open(const std::string
 }
 
 StatusOr<bool> TfRecordReader::next(Record& record) {
-  auto got = file_->read(data_);
+  std::string_view data;
+  auto got = file_->read_view(data);
   records_passed_ = file_->records_passed();
   recoverable_ = file_->recoverable();
   if (!got.ok() || !*got) return got;
-  Status decoded = decoder_.decode(data_, record);
+  Status decoded = decoder_.decode(data, record);
   record.origin = RecordOrigin{file_index_, records_passed_, 0};
   if (!decoded.ok()) return Status(decoded.code(), file_->where() + ": " + std::string(decoded.message()));
   return true;

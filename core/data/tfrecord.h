@@ -41,6 +41,9 @@ class TfRecordFileReader {
   // recoverable() says whether the reader got past the bad record (only a
   // bad data checksum: the length was sound).
   StatusOr<bool> read(std::string& data);
+  // The same, in place in the file's buffer (no copy): `data` is valid until
+  // the next call on this reader.
+  StatusOr<bool> read_view(std::string_view& data);
   // Passes over the next record, checking the length's checksum but not
   // the data's; false at the end.
   StatusOr<bool> skip();
@@ -117,7 +120,6 @@ class TfRecordReader final : public RecordReader {
   std::int32_t file_index_;
   Schema schema_;
   ExampleDecoder decoder_;
-  std::string data_;
 };
 
 }  // namespace twinps::data

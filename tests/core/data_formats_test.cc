@@ -367,6 +367,37 @@ TEST(TfRecordTest, ReadsFileWrittenByAnIndependentGenerator) {
   EXPECT_EQ(f.size(), 4);
 }
 
+// Records are read in place in the file's buffer (256 KiB): one larger than
+// that grows it, and the records on either side, which straddle the
+// buffer's refills, come back whole, plain or gzipped.
+TEST(TfRecordTest, RecordsLargerThanTheReadBufferAndAcrossItsRefills) {
+  ScratchDir dir;
+  std::vector<std::string> written;
+  for (std::size_t size : {100u, 300000u, 7u, 262140u, 262150u, 0u, 5000u}) {
+    std::string r(size, '\0');
+    for (std::size_t i = 0; i < size; ++i) r[i] = static_cast<char>(i * 7 + size);
+    written.push_back(std::move(r));
+  }
+  for (const std::string name : {"big.tfrecord", "big.tfrecord.gz"}) {
+    auto w = TfRecordWriter::create(dir.file(name));
+    ASSERT_TRUE(w.ok());
+    for (const auto& r : written) ASSERT_TRUE((*w)->write(r).ok());
+    ASSERT_TRUE((*w)->close().ok());
+    auto frames = TfRecordFileReader::open(dir.file(name));
+    ASSERT_TRUE(frames.ok());
+    std::string data;
+    for (std::size_t i = 0; i < written.size(); ++i) {
+      auto got = (*frames)->read(data);
+      ASSERT_TRUE(got.ok()) << name << " record " << i << ": " << got.status();
+      ASSERT_TRUE(*got) << name << " record " << i;
+      EXPECT_EQ(data, written[i]) << name << " record " << i;
+    }
+    auto end = (*frames)->read(data);
+    ASSERT_TRUE(end.ok());
+    EXPECT_FALSE(*end) << name;
+  }
+}
+
 TEST(TfRecordTest, DecodesWhatProtobufSerializes) {
   tfexample::Example e;
   auto& f = *e.mutable_features()->mutable_feature();
