@@ -81,6 +81,7 @@ struct Row {
   // measured closures, and what the host model charged in the prediction.
   RoleCpu real_cpu, predicted_cpu;
   double real_run_delay = 0;  // seconds per step the processes were runnable but without a core
+  double usable_cores = 0;    // the predicted host's cores: the online ones over the probed slowdown together
   double error_pct() const { return (predicted - real) / real * 100; }
   double calibrated_error_pct() const { return (predicted_calibrated - real) / real * 100; }
 };
@@ -199,11 +200,13 @@ std::string extras(const Config& c) {
 // about cores / total CPU per step, so a role whose CPU is under-counted
 // shows where an optimistic prediction comes from. "cores busy" is CPU per
 // step times steps/s, measured / predicted; "no core" is the ms per step the
-// real processes were runnable but waited for a core (other work on it).
+// real processes were runnable but waited for a core (other work on it);
+// "usable" is the cores the prediction's host had (the online cores over the
+// slowdown the speed probes found running on all of them at once).
 void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>& models) {
   std::printf("\nCPU per step, ms: measured / predicted (ratio), by role\n");
-  std::printf("%-17s %-8s %6s %-9s %22s %22s %22s %22s %16s %10s\n", "model", "cluster", "shards", "extra", "chief",
-              "workers", "ps", "total", "cores busy", "no core");
+  std::printf("%-17s %-8s %6s %-9s %22s %22s %22s %22s %16s %10s %7s\n", "model", "cluster", "shards", "extra",
+              "chief", "workers", "ps", "total", "cores busy", "no core", "usable");
   auto cell = [](double measured, double predicted) {
     return format("%7.3f / %7.3f (%4.2f)", measured * 1e3, predicted * 1e3, measured > 0 ? predicted / measured : 0);
   };
@@ -212,12 +215,13 @@ void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>&
     // Cores kept busy: CPU per step times steps per second.
     const std::string busy =
         format("%5.2f / %5.2f", r.real_cpu.total() * r.real, r.predicted_cpu.total() * r.predicted);
-    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s %16s %10.3f\n", m.name.c_str(),
+    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s %16s %10.3f %7.2f\n", m.name.c_str(),
                 cluster_name(r.config).c_str(), r.config.shards, extras(r.config).c_str(),
                 cell(r.real_cpu.chief, r.predicted_cpu.chief).c_str(),
                 cell(r.real_cpu.workers, r.predicted_cpu.workers).c_str(),
                 cell(r.real_cpu.ps, r.predicted_cpu.ps).c_str(),
-                cell(r.real_cpu.total(), r.predicted_cpu.total()).c_str(), busy.c_str(), r.real_run_delay * 1e3);
+                cell(r.real_cpu.total(), r.predicted_cpu.total()).c_str(), busy.c_str(), r.real_run_delay * 1e3,
+                r.usable_cores);
   }
 }
 
@@ -339,6 +343,7 @@ int run_tune_validate(int argc, char** argv) {
   // Real runs, the grid `rounds` times over.
   std::printf("load average before the runs: %s\n", load_average().c_str());
   std::vector<std::vector<MeasuredRun>> runs(grid.size());
+  std::vector<double> together;  // every probe's slowdown with all cores computing
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t i = 0; i < grid.size(); ++i) {
       const Config& c = grid[i];
@@ -362,10 +367,29 @@ int run_tune_validate(int argc, char** argv) {
                      describe(real.status()).c_str(), ro.work_dir.c_str());
         return kExitFailed;
       }
-      runs[i].push_back({*real, mean_speed(before, probe_machine_speed())});
+      const scenario::MachineSpeed after = probe_machine_speed();
+      std::fprintf(stderr,
+                   "twinps tune --validate:   %.2f steps/s; probes before/after: kernel basket %.0f/%.0f us, all cores "
+                   "at once %.2fx/%.2fx\n",
+                   real->steps_per_second, before.compute_us(), after.compute_us(), before.together_slowdown(),
+                   after.together_slowdown());
+      together.push_back(before.together_slowdown());
+      together.push_back(after.together_slowdown());
+      runs[i].push_back({*real, mean_speed(before, after)});
     }
   }
   std::printf("load average after the runs: %s\n", load_average().c_str());
+  // The cores the predictions get. The slowdown of all cores computing at
+  // once is a property of the machine, but one probe of it is noisy: probes
+  // around single runs read 1.4x where the runs themselves used their CPU no
+  // less efficiently than runs probed at 1.04x. So every run is predicted
+  // with the median of all probes; the compute speed stays per run.
+  scenario::MachineSpeed typical;
+  typical.set_together_slowdown(median(together));
+  const auto [fewest, most] = std::minmax_element(together.begin(), together.end());
+  std::printf("usable cores: %.2f (%d online; all at once %.2fx slower, the median of %zu probes, %.2f-%.2fx)\n",
+              usable_cores(online_cores, typical), online_cores, typical.together_slowdown(), together.size(), *fewest,
+              *most);
 
   // Predictions: each configuration's median run, closure for closure.
   std::vector<Row> rows;
@@ -389,7 +413,9 @@ int run_tune_validate(int argc, char** argv) {
     pr.measured = real.measured;
     pr.profile = profile;
     auto as_calibrated = sim::predict(pr);
-    pr.profile = at_speed(profile, median_run.speed, online_cores);
+    scenario::MachineSpeed speed = median_run.speed;
+    speed.set_together_slowdown(typical.together_slowdown());
+    pr.profile = at_speed(profile, speed, online_cores);
     auto predicted = as_calibrated.ok() ? sim::predict(pr) : as_calibrated;
     if (!predicted.ok()) {
       std::fprintf(stderr, "twinps tune --validate: prediction failed: %s\n", describe(predicted.status()).c_str());
@@ -402,7 +428,7 @@ int run_tune_validate(int argc, char** argv) {
                           predicted->ps_cpu_per_step_s};
     rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, as_calibrated->steps_per_second,
                     real.steps_per_second, speed_ratios(profile.speed(), median_run.speed), noise, measured_cpu(real),
-                    charged, run_delay_per_step(real)});
+                    charged, run_delay_per_step(real), pr.profile.hosts().cores()});
   }
   std::error_code ec;
   std::filesystem::remove_all(work_dir, ec);
