@@ -4,8 +4,9 @@
 // they come (Debian ships Fashion-MNIST's IDX files gzipped; TensorFlow
 // writes TFRecord with compression_type="GZIP"). A gzip stream is recognised
 // by its magic bytes, so the choice needs no flag and no file-name
-// convention. Other files are read with read(2) straight into the buffer:
-// through zlib they would be copied once more, in its own buffer.
+// convention. Other files are read with read(2) straight into the buffer,
+// with no zlib in the path (a pipe, whose start cannot be peeked at, still
+// goes through zlib, which tells the two apart as it reads).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

@@ -97,7 +97,6 @@ struct MeasuredRun {
 scenario::MachineSpeed mean_speed(const scenario::MachineSpeed& a, const scenario::MachineSpeed& b) {
   scenario::MachineSpeed m;
   m.set_compute_us((a.compute_us() + b.compute_us()) / 2);
-  m.set_together_slowdown((a.together_slowdown() + b.together_slowdown()) / 2);
   m.set_round_trip_us((a.round_trip_us() + b.round_trip_us()) / 2);
   return m;
 }
@@ -381,10 +380,10 @@ int run_tune_validate(int argc, char** argv) {
   }
   std::printf("load average after the runs: %s\n", load_average().c_str());
   // The cores the predictions get. The slowdown of all cores computing at
-  // once is a property of the machine, but one probe of it is noisy: probes
-  // around single runs read 1.4x where the runs themselves used their CPU no
-  // less efficiently than runs probed at 1.04x. So every run is predicted
-  // with the median of all probes; the compute speed stays per run.
+  // once is a property of the machine, but one probe of it is noisy: on
+  // 2026-11-28 probes around single runs read 1.00x to 1.83x while the runs'
+  // own CPU per step did not move with them (docs/fidelity.md). So every run
+  // is predicted with the median of all probes; the compute speed stays per run.
   scenario::MachineSpeed typical;
   typical.set_together_slowdown(median(together));
   const auto [fewest, most] = std::minmax_element(together.begin(), together.end());
