@@ -44,6 +44,7 @@ TickedCores::JobId TickedCores::start(std::size_t thread, Duration work, Callbac
   if (ex_.now() - c.turn_start < slice_) {
     c.queue.push_back(std::move(job));
     arm_tick();
+    arm_slice_end(home);
     return id;
   }
   // The running job has had its slice: the woken one preempts it at once
@@ -63,6 +64,7 @@ void TickedCores::run_on(std::size_t core, Job job) {
   ++busy_cores_;
   set_speed();
   post_completion(core);
+  arm_slice_end(core);
 }
 
 TickedCores::Job TickedCores::take_current(std::size_t core) {
@@ -168,13 +170,42 @@ void TickedCores::on_tick() {
     if (!c.current || c.queue.empty() || now - c.turn_start < slice_) continue;
     // A job ending at this very instant ends; it is not switched out with nothing left.
     if (static_cast<double>(now - c.since) * speed_ >= c.current->remaining) continue;
-    Job preempted = take_current(i);
-    Job next = std::move(c.queue.front());
-    c.queue.pop_front();
-    c.queue.push_back(std::move(preempted));
-    run_on(i, std::move(next));
+    rotate(i);
   }
   if (queued() > 0) arm_tick();
+}
+
+void TickedCores::rotate(std::size_t core) {
+  Core& c = cores_[core];
+  Job preempted = take_current(core);
+  Job next = std::move(c.queue.front());
+  c.queue.pop_front();
+  c.queue.push_back(std::move(preempted));
+  run_on(core, std::move(next));
+}
+
+void TickedCores::arm_slice_end(std::size_t core) {
+  Core& c = cores_[core];
+  if (!c.current || c.queue.empty()) return;
+  const Time at = c.turn_start + slice_;
+  if (c.slice_timer != kNoTimer) {
+    if (c.slice_at == at) return;
+    ex_.cancel(c.slice_timer);
+  }
+  c.slice_at = at;
+  c.slice_timer = ex_.post_at(std::max(at, ex_.now()), [this, core] {
+    cores_[core].slice_timer = kNoTimer;
+    on_slice_end(core);
+  });
+}
+
+void TickedCores::on_slice_end(std::size_t core) {
+  Core& c = cores_[core];
+  if (!c.current || c.queue.empty()) return;
+  if (ex_.now() - c.turn_start < slice_) return arm_slice_end(core);
+  // A job ending at this very instant ends; its core then serves the queue.
+  if (static_cast<double>(ex_.now() - c.since) * speed_ >= c.current->remaining) return;
+  rotate(core);
 }
 
 double TickedCores::busy_ns() const {

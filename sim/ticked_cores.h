@@ -7,8 +7,7 @@
 // (docs/fidelity.md, "Where the idle core goes"): a thread woken while every
 // core runs something is queued on one core (the one it last ran on), and
 // there it waits behind the running thread until that one blocks or has used
-// its time slice, which the kernel checks at its scheduler tick (HZ 250: every
-// 4 ms). A core that goes idle meanwhile does not take it over: the newly
+// its time slice. A core that goes idle meanwhile does not take it over: the newly
 // idle core's balance leaves a thread that ran just before (cache hot), and
 // queued threads move to idle cores at the next tick. `perf sched` showed
 // exactly that: idle gaps of 1.6-6.4 ms, a woken ps queued 2.29 ms behind a
@@ -23,12 +22,17 @@
 //     the core, over the jobs it ran back to back), it takes that core at
 //     once (the preempted job resumes next), and otherwise it waits in that
 //     core's queue;
+//   * a core whose thread's slice ends while others wait in its queue
+//     switches to the queue's head then, the preempted job going to the
+//     back: the kernel notices an expired slice at the next event on that
+//     core (a wake-up, a timer, the tick), and on a busy host those come
+//     every few microseconds (`perf sched`, docs/fidelity.md);
 //   * a core whose job ends takes the next job of its own queue (a thread that
 //     has more work goes on without leaving its core), never another core's;
 //   * at every tick (multiples of `tick` on the simulated clock): first each
 //     idle core takes the head of the longest queue; then each core whose
 //     thread has run at least `slice` and has others queued switches to
-//     the queue's head (round robin), the preempted job going to the back.
+//     the queue's head (round robin), as above.
 // Over many ticks every queued job gets its share, as with processor sharing;
 // within a tick, they wait, and a core may idle while another has a queue.
 #include <cstdint>
@@ -84,6 +88,8 @@ class TickedCores {
     // to its next job at once keeps its turn.
     std::size_t last_thread = 0;
     Time last_end = -1;
+    TimerId slice_timer = kNoTimer;
+    Time slice_at = -1;
   };
   int& last_core(std::size_t thread);
   // `home` if it runs nothing, else the first core that runs nothing.
@@ -104,6 +110,14 @@ class TickedCores {
   void settle();
   void arm_tick();
   void on_tick();
+  // Switches `core` to its queue's head, the running job to the queue's back.
+  void rotate(std::size_t core);
+  // A job queued behind a running one that is within its slice: at the
+  // slice's end the core goes to the queue (the kernel notices the expired
+  // slice at the next event on that core, and those come every few
+  // microseconds on a busy host), not at the next tick.
+  void arm_slice_end(std::size_t core);
+  void on_slice_end(std::size_t core);
 
   Executor& ex_;
   double usable_;

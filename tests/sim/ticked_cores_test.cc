@@ -32,8 +32,10 @@ TEST(TickedCoresTest, LinuxSliceGrowsWithTheLogOfTheCoresUpToEight) {
 }
 
 TEST(TickedCoresTest, SliceZeroTakesLinuxsDefaultForTheCores) {
-  // One core: 0.75 ms. Thread 1 woken at 0.5 ms waits for the 4 ms tick;
-  // woken at 1 ms it preempts thread 0 at once.
+  // One core: 0.75 ms. Thread 1 woken at 0.5 ms waits for thread 0's slice
+  // to end (0.75 ms), not for the 4 ms tick; woken at 1 ms it preempts
+  // thread 0 at once. Then the two take turns a slice each until thread 1's
+  // 1 ms is done: 0.75..1.5 and 2.25..2.5 ms; 1..1.75 and 2.5..2.75 ms.
   for (const Duration wake : {kMs / 2, kMs}) {
     Bed bed;
     TickedCores cores(bed.ex, 1, 4 * kMs, 0);
@@ -41,7 +43,7 @@ TEST(TickedCoresTest, SliceZeroTakesLinuxsDefaultForTheCores) {
     bed.start(cores, 0, 10 * kMs, a);
     bed.ex.post_at(wake, [&] { bed.start(cores, 1, kMs, b); });
     bed.engine.run();
-    EXPECT_EQ(b, wake == kMs ? 2 * kMs : 5 * kMs) << "woken at " << wake;
+    EXPECT_EQ(b, wake == kMs ? kMs * 11 / 4 : kMs * 5 / 2) << "woken at " << wake;
   }
 }
 
@@ -50,10 +52,11 @@ TEST(TickedCoresTest, AJobWokenOntoBusyCoresWaitsForTheTickThenTakesTurns) {
   TickedCores cores(bed.ex, 2, kMs, kMs / 2);
   Time a = -1, b = -1, c = -1;
   // Threads 0 and 1 take cores 0 and 1; thread 2's job finds both busy (and
-  // their jobs within their slice) and waits on core 0 (2 mod 2) until the
-  // tick at 1 ms, where it takes core 0 from thread 0, which has had its slice. It ends at 2 ms, and
-  // thread 0's job, 2 ms left, ends at 4 ms. Processor sharing would end it
-  // at 1.5 ms (three jobs at 2/3 of a core each).
+  // their jobs within their slice) and waits on core 0 (2 mod 2) until
+  // thread 0's slice ends at 0.5 ms. From then the two take turns on core 0,
+  // a slice each (0.5..1, 1..1.5 thread 0, 1.5..2): thread 2's job ends at
+  // 2 ms, and thread 0's, 2 ms left, at 4 ms. Processor sharing would end
+  // thread 2's at 1.5 ms (three jobs at 2/3 of a core each).
   bed.start(cores, 0, 3 * kMs, a);
   bed.start(cores, 1, 3 * kMs, b);
   bed.start(cores, 2, 1 * kMs, c);
@@ -67,7 +70,8 @@ TEST(TickedCoresTest, AJobWokenOntoBusyCoresWaitsForTheTickThenTakesTurns) {
 
 TEST(TickedCoresTest, ACoreThatFreesDoesNotTakeAnotherCoresQueueBeforeTheTick) {
   Bed bed;
-  TickedCores cores(bed.ex, 2, 4 * kMs, 3 * kMs);
+  // A slice longer than the tick: thread 0's slice does not end first.
+  TickedCores cores(bed.ex, 2, 4 * kMs, 5 * kMs);
   Time a = -1, b = -1, c = -1;
   bed.start(cores, 0, 10 * kMs, a);  // core 0
   bed.start(cores, 1, kMs / 2, b);   // core 1, until 0.5 ms
@@ -82,17 +86,18 @@ TEST(TickedCoresTest, ACoreThatFreesDoesNotTakeAnotherCoresQueueBeforeTheTick) {
   EXPECT_DOUBLE_EQ(cores.busy_ns(), 11.5 * kMs);
 }
 
-TEST(TickedCoresTest, AJobWithinItsSliceIsNotSwitchedAtTheTick) {
+TEST(TickedCoresTest, AJobWithinItsSliceIsNotSwitchedAtTheTickButAtItsSlicesEnd) {
   Bed bed;
   TickedCores cores(bed.ex, 1, 4 * kMs, 3 * kMs);
   Time a = -1, b = -1;
   // Thread 0's job starts at 3 ms: at the 4 ms tick it has run 1 ms of its
-  // 3 ms slice and keeps the core; at 8 ms it has run 5 and gives it to
-  // thread 1 (queued since 3.5 ms): 8..9 ms, then thread 0's last 1 ms.
+  // 3 ms slice and keeps the core; when the slice ends, at 6 ms, it gives
+  // the core to thread 1 (queued since 3.5 ms): 6..7 ms, then thread 0's
+  // last 3 ms. Switching only at ticks would have run thread 1 at 8..9 ms.
   bed.ex.post_at(3 * kMs, [&] { bed.start(cores, 0, 6 * kMs, a); });
   bed.ex.post_at(3 * kMs + kMs / 2, [&] { bed.start(cores, 1, kMs, b); });
   bed.engine.run();
-  EXPECT_EQ(b, 9 * kMs);
+  EXPECT_EQ(b, 7 * kMs);
   EXPECT_EQ(a, 10 * kMs);
 }
 
@@ -181,7 +186,7 @@ TEST(TickedCoresTest, HostsScheduleTickByTickWhenTold) {
   HostOptions options{HostOptions::Placement::kOneHost, 1, 2};
   options.scheduler = HostOptions::Scheduler::kTicked;
   options.tick = kMs;
-  options.slice = 1;
+  options.slice = kMs / 2;
   HostModel hosts(ClusterShape{3, 1}, options, ex, fluid);
   std::vector<Time> done(3, -1);
   // The first case above through a host: workers 0 and 1 (slots 1 and 2)
