@@ -163,15 +163,8 @@ void TickedCores::on_tick() {
     longest->queue.pop_front();
     run_on(i, std::move(job));
   }
-  // A job that has had its slice gives its core to the queue's head.
-  const Time now = ex_.now();
-  for (std::size_t i = 0; i < cores_.size(); ++i) {
-    Core& c = cores_[i];
-    if (!c.current || c.queue.empty() || now - c.turn_start < slice_) continue;
-    // A job ending at this very instant ends; it is not switched out with nothing left.
-    if (static_cast<double>(now - c.since) * speed_ >= c.current->remaining) continue;
-    rotate(i);
-  }
+  // A busy core with a queue switches at its thread's slice end
+  // (arm_slice_end), not here.
   if (queued() > 0) arm_tick();
 }
 

@@ -29,10 +29,8 @@
 //     every few microseconds (`perf sched`, docs/fidelity.md);
 //   * a core whose job ends takes the next job of its own queue (a thread that
 //     has more work goes on without leaving its core), never another core's;
-//   * at every tick (multiples of `tick` on the simulated clock): first each
-//     idle core takes the head of the longest queue; then each core whose
-//     thread has run at least `slice` and has others queued switches to
-//     the queue's head (round robin), as above.
+//   * at every tick (multiples of `tick` on the simulated clock) each idle
+//     core takes the head of the longest queue.
 // Over many ticks every queued job gets its share, as with processor sharing;
 // within a tick, they wait, and a core may idle while another has a queue.
 #include <cstdint>
