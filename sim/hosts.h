@@ -12,10 +12,10 @@
 // handling waits behind its step's arithmetic as on a real event loop. The
 // jobs at the heads of every task's threads share the host's cores by
 // egalitarian processor sharing: each runs at min(1, cores / running jobs)
-// of a core. That is what Linux's CFS gives runnable threads of equal
-// weight over a scheduling period, which is short (a few ms) next to the
-// jobs here; it is a FluidSystem resource of capacity `cores` with every job
-// bounded at one core.
+// of a core. That is what Linux's fair scheduler (CFS, EEVDF since 6.6)
+// gives runnable threads of equal weight over a scheduling period, which is
+// short (a few ms) next to the jobs here; it is a FluidSystem resource of
+// capacity `cores` with every job bounded at one core.
 //
 // With `cores` 0 a host has a core for every thread: jobs take exactly their
 // work, and no fluid solve is needed (a timer each).
