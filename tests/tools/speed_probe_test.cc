@@ -73,6 +73,30 @@ TEST(SpeedProbeTest, WithoutAProbeOnEitherSideNothingChanges) {
   EXPECT_DOUBLE_EQ(none.messages, 1);
 }
 
+scenario::MachineSpeed probe(double compute_us, double slowdown, double round_trip_us, double hand_off_us) {
+  scenario::MachineSpeed s = speed(compute_us, slowdown, round_trip_us);
+  s.set_hand_off_us(hand_off_us);
+  return s;
+}
+
+TEST(SpeedProbeTest, ACalibrationsSpeedIsTheMedianComputeProbeAndTheMeanRoundTrip) {
+  // The probe before the measurements came after the VM idled: twice as slow,
+  // and all cores at once 1.22x. The other two agree; the median takes them.
+  const scenario::MachineSpeed before = probe(12000, 1.22, 27, 3.6);
+  scenario::MachineSpeed between;
+  between.set_compute_us(5600);
+  between.set_together_slowdown(1.01);
+  const scenario::MachineSpeed after = probe(5700, 1.03, 19, 2.4);
+  const scenario::MachineSpeed s = calibration_speed(before, between, after);
+  EXPECT_DOUBLE_EQ(s.compute_us(), 5700);
+  EXPECT_DOUBLE_EQ(s.together_slowdown(), 1.03);
+  EXPECT_DOUBLE_EQ(s.round_trip_us(), 23) << "(27 + 19) / 2: the round trip is not probed between";
+  EXPECT_DOUBLE_EQ(s.hand_off_us(), 3);
+  // Whichever probe is the slow one.
+  EXPECT_DOUBLE_EQ(calibration_speed(after, before, between).compute_us(), 5700);
+  EXPECT_DOUBLE_EQ(calibration_speed(between, after, before).together_slowdown(), 1.03);
+}
+
 TEST(SpeedProbeTest, TheSameSpeedChangesNoPrice) {
   const auto p = parse(kProfile);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(at_speed(p, p.speed(), 2), p));

@@ -618,16 +618,26 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
   std::vector<double> y;
   *report += format("compute (synthetic::compute_gradient, the kernel kind \"gradient\"; a core's own cache %.0f KiB):\n",
                     cache / 1024);
-  for (const auto& s : shapes) {
-    const Matrix w = Matrix::Constant(s.rows, s.cols, 0.01f);
+  // The repeats go round the shapes, not shape after shape: this VM slows by
+  // a quarter (at times by half) for seconds at a time, and a slow spell then
+  // costs each shape one repeat, which its median drops, instead of all of
+  // one shape's (a 2048 x 2048 shape measured 28 % slow that way once, and
+  // the fit's price per doubling beyond the cache moved 28-fold between
+  // calibrations).
+  std::vector<Matrix> weights;
+  for (const auto& s : shapes) weights.push_back(Matrix::Constant(s.rows, s.cols, 0.01f));
+  std::vector<std::vector<double>> per_call(shapes.size());
+  for (int b = 0; b < o.repeats; ++b)
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      per_call[i].push_back(gradient_cpu_seconds(weights[i], shapes[i].batch, o.seconds_per_batch / 2));
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
     const double bytes = 4.0 * static_cast<double>(s.rows * s.cols);
     const double gflop = 4.0 * s.batch * static_cast<double>(s.rows * s.cols) / 1e9;
     const double ginputs = static_cast<double>(s.batch) * static_cast<double>(s.rows) / 1e9;
     const double operands = bytes + 4.0 * static_cast<double>(s.batch) * static_cast<double>(s.rows);  // weights and input
     const double doublings = operands > cache ? std::log2(operands / cache) : 0.0;
-    std::vector<double> per_call;
-    for (int b = 0; b < o.repeats; ++b) per_call.push_back(gradient_cpu_seconds(w, s.batch, o.seconds_per_batch / 2));
-    const double t = median(per_call);
+    const double t = median(per_call[i]);
     x.push_back({1.0, gflop, bytes / (1 << 30), ginputs, gflop * doublings});
     y.push_back(t);
     *report += format("  batch %4d, %5lld x %-5lld %9.5f GFLOP: %10.1f us\n", s.batch, static_cast<long long>(s.rows),
@@ -717,41 +727,44 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   scenario::CostProfile& p = out.profile;
   p.set_measured_on(machine());
 
-  // The machine's speed and usable cores first, before any server competes.
+  // The speed probes, three times: before the measurements, between them and
+  // after. A single probe was not enough on this VM: the one before the
+  // measurements, after the machine had idled, read the kernel basket at
+  // 7.4-12.0 ms where the others read 5.5-5.7, and the cores together 1.00x
+  // to 1.22x slower than one. The profile keeps the median of the three
+  // compute probes (the speed its prices were measured at, which `tune
+  // --validate` re-prices against, and the usable cores), and the mean of
+  // the round trips before and after: the first round trips after idling
+  // wake halted cores and cost more (27 us against 15-18 us here), which is
+  // the state of the probe, not of the machine the prices were measured on.
   const int cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  *p.mutable_speed() = probe_machine_speed(std::max(0.9, o.seconds_per_batch * 6));
-  p.mutable_hosts()->set_cores(usable_cores(cores, p.speed()));
+  const double probe_seconds = std::max(0.9, o.seconds_per_batch * 6);
+  const scenario::MachineSpeed before = probe_machine_speed(probe_seconds);
+
+  double data_call_caller_us = 0;
+  if (Status s = measure_calls(o, p, &data_call_caller_us, &report); !s.ok()) return s;
+  measure_compute(o, p, &report);
+  const scenario::MachineSpeed between = probe_compute_speed(probe_seconds / 2);
+  if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
+  const scenario::MachineSpeed after = probe_machine_speed(probe_seconds);
+
+  const scenario::MachineSpeed& speed = *p.mutable_speed() = calibration_speed(before, between, after);
+  report += format("speed: the kernel basket %.1f / %.1f / %.1f us alone before, between and after the measurements "
+                   "(the profile keeps the median); a one-byte round trip between two threads %.2f / %.2f us of CPU and "
+                   "%.2f / %.2f us a way of neither thread's CPU before and after (hand-off; the profile keeps the means; "
+                   "tools/tune/speed_probe.h)\n",
+                   before.compute_us(), between.compute_us(), after.compute_us(), before.round_trip_us(),
+                   after.round_trip_us(), before.hand_off_us(), after.hand_off_us());
+  p.mutable_hosts()->set_cores(usable_cores(cores, speed));
   // Linux shares them tick by tick (sim/ticked_cores.h): a woken thread may
   // wait for a core until the next tick while another core idles.
   p.mutable_hosts()->set_scheduler(scenario::Hosts::TICKED);
   p.mutable_hosts()->set_tick_us(kernel_tick_us());
   report += format("cores: %d online; compute_gradient kernels on all at once take %.2fx the CPU time they take alone (shared "
-                   "caches, memory bandwidth): %.2f usable, scheduled tick by tick every %.0f us (the kernel's tick)\n",
-                   cores, p.speed().together_slowdown(), p.hosts().cores(), p.hosts().tick_us());
-  report += format("speed: the probe's kernel basket %.1f us alone; a one-byte round trip between two threads %.2f us of CPU "
-                   "and %.2f us a way of neither thread's CPU (hand-off; tools/tune/speed_probe.h)\n",
-                   p.speed().compute_us(), p.speed().round_trip_us(), p.speed().hand_off_us());
-
-  double data_call_caller_us = 0;
-  if (Status s = measure_calls(o, p, &data_call_caller_us, &report); !s.ok()) return s;
-  measure_compute(o, p, &report);
-  if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
-
-  // The speed again, now that the machine has been busy for a while: a
-  // virtual machine's first round trips after idling wake halted cores and
-  // cost more (27 us against 15-18 us here), which is the state of the
-  // probe, not of the machine the prices were measured on. The mean of the
-  // two is the profile's speed; cores stay as measured before any server ran.
-  {
-    const scenario::MachineSpeed after = probe_machine_speed(std::max(0.9, o.seconds_per_batch * 6));
-    auto& speed = *p.mutable_speed();
-    speed.set_compute_us((speed.compute_us() + after.compute_us()) / 2);
-    speed.set_round_trip_us((speed.round_trip_us() + after.round_trip_us()) / 2);
-    speed.set_hand_off_us((speed.hand_off_us() + after.hand_off_us()) / 2);
-    report += format("speed after the measurements: kernel basket %.1f us, round trip %.2f us (hand-off %.2f us); the "
-                     "profile keeps the means\n",
-                     after.compute_us(), after.round_trip_us(), after.hand_off_us());
-  }
+                   "caches, memory bandwidth; %.2f / %.2f / %.2fx, the median): %.2f usable, scheduled tick by tick every "
+                   "%.0f us (the kernel's tick)\n",
+                   cores, speed.together_slowdown(), before.together_slowdown(), between.together_slowdown(),
+                   after.together_slowdown(), p.hosts().cores(), p.hosts().tick_us());
   // Loopback: tasks of one host reach each other through the kernel, not a
   // link. A message's latency is the probe's hand-off: the time from a write
   // until the reader, asleep, runs (no CPU of either side; 0.1 us at least,

@@ -31,12 +31,16 @@
 //     range of shapes and batches, weights up to the largest tensor (per
 //     call, per GFLOP, per GiB, per input element: its batch x rows input is
 //     built whatever the width; per GFLOP per doubling of weights and input
-//     beyond a core's own cache);
+//     beyond a core's own cache), the repeats going round the shapes so that
+//     a slow spell of the machine costs each shape one repeat;
 //   - hosts.cores: usable cores, the machine's cores over the slowdown of
 //     compute_gradient run on all of them at once; hosts.scheduler TICKED
 //     with the kernel's tick (the coarse clock's resolution, one jiffy);
 //   - speed: the reference probes of tools/tune/speed_probe.h, so that a
-//     later run can tell how much faster or slower the machine has become.
+//     later run can tell how much faster or slower the machine has become:
+//     the compute probe taken before, between and after the measurements
+//     (the median of the three, for the speed and the cores), the round trip
+//     before and after (the mean).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -171,6 +171,27 @@ scenario::MachineSpeed probe_machine_speed(double seconds) {
   return s;
 }
 
+scenario::MachineSpeed probe_compute_speed(double seconds) {
+  const int online = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  const ComputeProbe compute = probe_compute(online, seconds);
+  scenario::MachineSpeed s;
+  s.set_compute_us(compute.alone_s * 1e6);
+  s.set_together_slowdown(compute.slowdown);
+  return s;
+}
+
+scenario::MachineSpeed calibration_speed(const scenario::MachineSpeed& before, const scenario::MachineSpeed& between,
+                                         const scenario::MachineSpeed& after) {
+  auto median_of_three = [](double a, double b, double c) { return std::max(std::min(a, b), std::min(std::max(a, b), c)); };
+  scenario::MachineSpeed s;
+  s.set_compute_us(median_of_three(before.compute_us(), between.compute_us(), after.compute_us()));
+  s.set_together_slowdown(
+      median_of_three(before.together_slowdown(), between.together_slowdown(), after.together_slowdown()));
+  s.set_round_trip_us((before.round_trip_us() + after.round_trip_us()) / 2);
+  s.set_hand_off_us((before.hand_off_us() + after.hand_off_us()) / 2);
+  return s;
+}
+
 double usable_cores(int online, const scenario::MachineSpeed& speed) {
   return std::max(1, online) / std::max(1.0, speed.together_slowdown());
 }

@@ -46,6 +46,21 @@ double gradient_cpu_seconds(const Matrix& w, int batch, double seconds);
 // The probes, taken for about `seconds` in all.
 scenario::MachineSpeed probe_machine_speed(double seconds = 0.6);
 
+// The compute probe alone, timed for about `seconds`: the kernel basket's CPU
+// seconds on one thread (`compute_us`) and its slowdown on every core at
+// once (`together_slowdown`); the round-trip fields stay unset. Calibration
+// takes it between its measurements, a third probe beside those before and
+// after them, and keeps the median (tools/tune/calibration.cc).
+scenario::MachineSpeed probe_compute_speed(double seconds);
+
+// The speed a calibration's prices were measured at, from its three probes:
+// the compute figures (kernel basket, slowdown together) are the median of
+// the three, so one probe taken in a slow spell (after the machine idled, on
+// a VM) moves nothing; the round trip's figures, which `between` lacks, are
+// the mean of `before` and `after`.
+scenario::MachineSpeed calibration_speed(const scenario::MachineSpeed& before, const scenario::MachineSpeed& between,
+                                         const scenario::MachineSpeed& after);
+
 // The usable cores of a machine with `online` cores at `speed`.
 double usable_cores(int online, const scenario::MachineSpeed& speed);
 
