@@ -151,12 +151,17 @@ double gradient_cpu_seconds(const Matrix& w, int batch, double seconds) {
   return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
 }
 
-scenario::MachineSpeed probe_machine_speed(double seconds) {
+scenario::MachineSpeed probe_compute_speed(double seconds) {
   const int online = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  const ComputeProbe compute = probe_compute(online, seconds / 2);
+  const ComputeProbe compute = probe_compute(online, seconds);
   scenario::MachineSpeed s;
   s.set_compute_us(compute.alone_s * 1e6);
   s.set_together_slowdown(compute.slowdown);
+  return s;
+}
+
+scenario::MachineSpeed probe_machine_speed(double seconds) {
+  scenario::MachineSpeed s = probe_compute_speed(seconds / 2);
   // Five timings; each figure is its own median over them.
   std::vector<double> cpu, hand_off;
   for (int i = 0; i < 5; ++i) {
@@ -168,15 +173,6 @@ scenario::MachineSpeed probe_machine_speed(double seconds) {
   std::sort(hand_off.begin(), hand_off.end());
   s.set_round_trip_us(cpu[2] * 1e6);
   s.set_hand_off_us(hand_off[2] * 1e6);
-  return s;
-}
-
-scenario::MachineSpeed probe_compute_speed(double seconds) {
-  const int online = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  const ComputeProbe compute = probe_compute(online, seconds);
-  scenario::MachineSpeed s;
-  s.set_compute_us(compute.alone_s * 1e6);
-  s.set_together_slowdown(compute.slowdown);
   return s;
 }
 
