@@ -219,14 +219,7 @@ double MessageCpu::ns(const MessageShape& m) const {
   double t = per_message_ns + per_item_ns * static_cast<double>(m.items) + per_row_ns * static_cast<double>(m.rows);
   const double b = static_cast<double>(m.bytes);
   if (bytes_curve.empty()) return t + per_kib_ns * b / 1024.0;
-  // Linear between measured points, from (0, 0); beyond the last, its slope.
-  double x0 = 0, y0 = 0;
-  for (std::size_t i = 0; i < bytes_curve.size(); ++i) {
-    const auto [x1, y1] = bytes_curve[i];
-    if (b <= x1 || i + 1 == bytes_curve.size()) return t + std::max(0.0, y0 + (y1 - y0) * (b - x0) / std::max(x1 - x0, 1.0));
-    x0 = x1, y0 = y1;
-  }
-  return t;
+  return t + curve_cost(bytes_curve, b);
 }
 
 bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape& shape, Callback arrived) {

@@ -37,6 +37,7 @@
 #include "core/cluster/task_id.h"
 #include "core/coordinator/cluster_coordinator.h"
 #include "inmemory/in_memory_network.h"
+#include "sim/cost_curve.h"
 #include "sim/fluid.h"
 #include "sim/hosts.h"
 
@@ -56,7 +57,7 @@ struct MessageCpu {
   double per_item_ns = 0;
   double per_row_ns = 0;
   double per_kib_ns = 0;
-  std::vector<std::pair<double, double>> bytes_curve;  // (bytes, ns), by bytes; replaces per_kib_ns when set
+  CostCurve bytes_curve;  // replaces per_kib_ns when set
   double ns(const MessageShape& m) const;
   bool zero() const { return per_message_ns == 0 && per_item_ns == 0 && per_row_ns == 0 && per_kib_ns == 0 && bytes_curve.empty(); }
 };

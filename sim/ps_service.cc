@@ -40,20 +40,12 @@ Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_by
                                  std::size_t pushed_row_bytes) const {
   const double bytes = static_cast<double>(request_bytes + reply_bytes);
   double ns = per_row_ns * static_cast<double>(rows) + per_item_ns * static_cast<double>(items);
-  if (bytes_curve.empty()) {
-    ns += per_byte_ns * bytes;
-  } else {  // linear between measured points from (0, 0); beyond the last, its slope
-    double x0 = 0, y0 = 0;
-    for (std::size_t i = 0; i < bytes_curve.size(); ++i) {
-      const auto [x1, y1] = bytes_curve[i];
-      if (bytes <= x1 || i + 1 == bytes_curve.size()) {
-        ns += std::max(0.0, y0 + (y1 - y0) * (bytes - x0) / std::max(x1 - x0, 1.0));
-        break;
-      }
-      x0 = x1, y0 = y1;
-    }
+  ns += bytes_curve.empty() ? per_byte_ns * bytes : curve_cost(bytes_curve, bytes);
+  if (push) {
+    const double pushed = static_cast<double>(request_bytes);
+    ns += (apply_curve.empty() ? apply_per_byte_ns * pushed : curve_cost(apply_curve, pushed)) +
+          apply_per_row_ns * static_cast<double>(rows);
   }
-  if (push) ns += apply_per_byte_ns * static_cast<double>(request_bytes) + apply_per_row_ns * static_cast<double>(rows);
   ns += per_row_byte_ns * static_cast<double>(row_bytes) + apply_per_row_byte_ns * static_cast<double>(pushed_row_bytes);
   return per_request + static_cast<Duration>(std::llround(ns));
 }

@@ -160,6 +160,9 @@ class Validator {
   void hosts();
   void messages();
   void message_cpu(const Path& p, const scenario::MessageCpu& m);
+  // A measured curve's points: bytes increasing, costs times.
+  template <typename M>
+  void bytes_curve(const Path& p, const M& m);
   void coordinator();
   void program();
   void faults();
@@ -403,20 +406,14 @@ void Validator::service() {
   if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");
   time_ok(p(v, "per_item_us"), v.per_item_us(), "per_item_us");
   time_ok(p(v, "per_row_kib_us"), v.per_row_kib_us(), "per_row_kib_us");
-  double last = 0;
-  for (int i = 0; i < v.bytes_curve_size(); ++i) {
-    const auto& c = v.bytes_curve(i);
-    const Path cp = p(v, "bytes_curve", i);
-    if (!(c.bytes() > last)) error(cp(c, "bytes"), "must be positive and above the previous point's (got " + num(c.bytes()) + ")");
-    time_ok(cp(c, "us"), c.us(), "us");
-    last = c.bytes();
-  }
+  bytes_curve(p, v);
   for (int i = 0; i < v.apply_size(); ++i) {
     const auto& a = v.apply(i);
     const Path ap = p(v, "apply", i);
     time_ok(ap(a, "per_kib_us"), a.per_kib_us(), "per_kib_us");
     time_ok(ap(a, "per_row_pushed_us"), a.per_row_pushed_us(), "per_row_pushed_us");
     time_ok(ap(a, "per_row_pushed_kib_us"), a.per_row_pushed_kib_us(), "per_row_pushed_kib_us");
+    bytes_curve(ap, a);
   }
 }
 
@@ -434,6 +431,11 @@ void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {
   time_ok(p(m, "per_item_us"), m.per_item_us(), "per_item_us");
   time_ok(p(m, "per_row_us"), m.per_row_us(), "per_row_us");
   time_ok(p(m, "per_kib_us"), m.per_kib_us(), "per_kib_us");
+  bytes_curve(p, m);
+}
+
+template <typename M>
+void Validator::bytes_curve(const Path& p, const M& m) {
   double last = 0;
   for (int i = 0; i < m.bytes_curve_size(); ++i) {
     const auto& c = m.bytes_curve(i);

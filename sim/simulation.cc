@@ -116,13 +116,20 @@ class LateExecutor final : public Executor {
   std::vector<std::pair<Time, Callback>> early_;
 };
 
+// A profile's measured points, in the simulator's nanoseconds.
+CostCurve cost_curve(const google::protobuf::RepeatedPtrField<scenario::BytesCost>& points) {
+  CostCurve out;
+  for (const auto& p : points) out.emplace_back(p.bytes(), p.us() * 1e3);
+  return out;
+}
+
 MessageCpu message_cpu(const scenario::MessageCpu& m) {
   MessageCpu out;
   out.per_message_ns = m.per_message_us() * 1e3;
   out.per_item_ns = m.per_item_us() * 1e3;
   out.per_row_ns = m.per_row_us() * 1e3;
   out.per_kib_ns = m.per_kib_us() * 1e3;
-  for (const auto& p : m.bytes_curve()) out.bytes_curve.emplace_back(p.bytes(), p.us() * 1e3);
+  out.bytes_curve = cost_curve(m.bytes_curve());
   return out;
 }
 
@@ -435,11 +442,12 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   ps_model.per_row_byte_ns = ps.per_row_kib_us() * 1000.0 / 1024.0;
   ps_model.threads = ps.threads();
   ps_model.per_item_ns = ps.per_item_us() * 1000.0;
-  for (const auto& p : ps.bytes_curve()) ps_model.bytes_curve.emplace_back(p.bytes(), p.us() * 1e3);
+  ps_model.bytes_curve = cost_curve(ps.bytes_curve());
   if (workload) {
     for (const auto& a : ps.apply())
       if (static_cast<int>(a.optimizer()) == static_cast<int>(workload->spec().optimizer.kind)) {
         ps_model.apply_per_byte_ns = a.per_kib_us() * 1000.0 / 1024.0;
+        ps_model.apply_curve = cost_curve(a.bytes_curve());
         ps_model.apply_per_row_ns = a.per_row_pushed_us() * 1000.0;
         ps_model.apply_per_row_byte_ns = a.per_row_pushed_kib_us() * 1000.0 / 1024.0;
       }

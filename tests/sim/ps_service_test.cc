@@ -69,6 +69,33 @@ TEST(PsServiceModelTest, RowsPushedPayTheOptimizersPerRowApply) {
   EXPECT_EQ(m.service(1000, 0, 0, 1, /*push=*/true), 10 * kMicrosecond);  // a dense push scatters no rows
 }
 
+// A measured curve, by hand: linear from (0, 0) through its points, and
+// beyond the last by the last segment's slope.
+TEST(CostCurveTest, InterpolatesFromZeroAndExtendsTheLastSlope) {
+  const CostCurve c = {{1024, 1000}, {4096, 7000}};
+  EXPECT_DOUBLE_EQ(curve_cost(c, 512), 500);
+  EXPECT_DOUBLE_EQ(curve_cost(c, 2048), 1000 + 6000.0 * 1024 / 3072);
+  EXPECT_DOUBLE_EQ(curve_cost(c, 8192), 7000 + 6000.0 / 3072 * 4096);  // 15,000
+  EXPECT_DOUBLE_EQ(curve_cost({}, 8192), 0);
+}
+
+// With an apply curve, a push's apply is priced by its bytes on the curve
+// (a large variable's apply streams from memory and costs more per KiB),
+// not by the per-byte rate; a pull pays no apply.
+TEST(PsServiceModelTest, AnApplyCurveReplacesThePerByteApply) {
+  PsServiceModel m;
+  m.per_request = 10 * kMicrosecond;
+  m.per_byte_ns = 0;
+  m.per_row_ns = 0;
+  m.apply_per_byte_ns = 1;
+  m.apply_curve = {{1024, 1000}, {4096, 7000}};
+  EXPECT_EQ(m.service(2048, 0, 0, 1, /*push=*/true), 10 * kMicrosecond + 3000);
+  EXPECT_EQ(m.service(8192, 0, 0, 1, /*push=*/true), 10 * kMicrosecond + 15000);
+  EXPECT_EQ(m.service(8192, 0, 0, 1, /*push=*/false), 10 * kMicrosecond);
+  m.apply_curve.clear();
+  EXPECT_EQ(m.service(8192, 0, 0, 1, /*push=*/true), 10 * kMicrosecond + 8192);
+}
+
 TEST(PsServiceTest, RequestsWaitForTheServerInArrivalOrder) {
   PsFixture f;
   std::vector<std::pair<int, Time>> replies;

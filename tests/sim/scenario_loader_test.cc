@@ -68,6 +68,19 @@ TEST(ScenarioLoaderTest, RowPricesMustNotBeNegative) {
   EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_row_kib_us: 0.2 apply { per_row_pushed_kib_us: 0.3 } }\n"), "");
 }
 
+// An optimizer's apply curve is checked as the other curves are: sizes
+// increasing, costs not negative, each error naming its point.
+TEST(ScenarioLoaderTest, ApplyCurvesNeedIncreasingSizesAndNonNegativeCosts) {
+  const std::string apply = "ps_service { apply { optimizer: RMSPROP ";
+  EXPECT_EQ(first_error(std::string(kValid) + apply + "bytes_curve { bytes: 65536 us: 12 } bytes_curve { bytes: 4096 us: 30 } } }\n"),
+            "f.textproto:6:91: ps_service.apply[0].bytes_curve[1].bytes: must be positive and above the previous point's "
+            "(got 4096)");
+  EXPECT_EQ(first_error(std::string(kValid) + apply + "bytes_curve { bytes: 65536 us: -3 } } }\n"),
+            "f.textproto:6:68: ps_service.apply[0].bytes_curve[0].us: us must not be negative (got -3)");
+  EXPECT_EQ(first_error(std::string(kValid) + apply + "bytes_curve { bytes: 65536 us: 12 } bytes_curve { bytes: 1048576 us: 300 } } }\n"),
+            "");
+}
+
 TEST(ScenarioLoaderTest, ForSecondsNeedsAPaceBeforeItAndNoCount) {
   const std::string head = "cluster { workers: 1 ps: 1 } model { variable { name: \"w\" shape: [1] } }\n";
   EXPECT_EQ(first_error(head + "program { schedule { for_s: 2 } }\n"),

@@ -60,7 +60,14 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_GE(profile.ps_service().bytes_curve(profile.ps_service().bytes_curve_size() - 1).bytes(), 1 << 20);
   for (int i = 1; i < profile.ps_service().bytes_curve_size(); ++i)
     EXPECT_GE(profile.ps_service().bytes_curve(i).us(), profile.ps_service().bytes_curve(i - 1).us());
-  EXPECT_EQ(profile.ps_service().apply_size(), 4) << "one apply cost per optimizer";
+  ASSERT_EQ(profile.ps_service().apply_size(), 4) << "one apply cost per optimizer";
+  // Each optimizer's apply measured over sizes from 64 KiB to --max-mib, each point no cheaper than the last.
+  for (const auto& a : profile.ps_service().apply()) {
+    ASSERT_EQ(a.bytes_curve_size(), 3) << a.DebugString();
+    EXPECT_GE(a.bytes_curve(0).bytes(), 64 << 10);
+    EXPECT_GE(a.bytes_curve(2).bytes(), 1 << 20);
+    for (int i = 1; i < a.bytes_curve_size(); ++i) EXPECT_GE(a.bytes_curve(i).us(), a.bytes_curve(i - 1).us());
+  }
   EXPECT_TRUE(positive_finite(profile.messages().data_send().per_message_us()));
   EXPECT_TRUE(positive_finite(profile.messages().data_receive().per_message_us()));
   EXPECT_GE(profile.messages().data_receive().bytes_curve_size(), 3);

@@ -23,6 +23,7 @@
 #include "core/runtime/block_on.h"
 #include "core/worker/parameter_client.h"
 #include "net/grpc_transport.h"
+#include "sim/cost_curve.h"
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
@@ -234,10 +235,12 @@ class Caller {
   std::unique_ptr<ParameterClient> client_;
 };
 
-// A curve point: a message of `bytes` cost `us` beyond its intercept.
-using Curve = std::vector<std::pair<double, double>>;
+// Curve points: a message of `bytes` cost `us` beyond its intercept.
+using Curve = sim::CostCurve;
 
-void add_curve(scenario::MessageCpu* m, const Curve& c) {
+// Into a profile's bytes_curve (a MessageCpu's, the ps's, an apply's).
+template <typename M>
+void add_curve(M* m, const Curve& c) {
   double last = 0;
   for (const auto& [bytes, us] : c) {
     auto* p = m->add_bytes_curve();
@@ -254,6 +257,9 @@ struct CallResults {
 // Row widths (floats) the per-row prices are measured at: a narrow row is
 // one cache line, a wide one four.
 constexpr std::int64_t kRowWidths[] = {16, 64};
+// Dense applies are measured from this size: below it, the apply is lost in
+// the noise of the call around it.
+constexpr std::int64_t kApplyFromBytes = 64 * 1024;
 
 struct RowTables {
   std::int64_t width = 0;
@@ -335,8 +341,11 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   sizes.push_back(static_cast<std::int64_t>(o.max_bytes));
   std::vector<VariableLayout> dense;
   for (std::int64_t s : sizes) dense.push_back(make("dense_" + std::to_string(s), 0, 1, s / 4));
-  std::vector<VariableLayout> by_optimizer;
-  for (int k = 1; k < 4; ++k) by_optimizer.push_back(make("opt_" + std::to_string(k), k, 1, 262144));  // 1 MiB
+  // Each other optimizer's variables of the same sizes, on its own ps.
+  std::vector<std::vector<VariableLayout>> dense_by_optimizer(4);
+  for (int k = 1; k < 4; ++k)
+    for (std::int64_t s : sizes)
+      dense_by_optimizer[static_cast<std::size_t>(k)].push_back(make(format("opt_%d_%lld", k, static_cast<long long>(s)), k, 1, s / 4));
   // Row tables, one per optimizer (ps k has optimizer k) and row width, as
   // large as the largest tensor: rows gathered and scattered at random places
   // in a table that does not fit the caches cost what a real embedding's do.
@@ -381,14 +390,19 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   if (!base.ok()) return base.status();
   const MessageShape tiny_request = message_shape(Request(PullRequest{{PullItem{tiny.shards[0].id, true, {}}}}));
 
-  // Dense pulls and pushes over sizes: the bytes curves and SGD's apply.
+  // Dense pulls and pushes over sizes: the bytes curves and every
+  // optimizer's apply from 64 KiB (below, the apply is lost in the call's
+  // noise). An apply reads and writes the variable and its slots once, so
+  // beyond the caches it runs at memory speed: priced by its 1 MiB rate,
+  // RMSprop on a 32 MiB variable was charged 0.66 of the ps's measured CPU.
   // Two passes, the second in reverse order, so that every size is
   // measured at two moments seconds apart; each side keeps the lower of its
   // two medians. A transient state of the machine (this VM's speed drifts
   // by tens of percent within minutes) then spoils one pass of a point, not
   // the point: in one calibration a 256 KiB pull cost the ps 843 us where
   // a push of the same size cost it 114 us.
-  std::vector<CallCost> pulls(sizes.size()), pushes(sizes.size());
+  std::vector<CallCost> pulls(sizes.size());
+  std::vector<std::vector<CallCost>> pushes(4, std::vector<CallCost>(sizes.size()));  // by optimizer, size
   for (int pass = 0; pass < 2; ++pass) {
     for (std::size_t k = 0; k < sizes.size(); ++k) {
       const std::size_t i = pass == 0 ? k : sizes.size() - 1 - k;
@@ -397,41 +411,40 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
       const auto pb = pull_dense(dense[i]);
       auto pulled = run(format("pull dense %.0f KiB%s", kib, again), 0, [&] { return caller.pull(pb); });
       if (!pulled.ok()) return pulled.status();
-      const auto sb = push_dense(dense[i]);
-      auto pushed = run(format("push dense %.0f KiB (SGD)%s", kib, again), 0, [&] { return caller.push(sb); });
-      if (!pushed.ok()) return pushed.status();
       pulls[i] = pass == 0 ? *pulled : lower(pulls[i], *pulled);
-      pushes[i] = pass == 0 ? *pushed : lower(pushes[i], *pushed);
+      for (int k = 0; k < 4; ++k) {
+        if (k > 0 && sizes[i] < kApplyFromBytes) continue;
+        const auto sb = push_dense(k == 0 ? dense[i] : dense_by_optimizer[static_cast<std::size_t>(k)][i]);
+        auto pushed = run(format("push dense %.0f KiB (%s)%s", kib, optimizer_name(kinds[k]).c_str(), again), k,
+                          [&] { return caller.push(sb); });
+        if (!pushed.ok()) return pushed.status();
+        CallCost& kept = pushes[static_cast<std::size_t>(k)][i];
+        kept = pass == 0 ? *pushed : lower(kept, *pushed);
+      }
     }
   }
   Curve ps_curve, receive_curve, send_curve;
-  std::vector<double> sgd_apply;  // us per KiB
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    const double kib = static_cast<double>(sizes[i]) / 1024;
     const CallCost& pulled = pulls[i];
-    const CallCost& pushed = pushes[i];
+    const CallCost& pushed = pushes[0][i];
     // Request + reply bytes as the simulator counts them (wire_size).
     const double bytes = static_cast<double>(sizes[i]) + 2.0 * static_cast<double>(tiny_request.bytes) + 16;
     ps_curve.emplace_back(bytes, std::max(0.0, (pulled.ps_s - base->ps_s) * 1e6));
     receive_curve.emplace_back(bytes, std::max(0.0, (pulled.caller_s - base->caller_s) * 1e6));
     send_curve.emplace_back(bytes, std::max(0.0, (pushed.caller_s - base->caller_s) * 1e6));
-    if (kib >= 64) sgd_apply.push_back(std::max(0.0, (pushed.ps_s - pulled.ps_s) * 1e6 / kib));
   }
-  // Other optimizers at 1 MiB: beyond a pull of as many bytes.
-  const std::size_t mib = std::min<std::size_t>(sizes.size() - 1, 4);  // 4 KiB x 4^4 = 1 MiB
-  const auto mib_pull = pull_dense(dense[mib]);
-  auto mib_pulled = run("pull dense 1 MiB (again)", 0, [&] { return caller.pull(mib_pull); });
-  if (!mib_pulled.ok()) return mib_pulled.status();
-  std::map<int, double> apply_per_kib;
-  apply_per_kib[0] = median(sgd_apply);
-  for (int k = 1; k < 4; ++k) {
-    const auto b = push_dense(by_optimizer[static_cast<std::size_t>(k - 1)]);
-    auto pushed = run("push dense 1 MiB (" + optimizer_name(kinds[k]) + ")", k, [&] { return caller.push(b); });
-    if (!pushed.ok()) return pushed.status();
-    const double kib = static_cast<double>(sizes[mib]) / 1024;
-    apply_per_kib[k] = std::max(0.0, (pushed->ps_s - mib_pulled->ps_s) * 1e6 / kib);
+  // An apply: a push's CPU on the ps beyond a pull of as many bytes.
+  std::map<int, Curve> apply_curve;  // by optimizer: (bytes pushed, us), never cheaper for more bytes
+  std::map<int, double> apply_per_kib;  // the rate at 1 MiB, for the report
+  for (int k = 0; k < 4; ++k) {
+    Curve& c = apply_curve[k];
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] < kApplyFromBytes) continue;
+      const double us = (pushes[static_cast<std::size_t>(k)][i].ps_s - pulls[i].ps_s) * 1e6;
+      c.emplace_back(static_cast<double>(sizes[i] + tiny_request.bytes), std::max(c.empty() ? 0.0 : c.back().second, us));
+    }
+    apply_per_kib[k] = sim::curve_cost(c, 1 << 20) / 1024;
   }
-
   // Many shards in one call: per item.
   double ps_item = 0, caller_item = 0;
   {
@@ -446,15 +459,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   // Rows: pulls of rows and sparse pushes (SGD, Adagrad, RMSprop) at each
   // width. Per row and per KiB of a row's values, fitted through the two
   // widths: a row's cache lines grow with its width.
-  auto interpolate = [](const Curve& c, double bytes) {
-    double x0 = 0, y0 = 0;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      const auto [x1, y1] = c[i];
-      if (bytes <= x1 || i + 1 == c.size()) return std::max(0.0, y0 + (y1 - y0) * (bytes - x0) / std::max(x1 - x0, 1.0));
-      x0 = x1, y0 = y1;
-    }
-    return 0.0;
-  };
+  auto interpolate = [](const Curve& c, double bytes) { return sim::curve_cost(c, bytes); };  // in c's units
   std::vector<double> receive_row, send_row;
   std::vector<double> ps_row_by_width, row_kib_by_width;
   std::map<int, std::vector<double>> apply_row_by_width;  // by optimizer
@@ -491,7 +496,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
         if (!pushed.ok()) return pushed.status();
         // The simulator charges the dense apply on a push's bytes (values and
         // ids) as well: what is left per row is the scatter's own.
-        apply_row[k].push_back((pushed->ps_s - pulled->ps_s) * 1e6 / n - apply_per_kib[k] * bytes / n / 1024);
+        apply_row[k].push_back(((pushed->ps_s - pulled->ps_s) * 1e6 - interpolate(apply_curve[k], bytes)) / n);
         if (k == 0 && t.width == kRowWidths[0])
           send_row.push_back(((pushed->caller_s - base->caller_s) * 1e6 - interpolate(send_curve, bytes)) / n);
       }
@@ -515,17 +520,12 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   ps->set_per_row_kib_us(ps_row_price.per_kib_us);
   ps->set_per_item_us(ps_item);
   ps->set_threads(1);  // a ps applies requests on its one executor thread
-  double last = 0;
-  for (const auto& [bytes, us] : ps_curve) {
-    auto* c = ps->add_bytes_curve();
-    c->set_bytes(bytes);
-    last = std::max(last, us);
-    c->set_us(last);
-  }
+  add_curve(ps, ps_curve);
   for (int k = 0; k < 4; ++k) {
     auto* a = ps->add_apply();
     a->set_optimizer(static_cast<scenario::Optimizer::Kind>(static_cast<int>(kinds[k])));
     a->set_per_kib_us(apply_per_kib[k]);
+    add_curve(a, apply_curve[k]);
     if (apply_row_price.count(k)) {
       a->set_per_row_pushed_us(apply_row_price[k].per_row_us);
       a->set_per_row_pushed_kib_us(apply_row_price[k].per_kib_us);
@@ -546,7 +546,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
 
   *report += table_text;
   *report += format("  ps: %.2f us per request, %.3f us per item, %.4f us per row id + %.4f us per KiB of its values; "
-                    "bytes curve up to %.0f KiB; apply per KiB pushed: SGD %.3f, Adagrad %.3f, RMSprop %.3f, Adam %.3f "
+                    "bytes curve up to %.0f KiB; apply per KiB pushed at 1 MiB (a curve from 64 KiB): SGD %.3f, Adagrad %.3f, RMSprop %.3f, Adam %.3f "
                     "us; per row pushed (rows at random places in tables of %.0f KiB): SGD %.4f + %.4f, Adagrad %.4f "
                     "+ %.4f, RMSprop %.4f + %.4f us per KiB (ps idle CPU %.1f%% subtracted)\n",
                     ps->per_request_us(), ps_item, ps->per_row_us(), ps->per_row_kib_us(), o.max_bytes / 1024,
