@@ -56,12 +56,20 @@ struct PsFixture {
   std::unique_ptr<ParameterServerNode> node;
 };
 
-// The service time formula, by hand: the optimizer's per-row price is paid
-// by a push's scattered rows, never by a pull's gathered ones.
-TEST(PsServiceModelTest, RowsPushedPayTheOptimizersPerRowApply) {
+// A model that charges 10 us a request and nothing else, for a test to add
+// the prices it checks.
+PsServiceModel ten_us_a_request() {
   PsServiceModel m;
   m.per_request = 10 * kMicrosecond;
   m.per_byte_ns = 0;
+  m.per_row_ns = 0;
+  return m;
+}
+
+// The service time formula, by hand: the optimizer's per-row price is paid
+// by a push's scattered rows, never by a pull's gathered ones.
+TEST(PsServiceModelTest, RowsPushedPayTheOptimizersPerRowApply) {
+  PsServiceModel m = ten_us_a_request();
   m.per_row_ns = 5;
   m.apply_per_row_ns = 80;
   EXPECT_EQ(m.service(1000, 0, 100, 1, /*push=*/false), 10 * kMicrosecond + 100 * 5);
@@ -83,10 +91,7 @@ TEST(CostCurveTest, InterpolatesFromZeroAndExtendsTheLastSlope) {
 // (a large variable's apply streams from memory and costs more per KiB),
 // not by the per-byte rate; a pull pays no apply.
 TEST(PsServiceModelTest, AnApplyCurveReplacesThePerByteApply) {
-  PsServiceModel m;
-  m.per_request = 10 * kMicrosecond;
-  m.per_byte_ns = 0;
-  m.per_row_ns = 0;
+  PsServiceModel m = ten_us_a_request();
   m.apply_per_byte_ns = 1;
   m.apply_curve = {{1024, 1000}, {4096, 7000}};
   EXPECT_EQ(m.service(2048, 0, 0, 1, /*push=*/true), 10 * kMicrosecond + 3000);
