@@ -32,10 +32,10 @@ int run_calibrate(int argc, char** argv) {
                      "usage: twinps calibrate [--out FILE] [--model FILE]\n"
                      "Measures what the simulator's cost model needs on this machine — each side's CPU per\n"
                      "call (per message, item, row and byte, over sizes up to the largest tensor), each\n"
-                     "optimizer's apply cost, the control plane's CPU and the loopback's latency, the\n"
+                     "optimizer's apply cost over sizes, the control plane's CPU and the loopback's latency, the\n"
                      "gradient kernel's price, the usable cores — with real `twinps serve` processes on\n"
                      "loopback, and writes a CostProfile for scenarios' `cost_profile` and `twinps tune\n"
-                     "--profile`. Takes about a minute.",
+                     "--profile`. Takes about a minute and a half.",
                      opts, vm);
       rc >= 0)
     return rc;
