@@ -56,7 +56,7 @@ struct PsServiceModel {
   // its slots once, so one larger than the caches runs at memory speed:
   // measured here, RMSprop cost 0.25 us per KiB at 1 MiB and 0.48 at 16 MiB.
   CostCurve apply_curve;
-  double apply_per_row_ns = 0;                          // the optimizer's, per row a sparse push scatters
+  double apply_per_row_ns = 0;  // the optimizer's, per row a sparse push scatters
   // Per byte of the values of rows read or written by id (a pull's rows, a
   // sparse push's), beyond per_row_ns and the bytes curve: rows at random
   // places cost their cache lines, so wide rows cost more than their bytes
