@@ -4,7 +4,8 @@
 // larger than the caches) under each optimizer, then a pull of what a worker
 // reads back. Bytes per second count the gradient's values, so a figure is
 // comparable with `twinps bench ps` (which adds the wire) and with a loopback
-// stream (the machine's limit for the wire).
+// stream (the machine's limit for the wire). The sparse one also after the
+// thread slept, as a ps does between requests.
 //
 // The process tunes its allocator as every `twinps` process does
 // (net/allocator_tuning.h): without it, buffers above glibc's mmap
@@ -17,6 +18,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "core/ps/parameter_store.h"
 #include "core/runtime/random.h"
@@ -75,14 +78,14 @@ BENCHMARK(BM_PsApplyDense)
     ->ArgsProduct({{4 << 10, 1 << 20, 16 << 20}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMicrosecond);
 
-// Args: optimizer kind, rows of the table (of 64 floats: 4, 64 and 256 MiB).
-// 1,024 distinct rows a push, drawn afresh every iteration (a new batch),
-// sorted as the worker's client sends them. The table sizes show whether a
-// row costs more in a larger table (cache and TLB misses), which a
-// simulator's per-row price measured on one size would miss (issue 11).
-void BM_PsApplySparse(benchmark::State& state) {
-  const std::int64_t rows = state.range(1), cols = 64, batch = 1024;
-  const int kind = static_cast<int>(state.range(0));
+// A sparse push of 1,024 rows drawn afresh every iteration (a new batch),
+// sorted and distinct as the worker's client sends them, then a pull of
+// those rows, on a table of `rows` x `cols` under optimizer `kind`. With
+// `idle_us` > 0 the thread sleeps that long before each push (untimed), as a
+// ps waits for its next request.
+void sparse_push_and_pull(benchmark::State& state, int kind, std::int64_t rows, std::int64_t cols,
+                          std::int64_t idle_us) {
+  const std::int64_t batch = 1024;
   ParameterStore store = store_with(rows, cols, kind);
   RandomStream random(7);
   for (auto _ : state) {
@@ -96,6 +99,7 @@ void BM_PsApplySparse(benchmark::State& state) {
     u.values = Matrix::Constant(static_cast<Eigen::Index>(u.rows.size()), cols, 1e-3f);
     PullRequest pull{{PullItem{kShard, false, u.rows}}};
     PushRequest push{{}, {std::move(u)}, {}};
+    if (idle_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
     state.ResumeTiming();
     if (!store.push(push).ok()) state.SkipWithError("push refused");
     auto r = store.pull(pull);
@@ -104,8 +108,34 @@ void BM_PsApplySparse(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
   state.SetLabel(optimizer_label(kind));
 }
+
+// Args: optimizer kind, rows of the table (of 64 floats: 4, 64 and 256 MiB).
+// The table sizes show whether a row costs more in a larger table (cache and
+// TLB misses), which a simulator's per-row price measured on one size would
+// miss (issue 11).
+void BM_PsApplySparse(benchmark::State& state) {
+  sparse_push_and_pull(state, static_cast<int>(state.range(0)), state.range(1), 64, 0);
+}
 BENCHMARK(BM_PsApplySparse)
     ->ArgsProduct({{0, 1, 2, 3}, {16384, 262144, 1048576}})
+    ->Unit(benchmark::kMicrosecond);
+
+// Args: optimizer kind (SGD, Adagrad), microseconds idle before each push;
+// rows of 32 floats in a table of 262,144 (the sparse_embedding model's).
+//
+// On the VM of 2026-11-29, in two runs, a sleep of 0.2 ms made the timed push
+// and pull cost 1.2-2.0x as much as back to back, 1 ms 1.6-1.8x and 8 ms
+// 1.6-2.5x. Why was not measured; the likeliest cause is that a sleeping core
+// runs other work, so the rows and their page tables leave its caches.
+// `twinps calibrate` prices rows in that state already: its ps idles 150 us
+// or more between calls (the caller's side and the round trip), and a 1 ms
+// sleep before each call made its row calls no dearer (docs/fidelity.md,
+// 2026-11-29).
+void BM_PsApplySparseAfterIdle(benchmark::State& state) {
+  sparse_push_and_pull(state, static_cast<int>(state.range(0)), 262144, 32, state.range(1));
+}
+BENCHMARK(BM_PsApplySparseAfterIdle)
+    ->ArgsProduct({{0, 1}, {0, 200, 1000, 8000}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
