@@ -596,10 +596,8 @@ double kernel_tick_us() {
 // The "gradient" kernel's price: per call, per GFLOP, per GiB of values, per
 // input element, and per GFLOP per doubling of its operands (weights and
 // input) beyond a core's cache, over shapes and batches with weights up to
-// the largest tensor. Returns the speed probe's kernel basket, in CPU
-// microseconds, timed between the rounds of shapes (the median): the speed
-// these prices were measured at.
-double measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
+// the largest tensor.
+void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
   struct Shape {
     int batch;
     std::int64_t rows, cols;
@@ -628,18 +626,10 @@ double measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, st
   // calibrations).
   std::vector<Matrix> weights;
   for (const auto& s : shapes) weights.push_back(Matrix::Constant(s.rows, s.cols, 0.01f));
-  // The speed probe's basket goes round with them, once before each round:
-  // the reference a later run's probe is compared with is then taken in the
-  // same spells as the prices. Taken apart from them (before, between and
-  // after all the measurements), it moved 5 % between two calibrations where
-  // the prices moved 20 %, and one calibration's probes read 15 % apart.
   std::vector<std::vector<double>> per_call(shapes.size());
-  std::vector<double> basket;
-  for (int b = 0; b < o.repeats; ++b) {
-    basket.push_back(kernel_basket_cpu_seconds(o.seconds_per_batch / 2));
+  for (int b = 0; b < o.repeats; ++b)
     for (std::size_t i = 0; i < shapes.size(); ++i)
       per_call[i].push_back(gradient_cpu_seconds(weights[i], shapes[i].batch, o.seconds_per_batch / 2));
-  }
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
     const double bytes = 4.0 * static_cast<double>(s.rows * s.cols);
@@ -667,14 +657,6 @@ double measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, st
   *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements + %.4f s "
                     "per GFLOP per doubling of the operands beyond %.0f KiB\n",
                     fit[0] * 1e6, fit[1], fit[2], fit[3], fit[4], cache / 1024);
-  std::vector<double> basket_us;
-  for (double s : basket) basket_us.push_back(s * 1e6);
-  std::sort(basket_us.begin(), basket_us.end());
-  std::string rounds;
-  for (double us : basket_us) rounds += format("%s%.0f", rounds.empty() ? "" : " ", us);
-  *report += format("  the speed probe's kernel basket between the rounds: %s us (the median is the profile's speed)\n",
-                    rounds.c_str());
-  return median(basket_us);
 }
 
 // ---------------------------------------------------------------- control plane
@@ -750,9 +732,8 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   // measurements, after the machine had idled, read the kernel basket at
   // 7.4-12.0 ms where the others read 5.5-5.7, and the cores together 1.00x
   // to 1.22x slower than one. The profile keeps the median of the three
-  // compute probes for the usable cores; the speed its compute prices were
-  // measured at (which `tune --validate` re-prices against) is the basket
-  // timed between the kernel shapes' rounds (measure_compute); and the mean of
+  // compute probes (the speed its prices were measured at, which `tune
+  // --validate` re-prices against, and the usable cores), and the mean of
   // the round trips before and after: the first round trips after idling
   // wake halted cores and cost more (27 us against 15-18 us here), which is
   // the state of the probe, not of the machine the prices were measured on.
@@ -762,18 +743,17 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
 
   double data_call_caller_us = 0;
   if (Status s = measure_calls(o, p, &data_call_caller_us, &report); !s.ok()) return s;
-  const double compute_reference_us = measure_compute(o, p, &report);
+  measure_compute(o, p, &report);
   const scenario::MachineSpeed between = probe_compute_speed(probe_seconds / 2);
   if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
   const scenario::MachineSpeed after = probe_machine_speed(probe_seconds);
 
-  scenario::MachineSpeed& speed = *p.mutable_speed() = calibration_speed(before, between, after);
-  speed.set_compute_us(compute_reference_us);
+  const scenario::MachineSpeed& speed = *p.mutable_speed() = calibration_speed(before, between, after);
   report += format("speed: the kernel basket %.1f / %.1f / %.1f us alone before, between and after the measurements "
-                   "(%.1f us between the kernel shapes' rounds, which the profile keeps); a one-byte round trip between two threads %.2f / %.2f us of CPU and "
+                   "(the profile keeps the median); a one-byte round trip between two threads %.2f / %.2f us of CPU and "
                    "%.2f / %.2f us a way of neither thread's CPU before and after (hand-off; the profile keeps the means; "
                    "tools/tune/speed_probe.h)\n",
-                   before.compute_us(), between.compute_us(), after.compute_us(), speed.compute_us(), before.round_trip_us(),
+                   before.compute_us(), between.compute_us(), after.compute_us(), before.round_trip_us(),
                    after.round_trip_us(), before.hand_off_us(), after.hand_off_us());
   p.mutable_hosts()->set_cores(usable_cores(cores, speed));
   // Linux shares them tick by tick (sim/ticked_cores.h): a woken thread may

@@ -41,9 +41,7 @@
 //   - speed: the reference probes of tools/tune/speed_probe.h, so that a
 //     later run can tell how much faster or slower the machine has become:
 //     the compute probe taken before, between and after the measurements
-//     (the median of the three, for the cores), its kernel basket alone
-//     between the rounds of the compute kernels' shapes (the median, for
-//     the speed the compute prices were measured at), the round trip
+//     (the median of the three, for the speed and the cores), the round trip
 //     before and after (the mean).
 #include <cstdint>
 #include <string>

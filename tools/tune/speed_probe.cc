@@ -151,12 +151,6 @@ double gradient_cpu_seconds(const Matrix& w, int batch, double seconds) {
   return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
 }
 
-double kernel_basket_cpu_seconds(double seconds) {
-  static const std::vector<ProbeKernel> kernels = probe_kernels();
-  for (const ProbeKernel& k : kernels) synthetic::compute_gradient(k.w, k.batch);
-  return basket_cpu_seconds(kernels, seconds);
-}
-
 scenario::MachineSpeed probe_compute_speed(double seconds) {
   const int online = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   const ComputeProbe compute = probe_compute(online, seconds);

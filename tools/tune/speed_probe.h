@@ -43,13 +43,6 @@ double thread_cpu_seconds();
 // price).
 double gradient_cpu_seconds(const Matrix& w, int batch, double seconds);
 
-// CPU seconds of one basket of the compute probe's kernels on this thread,
-// nothing else started: about `seconds` of their calls, after one untimed
-// call of each (their weights in the caches again). Calibration takes it
-// between rounds of its own kernel shapes, so that the speed its compute
-// prices are re-priced against is the speed they were measured at.
-double kernel_basket_cpu_seconds(double seconds);
-
 // The probes, taken for about `seconds` in all.
 scenario::MachineSpeed probe_machine_speed(double seconds = 0.6);
 
@@ -64,8 +57,7 @@ scenario::MachineSpeed probe_compute_speed(double seconds);
 // the compute figures (kernel basket, slowdown together) are the median of
 // the three, so one probe taken in a slow spell (after the machine idled, on
 // a VM) moves nothing; the round trip's figures, which `between` lacks, are
-// the mean of `before` and `after`. (Calibration then replaces compute_us by
-// kernel_basket_cpu_seconds taken between its kernel shapes' rounds.)
+// the mean of `before` and `after`.
 scenario::MachineSpeed calibration_speed(const scenario::MachineSpeed& before, const scenario::MachineSpeed& between,
                                          const scenario::MachineSpeed& after);
 
