@@ -80,6 +80,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   // The speed it was measured at, for later runs to compare with.
   EXPECT_TRUE(positive_finite(profile.speed().compute_us()));
   EXPECT_TRUE(positive_finite(profile.speed().round_trip_us()));
+  EXPECT_TRUE(positive_finite(profile.speed().row_us()));
   EXPECT_GE(profile.speed().together_slowdown(), 1);
   // The comment header says how each value was measured.
   std::ifstream in(out);
@@ -143,7 +144,7 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
     std::stringstream fields(line);
     std::vector<std::string> f;
     for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 22u) << line;
+    ASSERT_EQ(f.size(), 23u) << line;
     EXPECT_GT(std::stod(f[8]), 0) << line;  // predicted
     EXPECT_GT(std::stod(f[9]), 0) << line;  // measured
     // CPU per step by role: every process did work, and the simulated hosts
@@ -155,6 +156,7 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
     // The profile has no `speed`: no re-pricing, both predictions the same.
     EXPECT_EQ(std::stod(f[18]), 1) << line;  // speed ratio, compute
     EXPECT_EQ(std::stod(f[19]), 1) << line;  // speed ratio, messages
+    EXPECT_EQ(std::stod(f[22]), 1) << line;  // speed ratio, rows
     EXPECT_EQ(f[20], f[8]) << line;          // predicted at the profile's own prices
     ++rows;
   }

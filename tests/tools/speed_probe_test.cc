@@ -54,6 +54,34 @@ TEST(SpeedProbeTest, ComputePricesFollowTheComputeProbeAndMessagePricesStay) {
   EXPECT_EQ(p.hosts().placement(), scenario::Hosts::ONE_HOST);
 }
 
+TEST(SpeedProbeTest, TheRowPricesOfAPsFollowTheRowProbe) {
+  scenario::CostProfile profile = parse(kProfile);
+  profile.mutable_speed()->set_row_us(0.2);
+  auto* ps = profile.mutable_ps_service();
+  ps->set_per_row_us(0.04);
+  ps->set_per_row_kib_us(0.3);
+  ps->mutable_apply(0)->set_per_row_pushed_kib_us(0.1);
+  // Now: rows 1.5x dearer, compute and round trip as measured.
+  scenario::MachineSpeed now = speed(1000, 1, 20);
+  now.set_row_us(0.3);
+  EXPECT_DOUBLE_EQ(speed_ratios(profile.speed(), now).rows, 1.5);
+  const auto p = at_speed(profile, now, 2);
+  EXPECT_DOUBLE_EQ(p.ps_service().per_row_us(), 0.06);
+  EXPECT_DOUBLE_EQ(p.ps_service().per_row_kib_us(), 0.45);
+  EXPECT_DOUBLE_EQ(p.ps_service().apply(0).per_row_pushed_us(), 0.3);
+  EXPECT_DOUBLE_EQ(p.ps_service().apply(0).per_row_pushed_kib_us(), 0.15);
+  // What is not a row's price stays.
+  EXPECT_DOUBLE_EQ(p.ps_service().per_request_us(), 30);
+  EXPECT_DOUBLE_EQ(p.ps_service().per_item_us(), 0.5);
+  EXPECT_DOUBLE_EQ(p.ps_service().apply(0).per_kib_us(), 0.1);
+  EXPECT_DOUBLE_EQ(p.ps_service().bytes_curve(0).us(), 4);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(p.messages(), profile.messages()));
+  EXPECT_DOUBLE_EQ(p.compute().kernel(0).per_gflop_s(), 0.02);
+  // A profile or a probe without rows: nothing re-priced.
+  EXPECT_DOUBLE_EQ(speed_ratios(profile.speed(), speed(1000, 1, 20)).rows, 1);
+  EXPECT_DOUBLE_EQ(speed_ratios(parse(kProfile).speed(), now).rows, 1);
+}
+
 TEST(SpeedProbeTest, PricesLeftAtTheirDefaultsStayUnset) {
   // An unset price means the schema's default; re-pricing must not write it.
   scenario::CostProfile profile = parse(kProfile);
@@ -107,6 +135,7 @@ TEST(SpeedProbeTest, TheProbesMeasureThisMachine) {
   EXPECT_GT(s.compute_us(), 0);
   EXPECT_GT(s.round_trip_us(), 0);
   EXPECT_TRUE(s.has_hand_off_us());  // the wall time of the round trips beyond their CPU, per way
+  EXPECT_GT(s.row_us(), 0);
   EXPECT_GE(s.together_slowdown(), 1);
   EXPECT_GT(usable_cores(2, s), 0);
   EXPECT_LE(usable_cores(2, s), 2);

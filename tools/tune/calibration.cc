@@ -308,8 +308,10 @@ RowPrice fit_row_price(const std::vector<double>& row_kib, const std::vector<dou
 }
 
 // The data plane's costs on both sides: ps_service and messages.data_*.
+// Sets `row_reference_us` to the row probe's speed in the spells the row
+// prices were measured in.
 Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, double* data_call_caller_us,
-                     std::string* report) {
+                     double* row_reference_us, std::string* report) {
   // Four ps, one per optimizer (a store runs one); ps:0 (SGD) serves every other probe.
   const OptimizerConfig::Kind kinds[] = {OptimizerConfig::Kind::kSgd, OptimizerConfig::Kind::kAdagrad,
                                          OptimizerConfig::Kind::kRmsprop, OptimizerConfig::Kind::kAdam};
@@ -463,11 +465,15 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   std::vector<double> receive_row, send_row;
   std::vector<double> ps_row_by_width, row_kib_by_width;
   std::map<int, std::vector<double>> apply_row_by_width;  // by optimizer
+  // The row probe goes round with them, once before each row count: the
+  // reference a later run's probe is compared with (the median).
+  std::vector<double> row_probe_us;
   for (const RowTables& t : row_tables) {
     std::vector<double> ps_row;
     std::map<int, std::vector<double>> apply_row;  // us per row pushed beyond a pull's and the dense apply's
     const double row_kib = static_cast<double>(t.width) * 4 / 1024;
     for (std::int64_t rows : {256, 2048, 16384}) {
+      row_probe_us.push_back(row_cpu_us(o.seconds_per_batch));
       const RowSets sets = draw_row_sets(rows, t.rows);
       const double n = sets.mean_rows;
       std::vector<ParameterClient::PullBatch> pulls_by_id;
@@ -543,6 +549,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   add_curve(send, send_curve);
   add_curve(receive, receive_curve);
   *data_call_caller_us = base->caller_s * 1e6;
+  *row_reference_us = median(row_probe_us);
 
   *report += table_text;
   *report += format("  ps: %.2f us per request, %.3f us per item, %.4f us per row id + %.4f us per KiB of its values; "
@@ -554,6 +561,12 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
                     apply_row_price[0].per_row_us, apply_row_price[0].per_kib_us, apply_row_price[1].per_row_us,
                     apply_row_price[1].per_kib_us, apply_row_price[2].per_row_us, apply_row_price[2].per_kib_us,
                     idle[0] * 100);
+  std::sort(row_probe_us.begin(), row_probe_us.end());
+  std::string probes;
+  for (double us : row_probe_us) probes += format("%s%.4f", probes.empty() ? "" : " ", us);
+  *report += format("  the speed probe's rows between the row measurements: %s us a row (the median is the profile's "
+                    "speed)\n",
+                    probes.c_str());
   *report += format("  caller: %.2f us per call, %.3f us per item, %.4f us per row sent, %.4f us per row received\n",
                     base->caller_s * 1e6, caller_item, send->per_row_us(), receive->per_row_us());
   return absl::OkStatus();
@@ -741,19 +754,22 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   const double probe_seconds = std::max(0.9, o.seconds_per_batch * 6);
   const scenario::MachineSpeed before = probe_machine_speed(probe_seconds);
 
-  double data_call_caller_us = 0;
-  if (Status s = measure_calls(o, p, &data_call_caller_us, &report); !s.ok()) return s;
+  double data_call_caller_us = 0, row_reference_us = 0;
+  if (Status s = measure_calls(o, p, &data_call_caller_us, &row_reference_us, &report); !s.ok()) return s;
   measure_compute(o, p, &report);
   const scenario::MachineSpeed between = probe_compute_speed(probe_seconds / 2);
   if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
   const scenario::MachineSpeed after = probe_machine_speed(probe_seconds);
 
-  const scenario::MachineSpeed& speed = *p.mutable_speed() = calibration_speed(before, between, after);
+  scenario::MachineSpeed& speed = *p.mutable_speed() = calibration_speed(before, between, after);
+  speed.set_row_us(row_reference_us);
   report += format("speed: the kernel basket %.1f / %.1f / %.1f us alone before, between and after the measurements "
-                   "(the profile keeps the median); a one-byte round trip between two threads %.2f / %.2f us of CPU and "
+                   "(the profile keeps the median); rows %.4f / %.4f us a row before and "
+                   "after (%.4f between the row measurements, kept); a one-byte round trip between two threads %.2f / %.2f us of CPU and "
                    "%.2f / %.2f us a way of neither thread's CPU before and after (hand-off; the profile keeps the means; "
                    "tools/tune/speed_probe.h)\n",
-                   before.compute_us(), between.compute_us(), after.compute_us(), before.round_trip_us(),
+                   before.compute_us(), between.compute_us(), after.compute_us(), before.row_us(),
+                   after.row_us(), speed.row_us(), before.round_trip_us(),
                    after.round_trip_us(), before.hand_off_us(), after.hand_off_us());
   p.mutable_hosts()->set_cores(usable_cores(cores, speed));
   // Linux shares them tick by tick (sim/ticked_cores.h): a woken thread may

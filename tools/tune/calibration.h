@@ -41,7 +41,9 @@
 //   - speed: the reference probes of tools/tune/speed_probe.h, so that a
 //     later run can tell how much faster or slower the machine has become:
 //     the compute probe taken before, between and after the measurements
-//     (the median of the three, for the speed and the cores), the round trip
+//     (the median of the three, for the speed and the cores), the row probe
+//     before each row measurement (the median, for the speed the ps's row
+//     prices were measured at), the round trip
 //     before and after (the mean).
 #include <cstdint>
 #include <string>

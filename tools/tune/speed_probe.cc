@@ -92,6 +92,50 @@ double median_of_five(double seconds, Timed timed) {
   return t[2];
 }
 
+// The row probe: 2,048 rows of 64 floats at random places of a 32 MiB table
+// (larger than this machine's caches, as an embedding is) gathered into a
+// buffer and added back, as a ps's row pull and sparse SGD push do. The ids
+// are drawn once, 64 sets of them, so a timing is the rows' work alone.
+class RowProbe {
+ public:
+  static constexpr std::size_t kWidth = 64, kTableRows = (32u << 20) / (kWidth * 4), kRows = 2048, kSets = 64;
+
+  RowProbe() : table_(kTableRows * kWidth, 0.01f), buffer_(kRows * kWidth) {
+    std::uint64_t state = 88172645463325252ull;  // xorshift: any fixed sequence of places will do
+    for (auto& set : sets_) {
+      set.resize(kRows);
+      for (auto& id : set) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        id = static_cast<std::uint32_t>(state % kTableRows);
+      }
+      std::sort(set.begin(), set.end());  // a ps visits a request's rows in order
+    }
+  }
+
+  // CPU seconds per row over about `seconds` (at least one set).
+  double cpu_seconds_per_row(double seconds) {
+    std::size_t calls = 0;
+    const auto t0 = Clock::now();
+    const double cpu0 = thread_cpu_seconds();
+    while (calls < 1 || seconds_since(t0) < seconds) gather_and_add(sets_[next_++ % kSets]), ++calls;
+    return (thread_cpu_seconds() - cpu0) / static_cast<double>(calls * kRows);
+  }
+
+ private:
+  void gather_and_add(const std::vector<std::uint32_t>& ids) {
+    for (std::size_t j = 0; j < ids.size(); ++j)
+      std::copy_n(&table_[ids[j] * kWidth], kWidth, &buffer_[j * kWidth]);
+    for (std::size_t j = 0; j < ids.size(); ++j) {
+      float* row = &table_[ids[j] * kWidth];
+      for (std::size_t c = 0; c < kWidth; ++c) row[c] -= 1e-6f * buffer_[j * kWidth + c];
+    }
+  }
+
+  std::vector<float> table_, buffer_;
+  std::vector<std::uint32_t> sets_[kSets];
+  std::size_t next_ = 0;
+};
+
 // How many times longer the probe's kernels take, in CPU time, when
 // `threads` threads run them at once than when one does (>= 1), and the CPU
 // seconds of one basket of them alone. Timed for about `seconds`.
@@ -130,6 +174,17 @@ void scale(scenario::Compute& c, double f) {
   }
 }
 
+// A ps's prices of rows at random places of its tables: pulled (per row,
+// per KiB of their values) and pushed, each optimizer's scatter.
+void scale_rows(scenario::PsService& ps, double f) {
+  if (ps.has_per_row_us()) ps.set_per_row_us(ps.per_row_us() * f);  // unset: the schema's default stays
+  if (ps.has_per_row_kib_us()) ps.set_per_row_kib_us(ps.per_row_kib_us() * f);
+  for (auto& a : *ps.mutable_apply()) {
+    if (a.has_per_row_pushed_us()) a.set_per_row_pushed_us(a.per_row_pushed_us() * f);
+    if (a.has_per_row_pushed_kib_us()) a.set_per_row_pushed_kib_us(a.per_row_pushed_kib_us() * f);
+  }
+}
+
 }  // namespace
 
 double thread_cpu_seconds() {
@@ -149,6 +204,12 @@ double gradient_cpu_seconds(const Matrix& w, int batch, double seconds) {
   }
   const double t = (thread_cpu_seconds() - cpu0) / n;
   return std::isfinite(sink) ? t : 0;  // reading the result keeps the work from being optimised away
+}
+
+double row_cpu_us(double seconds) {
+  static RowProbe probe;  // its table built once per process
+  probe.cpu_seconds_per_row(seconds / 10);  // warm: the sets' pages, the clock
+  return median_of_five(seconds, [](double s) { return probe.cpu_seconds_per_row(s); }) * 1e6;
 }
 
 scenario::MachineSpeed probe_compute_speed(double seconds) {
@@ -173,6 +234,7 @@ scenario::MachineSpeed probe_machine_speed(double seconds) {
   std::sort(hand_off.begin(), hand_off.end());
   s.set_round_trip_us(cpu[2] * 1e6);
   s.set_hand_off_us(hand_off[2] * 1e6);
+  s.set_row_us(row_cpu_us(seconds / 4));
   return s;
 }
 
@@ -197,6 +259,7 @@ SpeedRatios speed_ratios(const scenario::MachineSpeed& measured, const scenario:
   if (measured.compute_us() > 0 && now.compute_us() > 0) r.compute = now.compute_us() / measured.compute_us();
   if (measured.round_trip_us() > 0 && now.round_trip_us() > 0)
     r.messages = now.round_trip_us() / measured.round_trip_us();
+  if (measured.row_us() > 0 && now.row_us() > 0) r.rows = now.row_us() / measured.row_us();
   return r;
 }
 
@@ -205,6 +268,7 @@ scenario::CostProfile at_speed(const scenario::CostProfile& profile, const scena
   scenario::CostProfile out = profile;
   const SpeedRatios r = speed_ratios(profile.speed(), now);
   if (out.has_compute()) scale(*out.mutable_compute(), r.compute);
+  if (out.has_ps_service()) scale_rows(*out.mutable_ps_service(), r.rows);
   if (now.has_together_slowdown() && profile.has_speed()) out.mutable_hosts()->set_cores(usable_cores(online_cores, now));
   return out;
 }

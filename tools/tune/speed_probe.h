@@ -13,7 +13,7 @@
 // run's prediction at the speed it found (and reports the prediction at the
 // calibrated prices too).
 //
-// Two probes:
+// Three probes:
 //   - compute: a basket of three synthetic::compute_gradient calls (a
 //     streaming, an arithmetic-bound and an input-bound shape), one thread's
 //     CPU time, then the same on every core at once (the ratio is the
@@ -27,7 +27,12 @@
 //     for loopback latency. Reported, not used to re-price: it depends on what the machine
 //     did just before (29 us after idling, 19 us after a calibration's
 //     calls, 15-18 us after a real run's), and re-pricing messages by it
-//     made three validation runs of four worse.
+//     made three validation runs of four worse;
+//   - rows: 64-float rows at random places of a 32 MiB table gathered and
+//     added back on one thread, CPU time per row (memory latency and
+//     bandwidth: what a ps's rows cost). A ps's row prices moved 1.5-3.2x
+//     between calibrations an hour apart while the compute prices moved
+//     20 % (docs/fidelity.md).
 #include "core/tensor/tensor.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 
@@ -42,6 +47,12 @@ double thread_cpu_seconds();
 // (sharing the cores is the simulator's processor sharing, not the kernel's
 // price).
 double gradient_cpu_seconds(const Matrix& w, int batch, double seconds);
+
+// CPU microseconds per row of the row probe (MachineSpeed.row_us), the
+// median of five timings over about `seconds`. Calibration takes it around
+// its row measurements, so that the speed its row prices are re-priced
+// against is the speed they were measured at.
+double row_cpu_us(double seconds);
 
 // The probes, taken for about `seconds` in all.
 scenario::MachineSpeed probe_machine_speed(double seconds = 0.6);
@@ -66,11 +77,14 @@ double usable_cores(int online, const scenario::MachineSpeed& speed);
 
 // How `profile`'s prices change at `now` against the speed it was measured
 // at (its `speed`): compute kernels by the compute probe's ratio, usable
-// cores from `now`'s slowdown; message handling and ps service stay (see the
-// round trip above). Ratios are 1 when either side lacks the probe.
+// cores from `now`'s slowdown, the ps's row prices (pulled and pushed) by
+// the row probe's (validation passes the median of all its runs' probes:
+// one is noisy, as the cores' slowdown is); message handling and the rest of the ps's service stay
+// (see the round trip above). Ratios are 1 when either side lacks the probe.
 struct SpeedRatios {
   double compute = 1;
   double messages = 1;
+  double rows = 1;
 };
 SpeedRatios speed_ratios(const scenario::MachineSpeed& measured, const scenario::MachineSpeed& now);
 scenario::CostProfile at_speed(const scenario::CostProfile& profile, const scenario::MachineSpeed& now, int online_cores);

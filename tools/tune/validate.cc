@@ -41,8 +41,10 @@ constexpr char kUsage[] =
     "the reference probes `twinps calibrate` records in the profile (`speed`) are taken again just\n"
     "before and after each real run, and that run is predicted with the profile's compute prices\n"
     "re-scaled to the speed found (the kernel basket's ratio), on the usable cores of the median of\n"
-    "all runs' probes (one probe of the cores together is too noisy); the round-trip probe's ratio\n"
-    "is printed, not applied. The error at the profile's own prices, as\n"
+    "all runs' probes (one probe of the cores together is too noisy), with the ps's row prices\n"
+    "re-scaled by the median of all runs' row probes (as noisy); the round-trip probe's ratio is\n"
+    "printed, not applied (\"speed c/m/r\": compute, messages, rows). The error at the profile's\n"
+    "own prices, as\n"
     "`twinps tune` would predict, is printed beside it; the shard picks use those.\n"
     "\n"
     "The grid (34 configurations) uses the models of scenarios/models (from the current directory, else\n"
@@ -98,6 +100,7 @@ scenario::MachineSpeed mean_speed(const scenario::MachineSpeed& a, const scenari
   scenario::MachineSpeed m;
   m.set_compute_us((a.compute_us() + b.compute_us()) / 2);
   m.set_round_trip_us((a.round_trip_us() + b.round_trip_us()) / 2);
+  m.set_row_us((a.row_us() + b.row_us()) / 2);
   return m;
 }
 
@@ -344,6 +347,7 @@ int run_tune_validate(int argc, char** argv) {
   std::printf("load average before the runs: %s\n", load_average().c_str());
   std::vector<std::vector<MeasuredRun>> runs(grid.size());
   std::vector<double> together;  // every probe's slowdown with all cores computing
+  std::vector<double> row_probes;  // every probe's price of a row, us
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t i = 0; i < grid.size(); ++i) {
       const Config& c = grid[i];
@@ -370,11 +374,13 @@ int run_tune_validate(int argc, char** argv) {
       const scenario::MachineSpeed after = probe_machine_speed();
       std::fprintf(stderr,
                    "twinps tune --validate:   %.2f steps/s; probes before/after: kernel basket %.0f/%.0f us, all cores "
-                   "at once %.2fx/%.2fx\n",
+                   "at once %.2fx/%.2fx, rows %.4f/%.4f us a row\n",
                    real->steps_per_second, before.compute_us(), after.compute_us(), before.together_slowdown(),
-                   after.together_slowdown());
+                   after.together_slowdown(), before.row_us(), after.row_us());
       together.push_back(before.together_slowdown());
       together.push_back(after.together_slowdown());
+      row_probes.push_back(before.row_us());
+      row_probes.push_back(after.row_us());
       runs[i].push_back({*real, mean_speed(before, after)});
     }
   }
@@ -386,10 +392,20 @@ int run_tune_validate(int argc, char** argv) {
   // is predicted with the median of all probes; the compute speed stays per run.
   scenario::MachineSpeed typical;
   typical.set_together_slowdown(median(together));
+  // The same for the price of rows: one row probe read 0.09-0.22 us a row
+  // within one validation, and the runs' ps CPU did not follow it run by
+  // run; the median of all of them follows the spell the runs were in
+  // (0.12 in one validation, 0.20 in another, against 0.13 calibrated).
+  typical.set_row_us(median(row_probes));
   const auto [fewest, most] = std::minmax_element(together.begin(), together.end());
   std::printf("usable cores: %.2f (%d online; all at once %.2fx slower, the median of %zu probes, %.2f-%.2fx)\n",
               usable_cores(online_cores, typical), online_cores, typical.together_slowdown(), together.size(), *fewest,
               *most);
+  const auto [cheapest, dearest] = std::minmax_element(row_probes.begin(), row_probes.end());
+  std::printf("rows: %.4f us a row (the median of %zu probes, %.4f-%.4f; calibrated at %.4f): the ps's row prices "
+              "x%.2f\n",
+              typical.row_us(), row_probes.size(), *cheapest, *dearest, profile.speed().row_us(),
+              speed_ratios(profile.speed(), typical).rows);
 
   // Predictions: each configuration's median run, closure for closure.
   std::vector<Row> rows;
@@ -415,6 +431,7 @@ int run_tune_validate(int argc, char** argv) {
     auto as_calibrated = sim::predict(pr);
     scenario::MachineSpeed speed = median_run.speed;
     speed.set_together_slowdown(typical.together_slowdown());
+    speed.set_row_us(typical.row_us());
     pr.profile = at_speed(profile, speed, online_cores);
     auto predicted = as_calibrated.ok() ? sim::predict(pr) : as_calibrated;
     if (!predicted.ok()) {
@@ -427,26 +444,27 @@ int run_tune_validate(int argc, char** argv) {
     const RoleCpu charged{predicted->chief_cpu_per_step_s, predicted->worker_cpu_per_step_s,
                           predicted->ps_cpu_per_step_s};
     rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, as_calibrated->steps_per_second,
-                    real.steps_per_second, speed_ratios(profile.speed(), median_run.speed), noise, measured_cpu(real),
+                    real.steps_per_second, speed_ratios(profile.speed(), speed), noise, measured_cpu(real),
                     charged, run_delay_per_step(real), pr.profile.hosts().cores()});
   }
   std::error_code ec;
   std::filesystem::remove_all(work_dir, ec);
 
-  std::printf("%-17s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s %11s %12s\n", "model", "cluster", "partition", "shards",
-              "extra", "closures", "predicted st/s", "measured st/s", "noise", "error", "speed c/m", "as calibrated");
+  std::printf("%-17s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s %14s %12s\n", "model", "cluster", "partition", "shards",
+              "extra", "closures", "predicted st/s", "measured st/s", "noise", "error", "speed c/m/r", "as calibrated");
   if (csv)
     csv << "model,workers,ps,partitioner,shards,extra,warmup,measured_closures,predicted_steps_per_s,"
            "measured_steps_per_s,noise_pct,error_pct,measured_cpu_ms_chief,measured_cpu_ms_workers,"
            "measured_cpu_ms_ps,predicted_cpu_ms_chief,predicted_cpu_ms_workers,predicted_cpu_ms_ps,"
-           "speed_ratio_compute,speed_ratio_messages,predicted_calibrated_steps_per_s,calibrated_error_pct\n";
+           "speed_ratio_compute,speed_ratio_messages,predicted_calibrated_steps_per_s,calibrated_error_pct,"
+           "speed_ratio_rows\n";
   std::vector<double> errors, calibrated_errors, noises;
   for (const Row& r : rows) {
     const Model& m = models[static_cast<std::size_t>(r.config.model)];
-    std::printf("%-17s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%% %5.2f/%5.2f %+11.1f%%\n", m.name.c_str(),
-                cluster_name(r.config).c_str(), sim::partitioner_name(r.config.kind), r.config.shards,
+    std::printf("%-17s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%% %4.2f/%4.2f/%4.2f %+11.1f%%\n",
+                m.name.c_str(), cluster_name(r.config).c_str(), sim::partitioner_name(r.config.kind), r.config.shards,
                 extras(r.config).c_str(), r.measured, r.predicted, r.real, r.noise * 100, r.error_pct(),
-                r.speed.compute, r.speed.messages, r.calibrated_error_pct());
+                r.speed.compute, r.speed.messages, r.speed.rows, r.calibrated_error_pct());
     if (csv)
       csv << m.name << ',' << r.config.workers << ',' << r.config.ps << ',' << sim::partitioner_name(r.config.kind)
           << ',' << r.config.shards << ',' << extras(r.config) << ',' << r.warmup << ',' << r.measured << ','
@@ -454,7 +472,7 @@ int run_tune_validate(int argc, char** argv) {
           << r.real_cpu.chief * 1e3 << ',' << r.real_cpu.workers * 1e3 << ',' << r.real_cpu.ps * 1e3 << ','
           << r.predicted_cpu.chief * 1e3 << ',' << r.predicted_cpu.workers * 1e3 << ',' << r.predicted_cpu.ps * 1e3
           << ',' << r.speed.compute << ',' << r.speed.messages << ',' << r.predicted_calibrated << ','
-          << r.calibrated_error_pct() << '\n';
+          << r.calibrated_error_pct() << ',' << r.speed.rows << '\n';
     errors.push_back(std::abs(r.error_pct()));
     calibrated_errors.push_back(std::abs(r.calibrated_error_pct()));
     noises.push_back(r.noise * 100);
