@@ -764,8 +764,8 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   scenario::MachineSpeed& speed = *p.mutable_speed() = calibration_speed(before, between, after);
   speed.set_row_us(row_reference_us);
   report += format("speed: the kernel basket %.1f / %.1f / %.1f us alone before, between and after the measurements "
-                   "(the profile keeps the median); rows %.4f / %.4f us a row before and "
-                   "after (%.4f between the row measurements, kept); a one-byte round trip between two threads %.2f / %.2f us of CPU and "
+                   "(the profile keeps the median); rows %.4f / %.4f us a row before and after (%.4f between the row "
+                   "measurements, kept); a one-byte round trip between two threads %.2f / %.2f us of CPU and "
                    "%.2f / %.2f us a way of neither thread's CPU before and after (hand-off; the profile keeps the means; "
                    "tools/tune/speed_probe.h)\n",
                    before.compute_us(), between.compute_us(), after.compute_us(), before.row_us(),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/models/synthetic/synthetic.h"
+#include "core/runtime/random.h"
 
 namespace twinps::cli {
 
@@ -101,13 +102,10 @@ class RowProbe {
   static constexpr std::size_t kWidth = 64, kTableRows = (32u << 20) / (kWidth * 4), kRows = 2048, kSets = 64;
 
   RowProbe() : table_(kTableRows * kWidth, 0.01f), buffer_(kRows * kWidth) {
-    std::uint64_t state = 88172645463325252ull;  // xorshift: any fixed sequence of places will do
+    RandomStream random(1);  // any fixed sequence of places will do
     for (auto& set : sets_) {
       set.resize(kRows);
-      for (auto& id : set) {
-        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-        id = static_cast<std::uint32_t>(state % kTableRows);
-      }
+      for (auto& id : set) id = static_cast<std::uint32_t>(random.below(kTableRows));
       std::sort(set.begin(), set.end());  // a ps visits a request's rows in order
     }
   }
@@ -117,7 +115,10 @@ class RowProbe {
     std::size_t calls = 0;
     const auto t0 = Clock::now();
     const double cpu0 = thread_cpu_seconds();
-    while (calls < 1 || seconds_since(t0) < seconds) gather_and_add(sets_[next_++ % kSets]), ++calls;
+    do {
+      gather_and_add(sets_[next_++ % kSets]);
+      ++calls;
+    } while (seconds_since(t0) < seconds);
     return (thread_cpu_seconds() - cpu0) / static_cast<double>(calls * kRows);
   }
 

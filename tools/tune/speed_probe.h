@@ -79,8 +79,9 @@ double usable_cores(int online, const scenario::MachineSpeed& speed);
 // at (its `speed`): compute kernels by the compute probe's ratio, usable
 // cores from `now`'s slowdown, the ps's row prices (pulled and pushed) by
 // the row probe's (validation passes the median of all its runs' probes:
-// one is noisy, as the cores' slowdown is); message handling and the rest of the ps's service stay
-// (see the round trip above). Ratios are 1 when either side lacks the probe.
+// one is noisy, as the cores' slowdown is); message handling and the rest
+// of the ps's service stay (see the round trip above). Ratios are 1 when
+// either side lacks the probe.
 struct SpeedRatios {
   double compute = 1;
   double messages = 1;
