@@ -9,7 +9,7 @@
 // Header, little-endian:
 //   0  u32 magic "TWDP"       8  u64 call id (chosen by the caller, per connection)
 //   4  u8  version (2)       16  u32 envelope bytes
-//   5  u8  kind              20  u32 reserved (0)
+//   5  u8  kind              20  u32 ring offset (kInRing), else 0
 //   6  u8  flags             24  u64 attachment bytes
 //   7  u8  reserved (0)
 //
@@ -24,6 +24,12 @@
 // header that is not of this protocol ends the connection; a well-formed
 // frame with a bad or oversized body is answered and skipped, so the
 // connection goes on.
+//
+// A request or response flagged kInRing (only between tasks of one host,
+// once both ends mapped the other's ring in the handshake) carries its
+// attachment bytes in the sender's shared ring (net/shared_ring.h) at the
+// header's ring offset instead of on the socket: the socket carries the
+// header and the envelope only.
 #include <cstddef>
 #include <cstdint>
 
@@ -35,6 +41,7 @@ inline constexpr std::size_t kHeaderBytes = 32;
 
 enum class Kind : std::uint8_t { kHello = 1, kRequest = 2, kResponse = 3, kCancel = 4, kChallenge = 5, kHelloAck = 6 };
 inline constexpr std::uint8_t kTransportError = 1;  // flag on kResponse
+inline constexpr std::uint8_t kInRing = 2;          // flag on kRequest and kResponse
 
 struct Header {
   Kind kind = Kind::kRequest;
@@ -42,6 +49,7 @@ struct Header {
   std::uint64_t call_id = 0;
   std::uint32_t envelope_bytes = 0;
   std::uint64_t attachment_bytes = 0;
+  std::uint32_t ring_offset = 0;  // with kInRing
 };
 
 void encode_header(const Header& h, std::uint8_t* out);  // writes kHeaderBytes

@@ -27,6 +27,7 @@
 #include "net/data_frame.h"
 #include "net/proto/twinps.pb.h"
 #include "net/security.h"
+#include "net/shared_ring.h"
 
 namespace twinps::net {
 
@@ -101,6 +102,9 @@ constexpr std::uint64_t kDirectReadMin = 16 << 10;
 // a typical core's L2, so the observer reads it from cache.
 constexpr std::size_t kObservedReadBytes = 256 << 10;
 constexpr std::uint32_t kMaxHelloBytes = 1024;
+// A frame's tensors go through the shared ring from this many bytes: below,
+// the socket's copies cost about what the ring's do.
+constexpr std::size_t kRingMinBytes = 64 << 10;
 constexpr Duration kDiscoveryTimeout = 10 * kSecond;
 // A connection still not open and authenticated after this fails its calls (a
 // black-holed peer would otherwise hold them until their deadlines, and every
@@ -331,6 +335,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       pending_.push_back(std::move(f));
       return;
     }
+    if (send_ring_on_) put_in_ring(f);
     queue_.push_back(std::move(f));
     if (!batching_) flush();
   }
@@ -388,16 +393,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_direct();
   void read_observed();
   void finish_inbound();
+  // Skips the rest of the frame: `bytes` of it, attachments included.
   void discard(std::uint64_t bytes) {
+    if (frame_.flags & df::kInRing) {
+      // The attachments are in the peer's ring, not on the socket.
+      bytes -= std::min(bytes, frame_.attachment_bytes);
+      peer_ring_->release();
+    }
     phase_ = Phase::kDiscard;
     left_ = bytes;
   }
+  // Shared memory over a Unix socket (net/shared_ring.h).
+  void offer_ring(wire::SharedRingOffer* offer);
+  bool map_peer_ring(const wire::SharedRingOffer& offer);
+  void put_in_ring(OutFrame& f);
+  bool locate_ring_region();
   void make_room(std::size_t need);
   void shrink_buffer();
   bool admit_request(std::uint64_t bytes);
   void protocol_error(const std::string& what);
   void io_error(const char* op, const boost::system::error_code& ec);
   void set_socket_options();
+  bool use_rings() const { return same_host_ && !tls_ && state_->options.same_host_ring_bytes > 0; }
   // Caller: the peer's Unix socket when it is on this host, else (or when that fails) TCP.
   void connect_same_host(const DataEndpoint& ep);
   void connect_tcp(const DataEndpoint& ep);
@@ -412,6 +429,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Socket socket_;
   std::unique_ptr<asio::ssl::stream<Socket&>> tls_;  // over socket_, when the data plane has TLS
   bool same_host_ = false;  // over a Unix socket (connect_same_host)
+  std::unique_ptr<RingWriter> send_ring_;  // offered to the peer
+  bool send_ring_on_ = false;              // the peer mapped it: tensors go through it
+  std::unique_ptr<RingReader> peer_ring_;  // the peer's, mapped
+  const char* ring_region_ = nullptr;      // the current frame's tensors in peer_ring_
   TaskId peer_;
   DataEndpoint endpoint_;
   bool connected_ = false;  // TCP (and TLS) up: handshake frames may be written
@@ -553,6 +574,8 @@ void Connection::on_connected(const boost::system::error_code& ec) {
 
 void Connection::start_callee() {
   start_timer("complete the handshake with");
+  boost::system::error_code ec;
+  same_host_ = socket_.local_endpoint(ec).protocol().family() == AF_UNIX && !ec;
   set_socket_options();
   if (!tls_) return on_transport_ready();
   tls_->async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](const boost::system::error_code& ec) {
@@ -570,6 +593,7 @@ void Connection::on_transport_ready() {
     nonce_ = random_nonce();
     wire::DataPlaneChallenge challenge;
     challenge.set_nonce(nonce_);
+    if (use_rings()) offer_ring(challenge.mutable_ring());
     send_handshake(make_frame(df::Kind::kChallenge, 0, 0, &challenge, challenge.ByteSizeLong(), nullptr, nullptr));
   }
   read_more();
@@ -739,6 +763,7 @@ void Connection::process() {
 }
 
 bool Connection::begin_frame() {
+  if (!locate_ring_region()) return false;
   const std::uint64_t body = std::uint64_t{frame_.envelope_bytes} + frame_.attachment_bytes;
   const std::size_t max = state_->options.max_message_bytes;
   if (role_ == Role::kCallee) {
@@ -862,6 +887,11 @@ void Connection::on_hello(const char* p, std::size_t n) {
                                              from.short_name() + ": it did not prove it holds the cluster token"));
   wire::DataPlaneHelloAck ack;
   ack.set_proof(ack_proof(token, nonce_, hello.nonce(), from, to));
+  if (use_rings()) {
+    send_ring_on_ = send_ring_ && hello.mapped_your_ring();
+    if (hello.has_ring()) ack.set_mapped_your_ring(map_peer_ring(hello.ring()));
+  }
+  if (!send_ring_on_) send_ring_.reset();
   send_handshake(make_frame(df::Kind::kHelloAck, 0, 0, &ack, ack.ByteSizeLong(), nullptr, nullptr));
   ready_ = true;
   cancel_connect_timer();
@@ -889,6 +919,10 @@ void Connection::on_challenge(const char* p, std::size_t n) {
   to_proto(peer_, hello.mutable_to());
   hello.set_nonce(nonce_);
   hello.set_proof(hello_proof(state_->options.security.token, peer_nonce_, nonce_, state_->self, peer_));
+  if (use_rings()) {
+    if (challenge.has_ring()) hello.set_mapped_your_ring(map_peer_ring(challenge.ring()));
+    offer_ring(hello.mutable_ring());
+  }
   send_handshake(make_frame(df::Kind::kHello, 0, 0, &hello, hello.ByteSizeLong(), nullptr, nullptr));
   hello_sent_ = true;
 }
@@ -911,9 +945,12 @@ void Connection::on_hello_ack(const char* p, std::size_t n) {
     return close(absl::UnauthenticatedError("the data plane of " + where +
                                             " did not prove it holds the cluster token"),
                  CloseMode::kFail);
+  send_ring_on_ = send_ring_ && ack.mapped_your_ring();
+  if (!send_ring_on_) send_ring_.reset();
   ready_ = true;
   cancel_connect_timer();
   while (!pending_.empty()) {
+    if (send_ring_on_) put_in_ring(pending_.front());
     queue_.push_back(std::move(pending_.front()));
     pending_.pop_front();
   }
@@ -1026,6 +1063,11 @@ void Connection::expect_attachments(TargetRecorder& recorder) {
     if (total == 0) in_.targets.clear();
   }
   if (total == 0) return finish_inbound();
+  if (ring_region_) {  // in the peer's ring, all there: copied out now
+    fill(ring_region_, static_cast<std::size_t>(total));
+    peer_ring_->release();
+    return finish_inbound();
+  }
   phase_ = Phase::kAttachments;
   left_ = total;
 }
@@ -1033,7 +1075,8 @@ void Connection::expect_attachments(TargetRecorder& recorder) {
 void Connection::fill(const char* src, std::size_t n) {
   while (n > 0) {
     Target& t = in_.targets[in_.next_target];
-    const std::size_t k = std::min(n, t.len - in_.target_filled);
+    // An observer is shown at most kObservedReadBytes at a time, still in cache.
+    const std::size_t k = std::min({n, t.len - in_.target_filled, in_.arrival ? kObservedReadBytes : n});
     std::memcpy(t.dst + in_.target_filled, src, k);
     if (in_.arrival && in_.scattered.empty()) in_.arrival->arrived(t.dst + in_.target_filled, k);
     src += k;
@@ -1132,6 +1175,69 @@ void Connection::on_cancel(std::uint64_t wire_id) {
     call->cancel.reset();
     source.cancel();
   }
+}
+
+// ---------------------------------------------------------------- shared rings
+
+// In the handshake over a Unix socket: this end's ring for the peer to map.
+// Without one (no memfd, no memory) the socket carries everything.
+void Connection::offer_ring(wire::SharedRingOffer* offer) {
+  auto ring = RingWriter::create(state_->options.same_host_ring_bytes);
+  if (!ring.ok()) return;
+  send_ring_ = std::move(*ring);
+  offer->set_fd(static_cast<std::uint32_t>(send_ring_->fd()));
+  offer->set_capacity(send_ring_->capacity());
+}
+
+// The peer's ring, by the pid the kernel gives for the socket's other end.
+// False (the peer then keeps to the socket) if it cannot be mapped.
+bool Connection::map_peer_ring(const wire::SharedRingOffer& offer) {
+  auto ring = RingReader::open(unix_socket_peer_pid(socket_.native_handle()), static_cast<int>(offer.fd()),
+                               offer.capacity());
+  if (!ring.ok()) return false;
+  peer_ring_ = std::move(*ring);
+  ++state_->stats.rings_mapped;
+  return true;
+}
+
+// A frame's tensors into this end's ring when it has room for them (the
+// frame then carries only where they are); else they stay on the socket.
+void Connection::put_in_ring(OutFrame& f) {
+  std::size_t bytes = 0;
+  for (const auto& span : f.spans) bytes += span.size;
+  if (bytes < kRingMinBytes) return;
+  const auto offset = send_ring_->reserve(bytes);
+  if (!offset) {
+    ++state_->stats.ring_full;
+    return;
+  }
+  char* at = send_ring_->at(*offset);
+  for (const auto& span : f.spans) {
+    std::memcpy(at, span.data, span.size);
+    at += span.size;
+  }
+  auto* head = reinterpret_cast<std::uint8_t*>(f.head.data());
+  df::Header h;
+  df::decode_header(head, &h);
+  h.flags |= df::kInRing;
+  h.ring_offset = *offset;
+  df::encode_header(h, head);
+  f.spans.clear();
+  f.owner.reset();  // the tensors are copied: their memory is free
+  ++state_->stats.ring_frames_sent;
+  state_->stats.ring_bytes_sent += bytes;
+}
+
+// After a header: where a kInRing frame's tensors are in the peer's ring.
+// False (the connection closed) when they cannot be there.
+bool Connection::locate_ring_region() {
+  ring_region_ = nullptr;
+  if (!(frame_.flags & df::kInRing)) return true;
+  const bool carries = frame_.kind == df::Kind::kRequest || frame_.kind == df::Kind::kResponse;
+  if (peer_ring_ && carries) ring_region_ = peer_ring_->next(frame_.ring_offset, frame_.attachment_bytes);
+  if (ring_region_) return true;
+  protocol_error("a frame whose tensors are not in the shared ring where they can be");
+  return false;
 }
 
 // ---------------------------------------------------------------- replies

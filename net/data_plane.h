@@ -2,7 +2,8 @@
 // The data plane: Pull and Push (the parameter servers' traffic) over framed
 // TCP connections (net/data_frame.h) that live on the task's own AsioExecutor;
 // between two tasks of one host, over a Unix socket instead (same frames,
-// same handshake; DataPlaneOptions::same_host_socket).
+// same handshake; DataPlaneOptions::same_host_socket), the tensors through
+// shared memory (net/shared_ring.h).
 // Reads complete on the executor's thread, handlers run there inline, replies
 // are written from there: no thread hand-off anywhere on the path, unlike
 // gRPC, whose completions arrive on its own threads. Tensors are written
@@ -74,6 +75,11 @@ struct DataPlaneOptions {
   // the TCP stack. Not with TLS (the connection stays TLS over TCP). A caller
   // that cannot reach it (another namespace) uses TCP.
   bool same_host_socket = true;
+  // Over that Unix socket, each end's tensors of at least 64 KiB go through
+  // a shared-memory ring of this many bytes (net/shared_ring.h) instead of
+  // the socket, while it has room; 0: none. A ring's pages are backed as
+  // they are first used: at most this much per connection and direction.
+  std::size_t same_host_ring_bytes = std::size_t{64} << 20;
   // Per incoming connection, the bytes of requests received or being
   // received and not yet answered (0: max_message_bytes). A request that
   // would pass it waits — the connection stops reading and TCP pushes back
@@ -98,6 +104,10 @@ struct DataPlaneStats {
   std::uint64_t connections_accepted = 0;   // as callee
   std::uint64_t same_host_connections_opened = 0;    // of those opened, over the Unix socket
   std::uint64_t same_host_connections_accepted = 0;  // of those accepted, over the Unix socket
+  std::uint64_t rings_mapped = 0;           // peers' shared rings this task reads (both roles)
+  std::uint64_t ring_frames_sent = 0;       // frames whose tensors went through this task's rings
+  std::uint64_t ring_bytes_sent = 0;        // their tensors' bytes
+  std::uint64_t ring_full = 0;              // frames sent over the socket for want of room in the ring
   std::uint64_t requests_served = 0;        // reached the handler
   std::uint64_t frames_rejected = 0;        // answered with a transport error, or ended a connection
   std::uint64_t requests_held = 0;          // waited under max_connection_inbound_bytes

@@ -464,6 +464,7 @@ struct GrpcTransport::Impl {
     o.connections_per_peer = options.data_connections_per_peer;
     o.socket_buffer_bytes = options.data_socket_buffer_bytes;
     o.same_host_socket = options.data_same_host_socket;
+    o.same_host_ring_bytes = options.data_same_host_ring_bytes;
     o.security = options.security;
     o.discover = [this](const TaskId& to, Time deadline, UniqueFunction<void(StatusOr<DataEndpoint>)> done) {
       locate(to, deadline, std::move(done));
@@ -791,6 +792,8 @@ GrpcTransportStats GrpcTransport::stats() const {
     out.data_connections_accepted = d.connections_accepted;
     out.data_same_host_connections_opened = d.same_host_connections_opened;
     out.data_same_host_connections_accepted = d.same_host_connections_accepted;
+    out.data_ring_frames_sent = d.ring_frames_sent;
+    out.data_ring_bytes_sent = d.ring_bytes_sent;
     out.data_frames_rejected = d.frames_rejected;
     out.unauthenticated_refused += d.handshakes_refused;
     out.data_bytes_received = d.bytes_received;

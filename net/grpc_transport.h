@@ -103,6 +103,9 @@ struct GrpcTransportOptions {
   // Tasks on one host reach each other's data plane over a Unix socket
   // (DataPlaneOptions::same_host_socket); false: TCP between every pair.
   bool data_same_host_socket = true;
+  // Over that socket, tensors through shared memory rings of this many
+  // bytes (DataPlaneOptions::same_host_ring_bytes); 0: through the socket.
+  std::size_t data_same_host_ring_bytes = std::size_t{64} << 20;
   // Every request over the data plane, not only Pull and Push: for tests
   // (the whole contract suite on the data plane) and experiments.
   bool data_plane_for_every_request = false;
@@ -122,6 +125,8 @@ struct GrpcTransportStats {
   std::uint64_t data_connections_accepted = 0;
   std::uint64_t data_same_host_connections_opened = 0;    // of those, over the Unix socket
   std::uint64_t data_same_host_connections_accepted = 0;
+  std::uint64_t data_ring_frames_sent = 0;  // frames whose tensors went through shared memory
+  std::uint64_t data_ring_bytes_sent = 0;
   std::uint64_t data_frames_rejected = 0;
   std::uint64_t unauthenticated_refused = 0;  // gRPC calls and data-plane connections without the token
   std::uint64_t data_bytes_received = 0;      // on data-plane connections (both roles)

@@ -9,16 +9,17 @@ namespace twinps::cli {
 
 inline constexpr char kDataPlaneHelp[] =
     "where calls travel: tcp (Pull and Push on the data plane, framed TCP on each task's own event loop, or a Unix "
-    "socket between tasks on one host; the rest over gRPC), tcp-only (the same, but TCP between tasks on one host "
-    "too), grpc (everything over gRPC, for comparison), or tcp-all (every call on the data plane, gRPC only "
+    "socket between tasks on one host with the tensors in shared memory; the rest over gRPC), tcp-unix (the same, "
+    "the tensors on the Unix socket too), tcp-only (the same, but TCP between tasks on one host too), grpc (everything over gRPC, for comparison), or tcp-all (every call on the data plane, gRPC only "
     "locating it: an experiment)";
 
 // Sets the transport's plane; false (after printing why) if `value` names none.
 inline bool apply_data_plane(const char* command, const std::string& value, net::GrpcTransportOptions* out) {
-  if (value == "tcp" || value == "tcp-only" || value == "tcp-all") {
+  if (value == "tcp" || value == "tcp-unix" || value == "tcp-only" || value == "tcp-all") {
     out->data_plane = net::DataPlaneMode::kTcp;
     out->data_plane_for_every_request = value == "tcp-all";
     out->data_same_host_socket = value != "tcp-only";
+    if (value == "tcp-unix") out->data_same_host_ring_bytes = 0;
     return true;
   }
   if (value == "grpc") {
@@ -26,7 +27,7 @@ inline bool apply_data_plane(const char* command, const std::string& value, net:
     out->data_plane_for_every_request = false;
     return true;
   }
-  std::fprintf(stderr, "twinps %s: --data-plane must be tcp, tcp-only, grpc or tcp-all, not '%s'\n", command, value.c_str());
+  std::fprintf(stderr, "twinps %s: --data-plane must be tcp, tcp-unix, tcp-only, grpc or tcp-all, not '%s'\n", command, value.c_str());
   return false;
 }
 

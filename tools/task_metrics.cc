@@ -146,6 +146,9 @@ void TaskMetrics::publish() {
     m.counter("twinps_data_plane_same_host_connections_accepted_total",
               "Data-plane connections accepted over the Unix socket, from tasks on this host.",
               t.data_same_host_connections_accepted);
+    m.counter("twinps_data_plane_shared_memory_sent_bytes_total",
+              "Tensor bytes sent to tasks on this host through shared memory instead of a socket.",
+              t.data_ring_bytes_sent);
     m.counter("twinps_unauthenticated_refused_total",
               "Calls and data-plane connections refused for want of the cluster token.", t.unauthenticated_refused);
     if (const ParameterServerNode* ps = node_->ps()) {

@@ -163,7 +163,70 @@ TEST(DataPlaneTest, TasksOnOneHostUseTheUnixSocketAndOthersTcp) {
     EXPECT_EQ(s.data_connections_opened, 1u);
     EXPECT_EQ(s.data_same_host_connections_opened, same_host ? 1u : 0u);
     EXPECT_EQ(server.stats().data_same_host_connections_accepted, same_host ? 1u : 0u);
+    // Each 500 KiB tensor went through shared memory, both ways.
+    EXPECT_EQ(s.data_ring_frames_sent, same_host ? 3u : 0u);
+    EXPECT_EQ(s.data_ring_bytes_sent, same_host ? 3u * 2000 * 64 * 4 : 0u);
+    EXPECT_EQ(server.stats().data_ring_frames_sent, same_host ? 3u : 0u);
   }
+}
+
+// tcp-unix: the Unix socket without the rings; every byte on the socket.
+TEST(DataPlaneTest, WithoutRingsTheUnixSocketCarriesTheTensors) {
+  Book book;
+  GrpcTransportOptions o;
+  o.data_same_host_ring_bytes = 0;
+  ThreadedServer server(book, echo_handler(kPs, ramp(300, 64)), o);
+  AsioExecutor ex;
+  auto client = make_client(kChief, ex, book, o);
+  auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(2000, 64)));
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(2000, 64));
+  EXPECT_EQ(client->stats().data_same_host_connections_opened, 1u);
+  EXPECT_EQ(client->stats().data_ring_frames_sent, 0u);
+  EXPECT_EQ(server.stats().data_ring_frames_sent, 0u);
+  EXPECT_GT(client->stats().data_bytes_sent, 2000u * 64 * 4);
+}
+
+// One end with rings, the other without: the one that offers finds its ring
+// unmapped and keeps to the socket, and the calls go through.
+TEST(DataPlaneTest, ARingOnlyOneEndWantsIsNotUsed) {
+  for (const bool server_rings : {true, false}) {
+    SCOPED_TRACE(server_rings ? "the callee offers" : "the caller offers");
+    Book book;
+    GrpcTransportOptions so, co;
+    (server_rings ? co : so).data_same_host_ring_bytes = 0;
+    ThreadedServer server(book, echo_handler(kPs, ramp(300, 64)), so);
+    AsioExecutor ex;
+    auto client = make_client(kChief, ex, book, co);
+    auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(2000, 64)));
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(2000, 64));
+    EXPECT_EQ(client->stats().data_ring_frames_sent, 0u);
+    EXPECT_EQ(server.stats().data_ring_frames_sent, 0u);
+  }
+}
+
+// A ring smaller than a message: what does not fit goes over the socket,
+// what fits through the ring, and a ring whose room comes back in order is
+// used again and again (each call's tensors released before the next).
+TEST(DataPlaneTest, WhatTheRingHasNoRoomForGoesOverTheSocket) {
+  Book book;
+  GrpcTransportOptions o;
+  o.data_same_host_ring_bytes = 1 << 20;  // 1 MiB
+  ThreadedServer server(book, echo_handler(kPs, ramp(300, 64)), o);
+  AsioExecutor ex;
+  auto client = make_client(kChief, ex, book, o);
+  for (int i = 0; i < 6; ++i) {
+    const std::int64_t rows = i % 2 == 0 ? 3000 : 1500;  // 750 KiB, fits; 375 KiB
+    auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(rows, 64, static_cast<float>(i))));
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(rows, 64, static_cast<float>(i)));
+  }
+  auto big = call_and_wait(ex, *client, kPs, push_of(ramp(8000, 64)));  // 2 MiB: never fits
+  ASSERT_TRUE(big.ok()) << big.status();
+  expect_eq(std::get<PullResponse>(*big).items.at(0).values, ramp(8000, 64));
+  EXPECT_EQ(client->stats().data_ring_frames_sent, 6u);
+  EXPECT_EQ(server.stats().data_ring_frames_sent, 6u);
 }
 
 // A peer whose Unix socket cannot be reached from here (another network

@@ -46,12 +46,17 @@ TEST(BenchAllTest, QuickRunReportsFiguresBesideTheMachinesLimits) {
       << md;
   EXPECT_GT(std::stod(ps[2]), 0);
   EXPECT_NEAR(std::stod(ps[3]), std::stod(ps[1]) / std::stod(ps[2]), 0.01 + 0.02 * std::stod(ps[3]));
-  // Both planes between processes of one host: TCP and the Unix socket, each against its own stream.
+  // The planes between processes of one host: TCP, the Unix socket, and the Unix socket with shared memory, each
+  // against its own stream.
   EXPECT_TRUE(std::regex_search(
       md, std::regex(R"(1 ps x 1 workers, TCP: bytes both ways \| [0-9.]+ GB/s \| one loopback TCP stream just before)")))
       << md;
   EXPECT_TRUE(std::regex_search(
       md, std::regex(R"(1 ps x 1 workers, Unix socket: bytes both ways \| [0-9.]+ GB/s \| one Unix socket stream just before)")))
+      << md;
+  EXPECT_TRUE(std::regex_search(
+      md,
+      std::regex(R"(1 ps x 1 workers, shared memory: bytes both ways \| [0-9.]+ GB/s \| one Unix socket stream just before)")))
       << md;
   EXPECT_TRUE(std::regex_search(md, std::regex(R"(tutorial, .* \| [1-9][0-9]* examples/s)"))) << md;
   EXPECT_TRUE(std::regex_search(md, std::regex(R"(simulated / wall time \| [0-9.]+x)"))) << md;

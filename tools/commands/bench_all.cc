@@ -112,10 +112,12 @@ Streams measure_streams(int repeats) {
 }
 
 // Push/pull at each size and cluster, over each plane the data plane has
-// between processes of one host: its Unix socket (the default) and TCP
-// (`--data-plane tcp-only`, what tasks on different hosts use). Goodput is
-// ps-lite's figure (one way); the bytes both ways are held against one
-// stream of the same kind and against one TCP stream.
+// between processes of one host: the Unix socket with the tensors in shared
+// memory (the default), the Unix socket alone (`--data-plane tcp-unix`) and
+// TCP (`--data-plane tcp-only`, what tasks on different hosts use). Goodput
+// is ps-lite's figure (one way); the bytes both ways are held against one
+// stream of the same kind (a Unix socket stream for both same-host planes)
+// and against one TCP stream.
 bool measure_ps(const Plan& p, std::vector<Row>& rows) {
   struct Size {
     const char* name;
@@ -129,7 +131,8 @@ bool measure_ps(const Plan& p, std::vector<Row>& rows) {
   const std::vector<Size> sizes = p.quick ? std::vector<Size>{{"4 KB", "1024"}}
                                           : std::vector<Size>{{"4 KB", "1024"}, {"1 MB", "262144"}, {"16 MB", "4194304"}};
   const std::vector<int> clusters = p.quick ? std::vector<int>{1} : std::vector<int>{1, 2};
-  const std::vector<Plane> planes = {{"tcp-only", "TCP", false}, {"tcp", "Unix socket", true}};
+  const std::vector<Plane> planes = {
+      {"tcp-only", "TCP", false}, {"tcp-unix", "Unix socket", true}, {"tcp", "shared memory", true}};
   const char* tcp_name = "one loopback TCP stream just before and after:";
   const char* unix_name = "one Unix socket stream just before and after:";
   // A second of warmup even when quick: the generators must have started and
