@@ -65,13 +65,18 @@ StatusOr<std::unique_ptr<RingWriter>> RingWriter::create(std::size_t capacity) {
 
 std::optional<std::uint32_t> RingWriter::reserve(std::size_t bytes) {
   if (bytes == 0 || bytes > capacity_) return std::nullopt;
-  std::uint64_t start = head_;
-  if (start % capacity_ + bytes > capacity_) start += capacity_ - start % capacity_;  // to the ring's start
   // The receiver releases regions in order: what lies before `released` is
-  // free, and so is everything once it has released all (the skipped end
-  // holds nothing).
+  // free, and everything is once it has released all.
   const std::uint64_t released = load_released(released_);
-  if (released != head_ && start + bytes - released > capacity_) return std::nullopt;
+  const bool all_free = released == head_;
+  std::uint64_t start = head_;
+  // To the ring's front when the region would run past its end, and when
+  // nothing is in flight: a ring then only ever touches as many pages as are
+  // in flight at once (one message's, between a worker and a ps taking turns),
+  // and those stay in cache.
+  if ((all_free || start % capacity_ + bytes > capacity_) && start % capacity_ != 0)
+    start += capacity_ - start % capacity_;
+  if (!all_free && start + bytes - released > capacity_) return std::nullopt;
   head_ = start + bytes;
   return static_cast<std::uint32_t>(start % capacity_);
 }
@@ -104,9 +109,9 @@ const char* RingReader::next(std::uint32_t offset, std::uint64_t bytes) {
   if (bytes == 0 || bytes > capacity_ || offset > capacity_ - bytes) return nullptr;
   std::uint64_t start = consumed_;
   if (start % capacity_ != offset) {
-    // Only a region that would have wrapped moves, and only to the start.
+    // A region that does not follow the last one is at the ring's front.
+    if (offset != 0) return nullptr;
     start += capacity_ - start % capacity_;
-    if (offset != 0 || consumed_ % capacity_ + bytes <= capacity_) return nullptr;
   }
   pending_end_ = start + bytes;
   return data_ + offset;

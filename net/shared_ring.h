@@ -15,7 +15,9 @@
 // Regions are taken and handed back in the order of the frames on the
 // socket, so the ring needs one counter: bytes released by the receiver,
 // stored at the front of the shared file. A region never wraps: one that
-// would is placed at the ring's start and the bytes skipped count as used.
+// would is placed at the ring's front and the bytes skipped count as used.
+// When the receiver has released everything, the next region goes to the
+// front too, so the pages a ring touches are those in flight at once.
 // A sender that finds no room sends the tensors over the socket instead: no
 // one ever waits for room.
 //

@@ -40,23 +40,36 @@ bool send_text(Ends& e, const std::string& text) {
   return true;
 }
 
-// Regions are placed one after another; one that would run past the end
-// starts again at the front (the rest of the end is skipped), and the
-// reader, told only the offset, follows.
-TEST(SharedRingTest, RegionsFollowEachOtherAndWrapToTheFront) {
+// With everything released, the next region goes to the front: a writer
+// and a reader taking turns touch one message's pages, again and again.
+TEST(SharedRingTest, WithNothingInFlightEachRegionStartsAtTheFront) {
+  Ends e = open_ring(100);
+  ASSERT_TRUE(e.reader);
+  for (const std::size_t bytes : {40u, 40u, 95u, 7u, 100u}) {
+    EXPECT_EQ(e.writer->reserve(bytes), 0u) << bytes;
+    ASSERT_NE(e.reader->next(0, bytes), nullptr) << bytes;
+    EXPECT_EQ(e.reader->next(0, bytes), e.reader->next(0, bytes)) << "the same region until released";
+    e.reader->release();
+  }
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(send_text(e, std::string(static_cast<std::size_t>(7 + i % 90), 'a' + i % 26)));
+}
+
+// Regions in flight follow each other; one that would run past the end goes
+// to the front (the end is skipped), and the reader, told only the offset,
+// follows.
+TEST(SharedRingTest, RegionsInFlightFollowEachOtherAndWrapToTheFront) {
   Ends e = open_ring(100);
   ASSERT_TRUE(e.reader);
   EXPECT_EQ(e.writer->reserve(40), 0u);
-  EXPECT_EQ(e.reader->next(0, 40), e.reader->next(0, 40)) << "next names the same region until released";
-  e.reader->release();
   EXPECT_EQ(e.writer->reserve(40), 40u);
-  ASSERT_NE(e.reader->next(40, 40), nullptr);
+  ASSERT_NE(e.reader->next(0, 40), nullptr);
   e.reader->release();
-  // 80 + 30 > 100: to the front.
-  EXPECT_EQ(e.writer->reserve(30), 0u);
-  ASSERT_NE(e.reader->next(0, 30), nullptr);
+  EXPECT_EQ(e.writer->reserve(30), 0u) << "80 + 30 > 100: to the front, which is released";
+  const char* second = e.reader->next(40, 40);
+  ASSERT_NE(second, nullptr);
   e.reader->release();
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(send_text(e, std::string(static_cast<std::size_t>(7 + i % 60), 'a' + i % 26)));
+  const char* third = e.reader->next(0, 30);
+  EXPECT_EQ(third, second - 40);
 }
 
 // The writer never overwrites what the reader has not released: without
@@ -65,15 +78,17 @@ TEST(SharedRingTest, RegionsFollowEachOtherAndWrapToTheFront) {
 TEST(SharedRingTest, NoRoomUntilTheReaderReleases) {
   Ends e = open_ring(100);
   ASSERT_TRUE(e.reader);
-  const auto first = e.writer->reserve(60);
-  ASSERT_TRUE(first);
-  EXPECT_FALSE(e.writer->reserve(60)) << "would wrap onto the unreleased region";
-  EXPECT_FALSE(e.writer->reserve(41));
+  EXPECT_EQ(e.writer->reserve(30), 0u);
+  const auto first = e.writer->reserve(30);
+  ASSERT_EQ(first, 30u);
+  EXPECT_FALSE(e.writer->reserve(60)) << "would wrap onto the unreleased regions";
   EXPECT_FALSE(e.writer->reserve(101)) << "larger than the ring";
   EXPECT_FALSE(e.writer->reserve(0));
-  ASSERT_NE(e.reader->next(*first, 60), nullptr);
+  EXPECT_EQ(e.writer->reserve(40), 60u) << "fits before the end";
+  ASSERT_NE(e.reader->next(0, 30), nullptr);
   e.reader->release();
-  EXPECT_EQ(e.writer->reserve(60), 0u) << "wrapped, now that the front is free";
+  EXPECT_EQ(e.writer->reserve(30), 0u) << "the front is free again";
+  EXPECT_FALSE(e.writer->reserve(1)) << "all 100 bytes in flight";
 }
 
 // A peer that names a region where the ring cannot have put it is caught.
@@ -83,10 +98,10 @@ TEST(SharedRingTest, AReaderRefusesRegionsTheWriterCannotHavePlaced) {
   EXPECT_EQ(e.reader->next(0, 101), nullptr) << "larger than the ring";
   EXPECT_EQ(e.reader->next(90, 20), nullptr) << "past the end";
   EXPECT_EQ(e.reader->next(0, 0), nullptr) << "empty";
-  EXPECT_EQ(e.reader->next(10, 20), nullptr) << "not where the last region ended";
+  EXPECT_EQ(e.reader->next(10, 20), nullptr) << "neither where the last region ended nor at the front";
   ASSERT_NE(e.reader->next(0, 50), nullptr);
   e.reader->release();
-  EXPECT_EQ(e.reader->next(0, 20), nullptr) << "back to the front although 20 bytes fit at 50";
+  EXPECT_EQ(e.reader->next(60, 20), nullptr);
   EXPECT_NE(e.reader->next(50, 20), nullptr);
 }
 
