@@ -730,6 +730,24 @@ TEST(DataPlaneTest, AByteStreamThatIsNotTheProtocolEndsOnlyItsOwnConnection) {
     EXPECT_TRUE(raw.closed_by_server());
   }
   {
+    // Tensors said to lie in a shared ring this connection never set up (a
+    // TCP connection has none).
+    RawConnection raw(port);
+    raw.hello();
+    wire::RpcRequest pull;
+    pull.mutable_request()->mutable_pull();
+    df::Header h;
+    h.kind = df::Kind::kRequest;
+    h.flags = df::kInRing;
+    h.call_id = 1;
+    h.envelope_bytes = static_cast<std::uint32_t>(pull.ByteSizeLong());
+    h.attachment_bytes = 4096;
+    std::string f(df::kHeaderBytes, '\0');
+    df::encode_header(h, reinterpret_cast<std::uint8_t*>(f.data()));
+    raw.send_raw(f + pull.SerializeAsString());
+    EXPECT_TRUE(raw.closed_by_server());
+  }
+  {
     RawConnection raw(port);
     raw.hello();
     wire::RpcRequest pull;
@@ -750,6 +768,33 @@ TEST(DataPlaneTest, AByteStreamThatIsNotTheProtocolEndsOnlyItsOwnConnection) {
   }
   EXPECT_EQ(client->stats().data_connections_opened, 1u) << "the good caller's connection survived";
   EXPECT_GE(server.stats().data_frames_rejected, 3u);
+}
+
+TEST(DataPlaneTest, AFrameHeaderCarriesARingOffsetOnlyWithItsFlag) {
+  df::Header h;
+  h.kind = df::Kind::kResponse;
+  h.flags = df::kInRing | df::kTransportError;
+  h.call_id = 42;
+  h.envelope_bytes = 7;
+  h.attachment_bytes = 1 << 20;
+  h.ring_offset = 123456;
+  std::uint8_t bytes[df::kHeaderBytes];
+  df::encode_header(h, bytes);
+  df::Header back;
+  ASSERT_TRUE(df::decode_header(bytes, &back));
+  EXPECT_EQ(back.flags, h.flags);
+  EXPECT_EQ(back.ring_offset, 123456u);
+  EXPECT_EQ(back.attachment_bytes, std::uint64_t{1} << 20);
+  // Without the flag the offset is neither written nor accepted.
+  h.flags = 0;
+  df::encode_header(h, bytes);
+  ASSERT_TRUE(df::decode_header(bytes, &back));
+  EXPECT_EQ(back.ring_offset, 0u);
+  bytes[20] = 1;
+  EXPECT_FALSE(df::decode_header(bytes, &back));
+  bytes[20] = 0;
+  bytes[6] = 0x80;  // a flag nobody defined
+  EXPECT_FALSE(df::decode_header(bytes, &back));
 }
 
 TEST(DataPlaneTest, SplitHostPort) {

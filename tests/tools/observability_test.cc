@@ -173,6 +173,7 @@ TEST(ObservabilityTest, MetricsScrapedAfterTrainingMatchTheReportAndSummary) {
     EXPECT_GT(ps.at("twinps_ps_pull_requests_total"), 0);
     EXPECT_GT(ps.at("twinps_ps_sent_bytes_total"), 0);
     EXPECT_GT(ps.at("twinps_data_plane_received_bytes_total"), 0);
+    EXPECT_EQ(ps.count("twinps_data_plane_shared_memory_sent_bytes_total"), 1u);
     pushes += ps.at("twinps_ps_push_requests_total");
     gradients_measured += ps.at("twinps_ps_gradient_staleness_count");
   }
