@@ -428,7 +428,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Role role_;
   Socket socket_;
   std::unique_ptr<asio::ssl::stream<Socket&>> tls_;  // over socket_, when the data plane has TLS
-  bool same_host_ = false;  // over a Unix socket (connect_same_host)
+  bool same_host_ = false;  // over a Unix socket (connect_same_host; a callee: accepted on one)
   std::unique_ptr<RingWriter> send_ring_;  // offered to the peer
   bool send_ring_on_ = false;              // the peer mapped it: tensors go through it
   std::unique_ptr<RingReader> peer_ring_;  // the peer's, mapped
