@@ -49,7 +49,7 @@ TEST(CliFlagsTest, EachBadValueNamesItsFlagAndTheWholeCommand) {
       {{"train", "--in-memory", "--checkpoint-every-steps", "-5"},
        "twinps train: --checkpoint-every-steps must be at least 0 (got -5)"},
       {{"train", "--in-memory", "--data-plane", "udp"},
-       "twinps train: --data-plane must be tcp, tcp-only, grpc or tcp-all (got 'udp')"},
+       "twinps train: --data-plane must be tcp, tcp-unix, tcp-only, grpc or tcp-all (got 'udp')"},
       {{"train", "--in-memory", "--shards", "0"}, "twinps train: --shards must be at least 1 (got 0)"},
       {{"eval", "--checkpoint-dir", "x", "--timeout", "0"}, "twinps eval: --timeout must be positive (got 0)"},
       {{"serve", "--max-message-mb", "0"}, "twinps serve: --max-message-mb must be from 1 to 2047 (got 0)"},
