@@ -96,6 +96,13 @@ CallHandler echo_handler(const TaskId& self, Matrix pull_reply = Matrix()) {
   };
 }
 
+// Pushes `values` to an echo_handler and checks they come back unchanged.
+void expect_echoed(AsioExecutor& ex, GrpcTransport& client, const Matrix& values) {
+  auto pushed = call_and_wait(ex, client, kPs, push_of(values));
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, values);
+}
+
 // A server task on an executor thread of its own, so the test thread can block on raw sockets.
 struct ThreadedServer {
   AsioExecutor ex;
@@ -153,11 +160,7 @@ TEST(DataPlaneTest, TasksOnOneHostUseTheUnixSocketAndOthersTcp) {
     ThreadedServer server(book, echo_handler(kPs, ramp(300, 64)), o);
     AsioExecutor ex;
     auto client = make_client(kChief, ex, book, o);
-    for (int i = 0; i < 3; ++i) {
-      auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(2000, 64)));
-      ASSERT_TRUE(pushed.ok()) << pushed.status();
-      expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(2000, 64));
-    }
+    for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(expect_echoed(ex, *client, ramp(2000, 64)));
     const auto s = client->stats();
     EXPECT_EQ(s.data_plane_calls, 3u);
     EXPECT_EQ(s.data_connections_opened, 1u);
@@ -178,9 +181,7 @@ TEST(DataPlaneTest, WithoutRingsTheUnixSocketCarriesTheTensors) {
   ThreadedServer server(book, echo_handler(kPs, ramp(300, 64)), o);
   AsioExecutor ex;
   auto client = make_client(kChief, ex, book, o);
-  auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(2000, 64)));
-  ASSERT_TRUE(pushed.ok()) << pushed.status();
-  expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(2000, 64));
+  ASSERT_NO_FATAL_FAILURE(expect_echoed(ex, *client, ramp(2000, 64)));
   EXPECT_EQ(client->stats().data_same_host_connections_opened, 1u);
   EXPECT_EQ(client->stats().data_ring_frames_sent, 0u);
   EXPECT_EQ(server.stats().data_ring_frames_sent, 0u);
@@ -198,9 +199,7 @@ TEST(DataPlaneTest, ARingOnlyOneEndWantsIsNotUsed) {
     ThreadedServer server(book, echo_handler(kPs, ramp(300, 64)), so);
     AsioExecutor ex;
     auto client = make_client(kChief, ex, book, co);
-    auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(2000, 64)));
-    ASSERT_TRUE(pushed.ok()) << pushed.status();
-    expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(2000, 64));
+    ASSERT_NO_FATAL_FAILURE(expect_echoed(ex, *client, ramp(2000, 64)));
     EXPECT_EQ(client->stats().data_ring_frames_sent, 0u);
     EXPECT_EQ(server.stats().data_ring_frames_sent, 0u);
   }
@@ -218,13 +217,9 @@ TEST(DataPlaneTest, WhatTheRingHasNoRoomForGoesOverTheSocket) {
   auto client = make_client(kChief, ex, book, o);
   for (int i = 0; i < 6; ++i) {
     const std::int64_t rows = i % 2 == 0 ? 3000 : 1500;  // 750 KiB, fits; 375 KiB
-    auto pushed = call_and_wait(ex, *client, kPs, push_of(ramp(rows, 64, static_cast<float>(i))));
-    ASSERT_TRUE(pushed.ok()) << pushed.status();
-    expect_eq(std::get<PullResponse>(*pushed).items.at(0).values, ramp(rows, 64, static_cast<float>(i)));
+    ASSERT_NO_FATAL_FAILURE(expect_echoed(ex, *client, ramp(rows, 64, static_cast<float>(i))));
   }
-  auto big = call_and_wait(ex, *client, kPs, push_of(ramp(8000, 64)));  // 2 MiB: never fits
-  ASSERT_TRUE(big.ok()) << big.status();
-  expect_eq(std::get<PullResponse>(*big).items.at(0).values, ramp(8000, 64));
+  ASSERT_NO_FATAL_FAILURE(expect_echoed(ex, *client, ramp(8000, 64)));  // 2 MiB: never fits
   EXPECT_EQ(client->stats().data_ring_frames_sent, 6u);
   EXPECT_EQ(server.stats().data_ring_frames_sent, 6u);
 }
