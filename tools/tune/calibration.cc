@@ -128,9 +128,15 @@ struct CallCost {
   double caller_s = 0, ps_s = 0, rtt_s = 0;
 };
 
-// Each side's lower cost of two measurements of one call.
-CallCost lower(const CallCost& a, const CallCost& b) {
-  return {std::min(a.caller_s, b.caller_s), std::min(a.ps_s, b.ps_s), std::min(a.rtt_s, b.rtt_s)};
+// Each side's median over several measurements of one call.
+CallCost median_cost(const std::vector<CallCost>& passes) {
+  std::vector<double> caller, ps, rtt;
+  for (const CallCost& c : passes) {
+    caller.push_back(c.caller_s);
+    ps.push_back(c.ps_s);
+    rtt.push_back(c.rtt_s);
+  }
+  return {median(caller), median(ps), median(rtt)};
 }
 
 // One shard of one variable on one ps.
@@ -397,34 +403,43 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   // noise). An apply reads and writes the variable and its slots once, so
   // beyond the caches it runs at memory speed: priced by its 1 MiB rate,
   // RMSprop on a 32 MiB variable was charged 0.66 of the ps's measured CPU.
-  // Two passes, the second in reverse order, so that every size is
-  // measured at two moments seconds apart; each side keeps the lower of its
-  // two medians. A transient state of the machine (this VM's speed drifts
-  // by tens of percent within minutes) then spoils one pass of a point, not
-  // the point: in one calibration a 256 KiB pull cost the ps 843 us where
-  // a push of the same size cost it 114 us.
-  std::vector<CallCost> pulls(sizes.size());
-  std::vector<std::vector<CallCost>> pushes(4, std::vector<CallCost>(sizes.size()));  // by optimizer, size
-  for (int pass = 0; pass < 2; ++pass) {
+  // Three passes, the second in reverse order, so that every size is
+  // measured at three moments seconds apart; each side keeps the median of
+  // its three medians. A transient state of the machine (this VM's speed
+  // drifts by tens of percent within minutes) then spoils one pass of a
+  // point, not the point: in one calibration a 256 KiB pull cost the ps
+  // 843 us where a push of the same size cost it 114 us. (Two passes and
+  // the lower of the two was biased low: the passes of one calibration
+  // differed by a median of 15 % on the caller and 8 % on the ps, and the
+  // grid was predicted too fast by a median of 3-6 %.)
+  constexpr int kPasses = 3;
+  std::vector<std::vector<CallCost>> pull_passes(sizes.size());
+  std::vector<std::vector<std::vector<CallCost>>> push_passes(4, std::vector<std::vector<CallCost>>(sizes.size()));
+  for (int pass = 0; pass < kPasses; ++pass) {
     for (std::size_t k = 0; k < sizes.size(); ++k) {
-      const std::size_t i = pass == 0 ? k : sizes.size() - 1 - k;
+      const std::size_t i = pass == 1 ? sizes.size() - 1 - k : k;
       const double kib = static_cast<double>(sizes[i]) / 1024;
-      const char* again = pass == 0 ? "" : ", pass 2";
+      const std::string again = pass == 0 ? "" : format(", pass %d", pass + 1);
       const auto pb = pull_dense(dense[i]);
-      auto pulled = run(format("pull dense %.0f KiB%s", kib, again), 0, [&] { return caller.pull(pb); });
+      auto pulled = run(format("pull dense %.0f KiB%s", kib, again.c_str()), 0, [&] { return caller.pull(pb); });
       if (!pulled.ok()) return pulled.status();
-      pulls[i] = pass == 0 ? *pulled : lower(pulls[i], *pulled);
+      pull_passes[i].push_back(*pulled);
       for (int k = 0; k < 4; ++k) {
         if (k > 0 && sizes[i] < kApplyFromBytes) continue;
         const auto sb = push_dense(k == 0 ? dense[i] : dense_by_optimizer[static_cast<std::size_t>(k)][i]);
-        auto pushed = run(format("push dense %.0f KiB (%s)%s", kib, optimizer_name(kinds[k]).c_str(), again), k,
-                          [&] { return caller.push(sb); });
+        auto pushed = run(format("push dense %.0f KiB (%s)%s", kib, optimizer_name(kinds[k]).c_str(), again.c_str()),
+                          k, [&] { return caller.push(sb); });
         if (!pushed.ok()) return pushed.status();
-        CallCost& kept = pushes[static_cast<std::size_t>(k)][i];
-        kept = pass == 0 ? *pushed : lower(kept, *pushed);
+        push_passes[static_cast<std::size_t>(k)][i].push_back(*pushed);
       }
     }
   }
+  std::vector<CallCost> pulls;
+  for (const auto& passes : pull_passes) pulls.push_back(median_cost(passes));
+  std::vector<std::vector<CallCost>> pushes(4, std::vector<CallCost>(sizes.size()));  // by optimizer, size
+  for (std::size_t k = 0; k < 4; ++k)
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      if (!push_passes[k][i].empty()) pushes[k][i] = median_cost(push_passes[k][i]);
   Curve ps_curve, receive_curve, send_curve;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const CallCost& pulled = pulls[i];

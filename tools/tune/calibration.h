@@ -9,11 +9,11 @@
 //   - ps_service: a parameter server's CPU time per call (all its threads,
 //     /proc schedstat) for a one-float pull (per_request), dense pulls from
 //     4 KiB up to the largest tensor (bytes_curve: allocation, copies and
-//     caches make it other than proportional; swept twice, seconds apart,
-//     each point keeping the lower median), dense pushes of the same sizes
-//     from 64 KiB under each optimizer (apply.bytes_curve: beyond the
-//     caches an apply runs at memory speed), pulls of many one-float shards
-//     (per_item),
+//     caches make it other than proportional; swept three times, seconds
+//     apart, each point keeping the median of the three), dense pushes of
+//     the same sizes from 64 KiB under each optimizer (apply.bytes_curve:
+//     beyond the caches an apply runs at memory speed), pulls of many
+//     one-float shards (per_item),
 //     row pulls and sparse pushes, 16 and 64 floats wide, of rows at random
 //     places that no recent call touched (per_row, per_row_kib: the line
 //     through the two widths);
