@@ -11,7 +11,8 @@
 
 namespace twinps::testing {
 
-// `learning_rate` and `training` are filled in by the caller (%s).
+// The learning rate's body (e.g. "constant: 0.01") and `training` are
+// filled in by the caller (%s).
 inline constexpr char kRingsSpecFormat[] = R"pb(# rings: an MLP on CSV files
 input { name: "xy" dense { width: 2 } }
 input { name: "quadrant" categorical { vocabulary { token: ["ne", "nw", "sw", "se"] } } }
@@ -24,7 +25,7 @@ layer { name: "logits" input: "h2" dense { units: 3 } }
 head { input: "logits" loss: SOFTMAX_CROSS_ENTROPY }
 metric: ACCURACY
 metric: LOSS
-optimizer { adam {} learning_rate { constant: %s } }
+optimizer { adam {} learning_rate { %s } }
 batch_size: 32
 %s
 )pb";

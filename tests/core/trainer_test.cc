@@ -460,7 +460,7 @@ TEST(TrainerTest, OptionsThatCannotRunAreRefusedByName) {
 TEST(TrainerTest, EpochsOfOnePassOverCsvFilesShardedOverWorkers) {
   const auto dir = std::filesystem::temp_directory_path() / ("twinps_trainer_" + std::to_string(::getpid()));
   testing::write_rings_files(dir);
-  auto m = compile(testing::rings_spec("0.01"));
+  auto m = compile(testing::rings_spec("constant: 0.01"));
   auto file_source = [&](const std::string& pattern) {
     data::FileDatasetSpec spec;
     spec.add_patterns((dir / pattern).string());
@@ -505,7 +505,7 @@ TEST(TrainerTest, EpochsOfOnePassOverCsvFilesShardedOverWorkers) {
 TEST(TrainerTest, ExactlyOnceTrainsEveryFileRecordOncePerPassWhileWorkersAreKilled) {
   const auto dir = std::filesystem::temp_directory_path() / ("twinps_exactly_once_" + std::to_string(::getpid()));
   testing::write_rings_files(dir);
-  auto m = compile(testing::rings_spec("0.01"));
+  auto m = compile(testing::rings_spec("constant: 0.01"));
   data::FileDatasetSpec spec;
   spec.add_patterns((dir / "train-*.csv").string());
   data::set_columns(m->schema(), spec);
@@ -632,7 +632,7 @@ TEST(TrainerTest, ExactlyOnceRefusesRecoveriesBackupWorkersAndUncountedData) {
 }
 
 TEST(TrainerTest, FileDataErrorsNameThePatternOrTheFile) {
-  auto m = compile(testing::rings_spec("0.01"));
+  auto m = compile(testing::rings_spec("constant: 0.01"));
   data::FileDatasetSpec spec;
   spec.add_patterns("/nonexistent/twinps/*.csv");
   data::set_columns(m->schema(), spec);

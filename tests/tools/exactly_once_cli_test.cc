@@ -31,7 +31,7 @@ std::string write(const std::string& path, const std::string& text) {
 TEST(ExactlyOnceCliTest, AModelOnFilesVisitsEveryRecordOncePerPassOverGrpc) {
   const std::string dir = testing::temp_dir("exactly-once-cli");
   testing::write_rings_files(dir);
-  const std::string spec = write(dir + "/rings.textproto", testing::rings_spec("0.01", "training { epochs: 6 }"));
+  const std::string spec = write(dir + "/rings.textproto", testing::rings_spec("constant: 0.01", "training { epochs: 6 }"));
   Process p = testing::twinps({"train", "--in-process", "--workers", "2", "--ps", "2", "--model", spec, "--train-data",
                                dir + "/train-*.csv", "--eval-data", dir + "/test.csv", "--visitation", "exactly-once",
                                "--steps-per-execution", "4", "--report", dir + "/report.json"});
@@ -67,12 +67,12 @@ TEST(ExactlyOnceCliTest, BadValuesExitTwoNamingTheFlagOrField) {
               HasSubstr("--visitation exactly-once needs --ps-failure-policy raise"));
   EXPECT_THAT(run({"train", "--in-memory", "--visitation", "exactly-once", "--mode", "sync", "--backup-workers", "1"}),
               HasSubstr("--visitation exactly-once cannot have --backup-workers"));
-  const std::string twice = write(dir + "/twice.textproto", testing::rings_spec("0.01", "training { visitation: \"twice\" }"));
+  const std::string twice = write(dir + "/twice.textproto", testing::rings_spec("constant: 0.01", "training { visitation: \"twice\" }"));
   EXPECT_THAT(run({"train", "--in-memory", "--model", twice, "--train-data", dir + "/train-*.csv"}),
               HasSubstr("training.visitation: must be \"at_least_once\" or \"exactly_once\", got \"twice\""));
   const std::string restore = write(
       dir + "/restore.textproto",
-      testing::rings_spec("0.01", "training { visitation: \"exactly_once\" ps_failure: \"restore\" }"));
+      testing::rings_spec("constant: 0.01", "training { visitation: \"exactly_once\" ps_failure: \"restore\" }"));
   EXPECT_THAT(run({"train", "--in-memory", "--model", restore, "--train-data", dir + "/train-*.csv"}),
               HasSubstr("training.visitation: \"exactly_once\" needs ps_failure \"raise\""));
   std::filesystem::remove_all(dir);
