@@ -851,6 +851,12 @@ LoadedProfile parse_profile(std::string_view text, const std::string& file) {
   if (out.profile.has_messages()) *holder.mutable_messages() = out.profile.messages();
   if (out.profile.has_hosts()) *holder.mutable_hosts() = out.profile.hosts();
   Validator(holder, file, &tree, out.errors).run_profile_only();
+  if (out.profile.has_data_plane() && !known_data_plane(out.profile.data_plane())) {
+    const auto loc = tree.GetLocation(scenario::CostProfile::descriptor()->FindFieldByName("data_plane"), -1);
+    out.errors.push_back(ScenarioError{file, loc.line + 1, loc.column + 1, "data_plane",
+                                       std::string("must be ") + kDataPlaneNames + ", not \"" +
+                                           out.profile.data_plane() + "\""});
+  }
   return out;
 }
 

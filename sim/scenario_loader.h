@@ -60,6 +60,13 @@ struct LoadedProfile {
 LoadedProfile load_profile_file(const std::string& path);
 LoadedProfile parse_profile(std::string_view text, const std::string& file);
 
+// The planes a profile's `data_plane` may name: `twinps serve --data-plane`'s
+// values (tools/data_plane_flag.h).
+inline constexpr char kDataPlaneNames[] = "tcp, tcp-unix, tcp-only, grpc or tcp-all";
+inline bool known_data_plane(std::string_view plane) {
+  return plane == "tcp" || plane == "tcp-unix" || plane == "tcp-only" || plane == "grpc" || plane == "tcp-all";
+}
+
 // Fills what `s` leaves unset of network, compute and ps_service from
 // `profile`, field by field: whatever the scenario sets wins.
 // load_scenario_file() does this for a scenario's `cost_profile`.

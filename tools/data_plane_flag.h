@@ -4,6 +4,7 @@
 #include <string>
 
 #include "net/grpc_transport.h"
+#include "sim/scenario_loader.h"  // kDataPlaneNames
 
 namespace twinps::cli {
 
@@ -27,7 +28,7 @@ inline bool apply_data_plane(const char* command, const std::string& value, net:
     out->data_plane_for_every_request = false;
     return true;
   }
-  std::fprintf(stderr, "twinps %s: --data-plane must be tcp, tcp-unix, tcp-only, grpc or tcp-all, not '%s'\n", command, value.c_str());
+  std::fprintf(stderr, "twinps %s: --data-plane must be %s, not '%s'\n", command, sim::kDataPlaneNames, value.c_str());
   return false;
 }
 

@@ -116,6 +116,18 @@ TEST_F(CostProfileTest, PerTaskSettingsBelongInTheScenario) {
   EXPECT_EQ(r.errors.front().field, "network.host_link[0]");
 }
 
+// The plane the prices were measured over: one `twinps serve --data-plane`
+// takes, or an error at its line naming the ones it may be.
+TEST_F(CostProfileTest, DataPlaneNamesAServePlane) {
+  auto r = parse_profile("measured_on: \"x\"\ndata_plane: \"tcp-unix\"\n", "p.textproto");
+  ASSERT_TRUE(r.ok()) << r.errors.front().to_string();
+  EXPECT_EQ(r.profile.data_plane(), "tcp-unix");
+  r = parse_profile("measured_on: \"x\"\ndata_plane: \"udp\"\n", "p.textproto");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.front().to_string(),
+            "p.textproto:2:1: data_plane: must be tcp, tcp-unix, tcp-only, grpc or tcp-all, not \"udp\"");
+}
+
 TEST_F(CostProfileTest, AnEmptyNameIsAnError) {
   auto r = parse_scenario(std::string(kScenario) + "cost_profile: \"\"\n", "s.textproto");
   ASSERT_FALSE(r.ok());

@@ -46,6 +46,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].to_string());
   const auto& profile = loaded.profile;
   EXPECT_FALSE(profile.measured_on().empty());
+  EXPECT_EQ(profile.data_plane(), "tcp") << "the plane its prices hold for (the default)";
   EXPECT_TRUE(positive_finite(profile.network().loopback_latency_us()));
   EXPECT_TRUE(positive_finite(profile.hosts().cores()));
   // Linux's tick-by-tick sharing, with this kernel's tick (a jiffy: 1 to 10 ms for HZ 1000 to 100).
@@ -111,10 +112,11 @@ TEST(CalibrateTest, BadInputExitsTwo) {
   }
 }
 
-// A hand-written profile: validation's real runs do not depend on it, and the
-// test does not wait for a calibration.
+// A hand-written profile: validation's real runs do not depend on its prices,
+// and the test does not wait for a calibration. The runs use its plane.
 constexpr char kProfile[] = R"(
 measured_on: "test"
+data_plane: "tcp-unix"
 network { host_latency_us: 20 host_bandwidth_gbps: 20 }
 compute { step_time { constant_s: 0.0002 } per_gflop_s: 0.05 }
 ps_service { per_request_us: 10 per_kib_us: 0.2 per_row_us: 0.02 threads: 1 }
@@ -134,6 +136,7 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
   EXPECT_NE(out.find("median"), std::string::npos) << out;
   EXPECT_NE(out.find("simulation picks"), std::string::npos) << out;
   EXPECT_NE(out.find("CPU per step, ms: measured / predicted"), std::string::npos) << out;
+  EXPECT_NE(out.find("real runs over data plane tcp-unix"), std::string::npos) << out;
   // Two configurations, each with both numbers positive.
   std::ifstream csv(dir + "/validate.csv");
   std::string header, line;
@@ -172,12 +175,37 @@ TEST(TuneValidateTest, BadInputExitsTwo) {
       {"tune", "--validate", "--model", model, "--profile", write(dir + "/p.textproto", "network { bogus: 1 }")},
       {"tune", "--validate", "--model", model, "--seconds", "0"},
       {"tune", "--validate", "--model", model, "--csv", dir + "/no/such/dir/out.csv"},
+      {"tune", "--validate", "--model", model, "--data-plane", "carrier-pigeon"},
   };
   for (const auto& args : bad) {
     Process p = twinps(args);
     ASSERT_TRUE(p.wait(30s)) << args.back();
     EXPECT_EQ(p.exit_code(), 2) << args.back() << ": " << p.err();
   }
+}
+
+// A profile's prices hold for the plane they were measured over: real runs
+// over another would be compared with the wrong prices.
+TEST(TuneValidateTest, RefusesAPlaneOtherThanTheProfiles) {
+  const std::string dir = testing::temp_dir("validate-plane");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  const std::string profile = write(dir + "/profile.textproto", kProfile);
+  Process p = twinps({"tune", "--validate", "--quick", "--model", model, "--profile", profile, "--data-plane", "grpc"});
+  ASSERT_TRUE(p.wait(30s));
+  EXPECT_EQ(p.exit_code(), 2) << p.err();
+  EXPECT_NE(p.err().find("--data-plane grpc: the profile " + profile + " was measured over tcp-unix"),
+            std::string::npos)
+      << p.err();
+  EXPECT_NE(p.err().find("twinps calibrate --data-plane grpc"), std::string::npos) << p.err();
+
+  const std::string unknown = write(dir + "/unknown.textproto", "measured_on: \"test\"\ndata_plane: \"pigeon\"\n");
+  Process q = twinps({"tune", "--validate", "--quick", "--model", model, "--profile", unknown});
+  ASSERT_TRUE(q.wait(30s));
+  EXPECT_EQ(q.exit_code(), 2) << q.err();
+  EXPECT_NE(q.err().find(unknown + ":2:"), std::string::npos) << q.err();
+  EXPECT_NE(q.err().find("data_plane: must be tcp, tcp-unix, tcp-only, grpc or tcp-all, not \"pigeon\""),
+            std::string::npos)
+      << q.err();
 }
 
 }  // namespace

@@ -99,6 +99,7 @@ TEST(TuneCliTest, AcceptsTheRepositorysModelsAndProfile) {
     ASSERT_TRUE(p.wait(120s));
     ASSERT_EQ(p.exit_code(), 0) << p.err();
     EXPECT_NE(p.out().find("measured on example only"), std::string::npos) << p.out();
+    EXPECT_NE(p.out().find("over data plane tcp"), std::string::npos) << "unset: tcp, as before it was recorded";
   }
 }
 

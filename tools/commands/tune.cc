@@ -262,7 +262,8 @@ int run_tune(int argc, char** argv) {
       return kExitBadInput;
     }
     req.profile = profile.profile;
-    costs = profile_path + (req.profile.has_measured_on() ? " (measured on " + req.profile.measured_on() + ")" : "");
+    costs = profile_path + (req.profile.has_measured_on() ? " (measured on " + req.profile.measured_on() + ")" : "") +
+            ", over data plane " + (req.profile.has_data_plane() ? req.profile.data_plane() : "tcp");
   }
   if (vm.count("bandwidth-gbps")) {
     req.profile.mutable_network()->set_host_bandwidth_gbps(bandwidth_gbps);

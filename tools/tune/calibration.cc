@@ -384,7 +384,8 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     b.gradient(v, Matrix::Constant(v.rows(), v.cols(), 1e-3f));
     return b;
   };
-  std::string table_text = "calls (a ParameterClient in this process, as a worker, one call at a time):\n";
+  std::string table_text = "calls over data plane " + o.data_plane +
+                           " (a ParameterClient in this process, as a worker, one call at a time):\n";
   auto run = [&](const std::string& name, int ps, std::function<Status()> call) -> StatusOr<CallCost> {
     auto c = caller.measure(name, ps, call);
     if (c.ok())
@@ -754,6 +755,7 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   std::string& report = out.report;
   scenario::CostProfile& p = out.profile;
   p.set_measured_on(machine());
+  p.set_data_plane(o.data_plane);
 
   // The speed probes, three times: before the measurements, between them and
   // after. A single probe was not enough on this VM: the one before the

@@ -27,7 +27,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: twinps tune --validate [--profile FILE] [--rounds N] [--quick] [--csv FILE]\n"
-    "                   [--model FILE]... [--seconds S] [--max-variable-mib M]\n"
+    "                   [--model FILE]... [--seconds S] [--max-variable-mib M] [--data-plane P]\n"
     "\n"
     "Measures the simulation's fidelity on this machine: trains models on real `twinps serve` processes\n"
     "on loopback over a grid of configurations and predicts the same program — the same warm-up and\n"
@@ -54,7 +54,10 @@ constexpr char kUsage[] =
     "`twinps calibrate` measures (microbenchmarks and a one-float model on one worker and one ps).\n"
     "With --model, each given model runs a small grid of its own instead. Variables larger than\n"
     "--max-variable-mib are given fewer rows, in the real runs and the predictions alike. Without\n"
-    "--profile, `twinps calibrate` runs first. --quick: two configurations of the first model (tests).";
+    "--profile, `twinps calibrate` runs first. --quick: two configurations of the first model (tests).\n"
+    "\n"
+    "The real runs use the plane the profile was measured over (its `data_plane`; tcp for a profile\n"
+    "written before it was recorded): a profile's prices hold for its own plane only.";
 
 struct Config {
   int model = 0;  // index into the models
@@ -231,7 +234,7 @@ void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>&
 
 int run_tune_validate(int argc, char** argv) {
   std::vector<std::string> model_paths;
-  std::string profile_path, csv_path, data_dir;
+  std::string profile_path, csv_path, data_dir, data_plane;
   double seconds = 2, max_variable_mib = 32;
   int rounds = 1;
   po::options_description opts("twinps tune --validate options");
@@ -239,6 +242,9 @@ int run_tune_validate(int argc, char** argv) {
       ("validate", "compare predictions with real runs (this mode)")
       ("model", po::value(&model_paths)->composing(), "a synthetic model file (repeatable): its own small grid")
       ("profile", po::value(&profile_path), "a CostProfile (default: run `twinps calibrate` first)")
+      ("data-plane", po::value(&data_plane)->notifier(one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"})),
+       "the real runs' plane, as `twinps serve --data-plane`; with --profile it must be the profile's own "
+       "(the default), without it `twinps calibrate` measures over it (default: tcp)")
       ("quick", "two configurations of the first model (for tests)")
       ("csv", po::value(&csv_path), "also write the table as CSV")
       ("data-dir", po::value(&data_dir),
@@ -281,7 +287,17 @@ int run_tune_validate(int argc, char** argv) {
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
     if (!loaded.ok()) return kExitBadInput;
     profile = loaded.profile;
+    if (!profile.has_data_plane()) profile.set_data_plane("tcp");  // written before it was recorded
+    if (!data_plane.empty() && data_plane != profile.data_plane()) {
+      std::fprintf(stderr,
+                   "twinps tune --validate: --data-plane %s: the profile %s was measured over %s, and its prices do "
+                   "not hold for %s; calibrate over it (`twinps calibrate --data-plane %s`) or leave --data-plane out\n",
+                   data_plane.c_str(), profile_path.c_str(), profile.data_plane().c_str(), data_plane.c_str(),
+                   data_plane.c_str());
+      return kExitBadInput;
+    }
   }
+  if (data_plane.empty()) data_plane = profile_path.empty() ? "tcp" : profile.data_plane();
   std::ofstream csv;
   if (!csv_path.empty()) {
     csv.open(csv_path, std::ios::trunc);
@@ -304,6 +320,7 @@ int run_tune_validate(int argc, char** argv) {
     CalibrationOptions co;
     co.work_dir = work_dir;
     co.max_bytes = max_variable_mib * (1 << 20);
+    co.data_plane = data_plane;
     auto c = calibrate(co);
     if (!c.ok()) {
       std::fprintf(stderr, "twinps tune --validate: calibration failed: %s\n", describe(c.status()).c_str());
@@ -327,6 +344,7 @@ int run_tune_validate(int argc, char** argv) {
     std::replace(text.begin(), text.end(), '\n', ' ');
     std::printf("profile: %s\n", text.c_str());
   }
+  std::printf("real runs over data plane %s\n", data_plane.c_str());
 
   // Each configuration's model: its partitioner and batch.
   std::vector<scenario::SyntheticModel> configured;
@@ -357,6 +375,7 @@ int run_tune_validate(int argc, char** argv) {
       ro.ps = c.ps;
       ro.seconds = seconds;
       ro.measure_cpu = true;
+      ro.data_plane = data_plane;
       if (c.straggler > 0) ro.stragglers.emplace_back(0, c.straggler);
       ro.work_dir = work_dir + format("/%s-%zu-%d", name.c_str(), i, round);
       std::filesystem::create_directories(ro.work_dir);
