@@ -4,7 +4,8 @@
 #include <string>
 
 #include "net/grpc_transport.h"
-#include "sim/scenario_loader.h"  // kDataPlaneNames
+#include "sim/scenario_loader.h"  // kDataPlaneNames, known_data_plane
+#include "tools/cli.h"
 
 namespace twinps::cli {
 
@@ -13,6 +14,11 @@ inline constexpr char kDataPlaneHelp[] =
     "socket between tasks on one host with the tensors in shared memory; the rest over gRPC), tcp-unix (the same, "
     "the tensors on the Unix socket too), tcp-only (the same, but TCP between tasks on one host too), grpc (everything over gRPC, for comparison), or tcp-all (every call on the data plane, gRPC only "
     "locating it: an experiment)";
+
+// The notifier of every command's --data-plane: one of the planes above.
+inline std::function<void(const std::string&)> one_of_data_planes() {
+  return one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"});
+}
 
 // Sets the transport's plane; false (after printing why) if `value` names none.
 inline bool apply_data_plane(const char* command, const std::string& value, net::GrpcTransportOptions* out) {

@@ -600,7 +600,7 @@ int run_bench_ps(int argc, char** argv) {
       ("repeats", value_or(&c.repeats, 5)->notifier(at_least(1)), "measurement windows")
       ("window", value_or(&c.window, 2.0)->notifier(positive()), "seconds per window")
       ("warmup", value_or(&c.warmup, 1.0)->notifier(at_least(0.0)), "seconds of load before the first window")
-      ("data-plane", value_or(&c.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"})),
+      ("data-plane", value_or(&c.data_plane, std::string("tcp"))->notifier(one_of_data_planes()),
        kDataPlaneHelp)
       ("max-message-mb", value_or(&c.max_message_mb, std::size_t{512})->notifier(in_range<std::size_t>(1, 2047)),
        "largest message, MiB")

@@ -111,7 +111,7 @@ int run_bench_train(int argc, char** argv) {
       ("workers", value_or(&b.workers, 3)->notifier(at_least(1)), "worker tasks")
       ("ps", value_or(&b.ps, 2)->notifier(at_least(1)), "parameter-server tasks")
       ("batch-size", value_or(&b.batch_size, 8)->notifier(at_least(1)), "examples per step")
-      ("data-plane", value_or(&b.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"})),
+      ("data-plane", value_or(&b.data_plane, std::string("tcp"))->notifier(one_of_data_planes()),
        kDataPlaneHelp)
       ("model", po::value(&b.model), "a model spec to train instead of the tutorial (needs --train-data)")
       ("train-data", po::value(&b.train_data), "with --model: its training data files (globs)")

@@ -7,6 +7,7 @@
 #include "sim/scenario_loader.h"
 #include "tools/cli.h"
 #include "tools/data_dir.h"
+#include "tools/data_plane_flag.h"
 #include "tools/commands/commands.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
@@ -25,7 +26,7 @@ int run_calibrate(int argc, char** argv) {
       ("max-mib", value_or(&o.max_bytes, 32.0)->notifier(in_range(1.0, 256.0)), "probe message sizes up to this many MiB")
       ("repeats", value_or(&o.repeats, 5)->notifier(at_least(1)), "batches per measurement (medians are taken over them)")
       ("batch-seconds", value_or(&o.seconds_per_batch, 0.15)->notifier(in_range(1e-3, 60.0)), "seconds each batch repeats its call")
-      ("data-plane", value_or(&o.data_plane, std::string("tcp"))->notifier(one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"})),
+      ("data-plane", value_or(&o.data_plane, std::string("tcp"))->notifier(one_of_data_planes()),
        "the plane the calls are measured over, as `twinps serve --data-plane` (tcp, tcp-unix, tcp-only, grpc or "
        "tcp-all); the profile records it, and its prices hold for that plane")
       ("verbose,v", "print each measurement as it is taken");

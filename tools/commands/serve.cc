@@ -64,7 +64,7 @@ int run_serve(int argc, char** argv) {
       ("tf-config", po::value(&tf_config), "cluster as TF_CONFIG JSON (default: the TF_CONFIG variable)")
       ("ps-call-timeout", value_or(&ps_call_timeout, 30.0)->notifier(positive()), "workers: seconds before a call to a ps fails")
       ("max-message-mb", value_or(&max_message_mb, std::size_t{256})->notifier(in_range<std::size_t>(1, 2047)), "largest message accepted or sent, in MiB")
-      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"})), kDataPlaneHelp)
+      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of_data_planes()), kDataPlaneHelp)
       ("trace", po::value(&trace_path),
        "write this task's Chrome Trace Event file (merge the files of a cluster with `twinps trace merge`)")
       ("inject-step-delay", value_or(&step_delay, 0.0)->notifier(at_least(0.0)),

@@ -501,7 +501,7 @@ int run_train(int argc, char** argv) {
       ("record-faults", po::value(&s.record_path),
        "real runs (--in-process, TF_CONFIG): write what the coordinator observed (worker failures and recoveries, "
        "ps failures, step time, the outcome) as a scenario that `twinps sim FILE` replays")
-      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"})),
+      ("data-plane", value_or(&data_plane, std::string("tcp"))->notifier(one_of_data_planes()),
        kDataPlaneHelp);
   SecurityFlags security_flags;
   security_flags.add_to(opts);

@@ -263,7 +263,7 @@ int run_tune(int argc, char** argv) {
     }
     req.profile = profile.profile;
     costs = profile_path + (req.profile.has_measured_on() ? " (measured on " + req.profile.measured_on() + ")" : "") +
-            ", over data plane " + (req.profile.has_data_plane() ? req.profile.data_plane() : "tcp");
+            ", over data plane " + req.profile.data_plane();
   }
   if (vm.count("bandwidth-gbps")) {
     req.profile.mutable_network()->set_host_bandwidth_gbps(bandwidth_gbps);

@@ -17,6 +17,7 @@
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_dir.h"
+#include "tools/data_plane_flag.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
 #include "tools/tune/real_run.h"
@@ -242,7 +243,7 @@ int run_tune_validate(int argc, char** argv) {
       ("validate", "compare predictions with real runs (this mode)")
       ("model", po::value(&model_paths)->composing(), "a synthetic model file (repeatable): its own small grid")
       ("profile", po::value(&profile_path), "a CostProfile (default: run `twinps calibrate` first)")
-      ("data-plane", po::value(&data_plane)->notifier(one_of({"tcp", "tcp-unix", "tcp-only", "grpc", "tcp-all"})),
+      ("data-plane", po::value(&data_plane)->notifier(one_of_data_planes()),
        "the real runs' plane, as `twinps serve --data-plane`; with --profile it must be the profile's own "
        "(the default), without it `twinps calibrate` measures over it (default: tcp)")
       ("quick", "two configurations of the first model (for tests)")
@@ -287,7 +288,6 @@ int run_tune_validate(int argc, char** argv) {
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
     if (!loaded.ok()) return kExitBadInput;
     profile = loaded.profile;
-    if (!profile.has_data_plane()) profile.set_data_plane("tcp");  // written before it was recorded
     if (!data_plane.empty() && data_plane != profile.data_plane()) {
       std::fprintf(stderr,
                    "twinps tune --validate: --data-plane %s: the profile %s was measured over %s, and its prices do "
@@ -297,7 +297,7 @@ int run_tune_validate(int argc, char** argv) {
       return kExitBadInput;
     }
   }
-  if (data_plane.empty()) data_plane = profile_path.empty() ? "tcp" : profile.data_plane();
+  if (data_plane.empty()) data_plane = profile.data_plane();  // a calibration's own default without --profile
   std::ofstream csv;
   if (!csv_path.empty()) {
     csv.open(csv_path, std::ios::trunc);
