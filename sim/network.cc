@@ -244,11 +244,24 @@ bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape
     }
   };
   auto go = [this, a, b, bytes, receive = std::move(receive)]() mutable { transmit(a, b, bytes, std::move(receive)); };
-  if (send_ns > 0) {
-    hosts_->run(a, send_ns, std::move(go));
-  } else {
+  if (send_ns == 0) {
     go();  // transmit() never calls back before an event of its own
+    return true;
   }
+  // Over a stream the message leaves `overlap` before the sender is done
+  // with it; the sender's thread spends the rest while the receiver reads.
+  const Duration overlap =
+      shape.data_plane ? std::min(send_ns, static_cast<Duration>(std::llround(curve_cost(options_.cpu.request_overlap,
+                                                                                         static_cast<double>(bytes)))))
+                       : 0;
+  if (overlap == 0) {
+    hosts_->run(a, send_ns, std::move(go));
+    return true;
+  }
+  hosts_->run(a, send_ns - overlap, [this, a, overlap, go = std::move(go)]() mutable {
+    hosts_->run(a, overlap, [] {});
+    go();
+  });
   return true;
 }
 

@@ -22,7 +22,9 @@
 // one host take the loopback: its latency, no link. Each side of a message
 // then also spends CPU time on it (MessageCpu: per message, item, row and
 // byte), on its task's thread and host cores: the sender before the message
-// leaves, the receiver before its handler sees it.
+// leaves, the receiver before its handler sees it. Over a stream (a socket)
+// a large message leaves before its sender's CPU for it ends, and the
+// sender's rest runs beside the receiver's (MessageCosts::request_overlap).
 //
 // Faults: partitions (messages between two sets of tasks are lost; the call
 // fails with UNAVAILABLE after the connection timeout or DEADLINE_EXCEEDED at
@@ -67,6 +69,10 @@ struct MessageCosts {
   // receiving the reply. A ps's side is its service time (PsServiceModel).
   MessageCpu data_send, data_receive;
   MessageCpu control_send, control_receive;  // everything else (gRPC)
+  // A data-plane request reaches the ps this long (ns, by its bytes) before
+  // the caller's CPU for sending it ends: over a stream both ends copy at
+  // once. (A reply's: PsServiceModel::reply_overlap.)
+  CostCurve request_overlap;
   bool zero() const { return data_send.zero() && data_receive.zero() && control_send.zero() && control_receive.zero(); }
 };
 

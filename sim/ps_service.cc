@@ -99,6 +99,7 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     Responder respond;
     std::optional<StatusOr<Response>> result;
     Duration service = 0;
+    Duration overlap = 0;  // of the service, after the reply leaves
     bool job_done = false;
   };
   auto served = std::make_shared<Served>();
@@ -143,6 +144,8 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
                        : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
                                         row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed);
       served->service = service;
+      served->overlap = std::min(
+          service, static_cast<Duration>(std::llround(curve_cost(model_.reply_overlap, static_cast<double>(reply_bytes)))));
       stats_.bytes_in += request_bytes;
       stats_.bytes_out += reply_bytes;
       stats_.rows_updated += rows;
@@ -156,11 +159,13 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
       }
       served->result.emplace(std::move(result));
     });
-    return served->service;  // 0 if the handler has not answered yet
+    return served->service - served->overlap;  // 0 if the handler has not answered yet
   };
-  hosts_->run_when_started(slot, std::move(begin), [served] {
+  hosts_->run_when_started(slot, std::move(begin), [this, slot, served] {
     served->job_done = true;
-    if (served->result) served->respond(std::move(*served->result));
+    if (!served->result) return;
+    served->respond(std::move(*served->result));
+    if (served->overlap > 0) hosts_->run(slot, served->overlap, [] {});
   });
 }
 

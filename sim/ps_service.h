@@ -20,7 +20,8 @@
 //
 // With hosts (sim/hosts.h) the service is CPU work instead: a job on the
 // ps's threads, which apply the request when they take it and share the
-// host's cores with every other task there; the reply leaves when it ends.
+// host's cores with every other task there; the reply leaves when it ends,
+// or its reply_overlap before (the thread then works on for that long).
 //
 // With the simulator's network, a reply is handed over when service starts
 // and told to leave when it ends (NetworkModel::depart_later), and a server
@@ -64,6 +65,11 @@ struct PsServiceModel {
   // (its slots' rows).
   double per_row_byte_ns = 0;
   double apply_per_row_byte_ns = 0;
+  // With hosts: a reply of this many bytes leaves this long (ns) before its
+  // service ends, and the ps's thread spends the rest while the caller
+  // reads it (over a stream both ends copy at once; see
+  // MessageCosts::request_overlap for the request's).
+  CostCurve reply_overlap;
   // Service time of a request and its reply. `row_bytes`: the values of the
   // rows read or written by id; `pushed_row_bytes`: those a push scatters.
   Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,

@@ -162,7 +162,12 @@ class Validator {
   void message_cpu(const Path& p, const scenario::MessageCpu& m);
   // A measured curve's points: bytes increasing, costs times.
   template <typename M>
-  void bytes_curve(const Path& p, const M& m);
+  void bytes_curve(const Path& p, const M& m) {
+    curve(p, m, "bytes_curve", m.bytes_curve());
+  }
+  template <typename M>
+  void curve(const Path& p, const M& m, const char* field,
+             const google::protobuf::RepeatedPtrField<scenario::BytesCost>& points);
   void coordinator();
   void program();
   void faults();
@@ -435,11 +440,12 @@ void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {
 }
 
 template <typename M>
-void Validator::bytes_curve(const Path& p, const M& m) {
+void Validator::curve(const Path& p, const M& m, const char* field,
+                      const google::protobuf::RepeatedPtrField<scenario::BytesCost>& points) {
   double last = 0;
-  for (int i = 0; i < m.bytes_curve_size(); ++i) {
-    const auto& c = m.bytes_curve(i);
-    const Path cp = p(m, "bytes_curve", i);
+  for (int i = 0; i < points.size(); ++i) {
+    const auto& c = points[i];
+    const Path cp = p(m, field, i);
     if (!(c.bytes() > last)) error(cp(c, "bytes"), "must be positive and above the previous point's (got " + num(c.bytes()) + ")");
     time_ok(cp(c, "us"), c.us(), "us");
     last = c.bytes();
@@ -454,6 +460,8 @@ void Validator::messages() {
   if (m.has_data_receive()) message_cpu(p(m, "data_receive"), m.data_receive());
   if (m.has_control_send()) message_cpu(p(m, "control_send"), m.control_send());
   if (m.has_control_receive()) message_cpu(p(m, "control_receive"), m.control_receive());
+  curve(p, m, "data_request_overlap", m.data_request_overlap());
+  curve(p, m, "data_reply_overlap", m.data_reply_overlap());
 }
 
 void Validator::coordinator() {

@@ -391,6 +391,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     net.cpu.data_receive = message_cpu(m.data_receive());
     net.cpu.control_send = message_cpu(m.control_send());
     net.cpu.control_receive = message_cpu(m.control_receive());
+    net.cpu.request_overlap = cost_curve(m.data_request_overlap());
   }
   const bool with_hosts = sc.has_hosts() || sc.has_messages();
   if (with_hosts || net.model == NetworkOptions::Model::kFlow) fluid = std::make_unique<FluidSystem>(late);
@@ -443,6 +444,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   ps_model.threads = ps.threads();
   ps_model.per_item_ns = ps.per_item_us() * 1000.0;
   ps_model.bytes_curve = cost_curve(ps.bytes_curve());
+  ps_model.reply_overlap = cost_curve(sc.messages().data_reply_overlap());
   if (workload) {
     for (const auto& a : ps.apply())
       if (static_cast<int>(a.optimizer()) == static_cast<int>(workload->spec().optimizer.kind)) {

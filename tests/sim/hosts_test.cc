@@ -177,6 +177,53 @@ TEST(NetworkFlowTest, EachSidePaysItsCpuOnItsHostsCores) {
   EXPECT_EQ(c - t0, 68000);
 }
 
+// Over a stream a large message reaches its receiver before the sender is
+// done copying it (MessageCosts::request_overlap): the sender's last 12 us
+// run beside the receiver's 20.
+TEST(NetworkFlowTest, AStreamedRequestReachesTheReceiverItsOverlapBeforeTheSendEnds) {
+  NetworkOptions o;
+  o.cpu.data_send.per_message_ns = 30000;
+  o.cpu.data_receive.per_message_ns = 20000;
+  o.cpu.request_overlap = {{65536, 12000}};
+  o.loopback_latency = 5000;
+  {
+    Bed bed(ClusterShape{1, 0}, {HostOptions::Placement::kOneHost, 1, 2}, o);
+    Time a = -1;
+    bed.send(TaskId::chief(), TaskId::worker(0), 65536, a);
+    bed.engine.run();
+    // 18 us of sending, 5 of loopback, 20 of receiving (the sender's last
+    // 12 on the other core meanwhile); 30 + 5 + 20 without the overlap.
+    EXPECT_EQ(a, 18000 + 5000 + 20000);
+    Time control = -1;
+    const Time t0 = bed.engine.now();
+    bed.send(TaskId::chief(), TaskId::worker(0), 65536, control, /*data_plane=*/false);
+    bed.engine.run();
+    EXPECT_EQ(control - t0, 5000) << "the loopback alone: control messages cost no CPU here, and have no overlap";
+  }
+  {
+    // One core: the overlap saves nothing but the loopback's latency.
+    //   0..18   send alone                      -> the message leaves
+    //   18..23  the send's rest alone (5 of 12) -> the message arrives
+    //   23..37  the rest (7) and receive at 1/2 -> receive: 7 of 20
+    //   37..50  receive alone
+    Bed bed(ClusterShape{1, 0}, {HostOptions::Placement::kOneHost, 1, 1}, o);
+    Time a = -1;
+    bed.send(TaskId::chief(), TaskId::worker(0), 65536, a);
+    bed.engine.run();
+    EXPECT_EQ(a, 50000);
+    EXPECT_EQ(bed.hosts.task_cpu(0), 30000) << "the sender pays all of its CPU";
+  }
+  {
+    // An overlap beyond the sender's CPU: the message leaves at once.
+    o.cpu.request_overlap = {{65536, 100000}};
+    Bed bed(ClusterShape{1, 0}, {HostOptions::Placement::kOneHost, 1, 2}, o);
+    Time a = -1;
+    bed.send(TaskId::chief(), TaskId::worker(0), 65536, a);
+    bed.engine.run();
+    EXPECT_EQ(a, 5000 + 20000);
+  }
+}
+
 TEST(NetworkFlowTest, BytesCurveInterpolatesMeasuredPoints) {
   MessageCpu m;
   m.per_message_ns = 100;

@@ -9,6 +9,7 @@
 #include "inmemory/deterministic_engine.h"
 #include "core/ps/ps_node.h"
 #include "core/runtime/runtime.h"
+#include "sim/hosts.h"
 #include "sim/network.h"
 
 namespace twinps::sim {
@@ -221,6 +222,86 @@ TEST(PsServiceTest, WithTheNetworkModelTheReplyLeavesWhenServiceEnds) {
   // Two hops each way; 100 us + 10 rows x 1 us of service in between.
   EXPECT_EQ(at, (request_ns + 2000) + 110 * kMicrosecond + (reply_ns + 2000));
   EXPECT_EQ(f.stats.busy, 110 * kMicrosecond);
+}
+
+// A worker and a ps on one host of `cores` cores: the ps's service and both
+// sides' message CPU are jobs on its cores (sim/hosts.h).
+struct PsOnHost {
+  PsOnHost(double cores, NetworkOptions o)
+      : hosts(shape, {HostOptions::Placement::kOneHost, 1, cores}, sim_ex, fluid),
+        links(shape, std::move(o), &hosts, &sim_ex, &fluid),
+        net(engine, &links) {
+    model = ten_us_a_request();
+    model.per_request = 100 * kMicrosecond;
+    auto inner = net.attach(TaskId::ps(0), ps_ex);
+    transport = std::make_unique<PsServiceTransport>(TaskId::ps(0), ps_ex, std::move(inner), model, stats, trace,
+                                                     [] { return 0; }, nullptr, &links, &hosts);
+    runtime = std::make_unique<Runtime>(Runtime{TaskId::ps(0), 7, ps_ex, *transport, trace, RandomStream(1), nullptr});
+    node = std::make_unique<ParameterServerNode>(*runtime);
+    CreateShardsRequest create;
+    ShardState s;
+    s.spec = ShardSpec{1, "w", VariableKind::kTrainable, 4, 4};
+    s.value = Matrix::Zero(4, 4);
+    create.shards = {s};
+    EXPECT_TRUE(node->store().create_shards(create).ok());
+  }
+  // When a pull of the shard comes back to the worker.
+  Time pull() {
+    Time at = -1;
+    worker->call(TaskId::ps(0), PullRequest{{PullItem{1, true, {}}}}, {}, [&](StatusOr<Response> r) {
+      EXPECT_TRUE(r.ok()) << r.status();
+      at = engine.now();
+    });
+    engine.run();
+    return at;
+  }
+
+  ClusterShape shape{1, 1};
+  DeterministicEngine engine;
+  NodeExecutor sim_ex{engine, engine.add_node()};
+  FluidSystem fluid{sim_ex};
+  HostModel hosts;
+  NetworkModel links;
+  InMemoryNetwork net;
+  NodeExecutor ps_ex{engine, engine.add_node()};
+  NodeExecutor worker_ex{engine, engine.add_node()};
+  std::unique_ptr<Transport> worker = net.attach(TaskId::worker(0), worker_ex);
+  PsServiceModel model;
+  PsServiceStats stats;
+  NullTraceSink trace;
+  std::unique_ptr<PsServiceTransport> transport;
+  std::unique_ptr<Runtime> runtime;
+  std::unique_ptr<ParameterServerNode> node;
+};
+
+// Over a stream the caller reads a reply while the ps still writes it
+// (PsServiceModel::reply_overlap): the reply leaves 40 us before the ps's
+// 100 us of service end, and the ps works on beside the caller's 50 us.
+TEST(PsServiceTest, OnAHostAReplyLeavesItsOverlapBeforeTheServiceEnds) {
+  NetworkOptions o;
+  o.cpu.data_receive.per_message_ns = 50000;
+  o.loopback_latency = 1000;
+  {
+    PsOnHost f(/*cores=*/2, o);
+    EXPECT_EQ(f.pull(), 1000 + 100000 + 1000 + 50000) << "no overlap: one side after the other";
+  }
+  {
+    PsOnHost f(2, o);
+    f.model.reply_overlap = {{1, 40000}, {1e12, 40000}};  // 40 us at every size
+    EXPECT_EQ(f.pull(), 1000 + 60000 + 1000 + 50000);
+    EXPECT_EQ(f.stats.busy, 100 * kMicrosecond);
+    EXPECT_EQ(f.hosts.task_cpu(f.hosts.slot(TaskId::ps(0))), 100 * kMicrosecond) << "the ps pays all of its service";
+  }
+  {
+    // One core: the two sides share it, and only the latency is saved.
+    //   1..61    service (60 of 100)           -> the reply leaves
+    //   61..62   its rest alone (1 of 40)      -> the reply arrives
+    //   62..140  the rest (39) and receive at 1/2 -> receive: 39 of 50
+    //   140..151 receive alone
+    PsOnHost f(1, o);
+    f.model.reply_overlap = {{1, 40000}, {1e12, 40000}};
+    EXPECT_EQ(f.pull(), 151000);
+  }
 }
 
 }  // namespace

@@ -81,6 +81,19 @@ TEST(ScenarioLoaderTest, ApplyCurvesNeedIncreasingSizesAndNonNegativeCosts) {
             "");
 }
 
+// So are a stream's overlaps, named by their own fields.
+TEST(ScenarioLoaderTest, OverlapCurvesAreCheckedAsTheOtherCurves) {
+  EXPECT_EQ(first_error(std::string(kValid) +
+                        "messages { data_reply_overlap { bytes: 65536 us: 12 } data_reply_overlap { bytes: 100 us: 30 } }\n"),
+            "f.textproto:6:76: messages.data_reply_overlap[1].bytes: must be positive and above the previous point's "
+            "(got 100)");
+  EXPECT_EQ(first_error(std::string(kValid) + "messages { data_request_overlap { bytes: 4096 us: -1 } }\n"),
+            "f.textproto:6:47: messages.data_request_overlap[0].us: us must not be negative (got -1)");
+  EXPECT_EQ(first_error(std::string(kValid) + "messages { data_request_overlap { bytes: 4096 us: 1 } "
+                                              "data_reply_overlap { bytes: 4096 us: 2 } }\n"),
+            "");
+}
+
 TEST(ScenarioLoaderTest, ForSecondsNeedsAPaceBeforeItAndNoCount) {
   const std::string head = "cluster { workers: 1 ps: 1 } model { variable { name: \"w\" shape: [1] } }\n";
   EXPECT_EQ(first_error(head + "program { schedule { for_s: 2 } }\n"),

@@ -72,6 +72,14 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_TRUE(positive_finite(profile.messages().data_send().per_message_us()));
   EXPECT_TRUE(positive_finite(profile.messages().data_receive().per_message_us()));
   EXPECT_GE(profile.messages().data_receive().bytes_curve_size(), 3);
+  // A stream's two ends at once: a point per size, not negative, none below the last.
+  for (const auto* overlap : {&profile.messages().data_request_overlap(), &profile.messages().data_reply_overlap()}) {
+    ASSERT_EQ(overlap->size(), profile.ps_service().bytes_curve_size());
+    for (int i = 0; i < overlap->size(); ++i) {
+      EXPECT_GE((*overlap)[i].us(), i == 0 ? 0.0 : (*overlap)[i - 1].us());
+      EXPECT_GE((*overlap)[i].bytes(), 4096);
+    }
+  }
   EXPECT_TRUE(std::isfinite(profile.messages().control_send().per_message_us()));
   ASSERT_EQ(profile.compute().kernel_size(), 1);
   EXPECT_EQ(profile.compute().kernel(0).kind(), "gradient");
@@ -90,6 +98,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_EQ(text.str().rfind("# CostProfile", 0), 0u) << text.str();
   EXPECT_NE(text.str().find("apply per KiB pushed"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("loopback latency"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("both ends at once"), std::string::npos) << text.str();
 }
 
 TEST(CalibrateTest, BadInputExitsTwo) {

@@ -244,12 +244,12 @@ class Caller {
 // Curve points: a message of `bytes` cost `us` beyond its intercept.
 using Curve = sim::CostCurve;
 
-// Into a profile's bytes_curve (a MessageCpu's, the ps's, an apply's).
-template <typename M>
-void add_curve(M* m, const Curve& c) {
+// Into a profile's curve (a bytes_curve of a MessageCpu, the ps or an
+// apply; an overlap).
+void add_curve(google::protobuf::RepeatedPtrField<scenario::BytesCost>* points, const Curve& c) {
   double last = 0;
   for (const auto& [bytes, us] : c) {
-    auto* p = m->add_bytes_curve();
+    auto* p = points->Add();
     p->set_bytes(bytes);
     last = std::max(last, us);  // never cheaper for more bytes
     p->set_us(last);
@@ -442,6 +442,13 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     for (std::size_t i = 0; i < sizes.size(); ++i)
       if (!push_passes[k][i].empty()) pushes[k][i] = median_cost(push_passes[k][i]);
   Curve ps_curve, receive_curve, send_curve;
+  // How much of a call's CPU on both sides its round trip did not wait for:
+  // over a stream the two ends copy a large message at once. Beyond a
+  // one-float call's (whose sides take turns), by the one large message.
+  Curve request_overlap, reply_overlap;
+  auto overlap_us = [&](const CallCost& c) {
+    return std::max(0.0, (c.caller_s + c.ps_s - c.rtt_s - (base->caller_s + base->ps_s - base->rtt_s)) * 1e6);
+  };
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const CallCost& pulled = pulls[i];
     const CallCost& pushed = pushes[0][i];
@@ -450,6 +457,9 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     ps_curve.emplace_back(bytes, std::max(0.0, (pulled.ps_s - base->ps_s) * 1e6));
     receive_curve.emplace_back(bytes, std::max(0.0, (pulled.caller_s - base->caller_s) * 1e6));
     send_curve.emplace_back(bytes, std::max(0.0, (pushed.caller_s - base->caller_s) * 1e6));
+    const double one_way = static_cast<double>(sizes[i] + tiny_request.bytes);
+    request_overlap.emplace_back(one_way, overlap_us(pushed));
+    reply_overlap.emplace_back(one_way, overlap_us(pulled));
   }
   // An apply: a push's CPU on the ps beyond a pull of as many bytes.
   std::map<int, Curve> apply_curve;  // by optimizer: (bytes pushed, us), never cheaper for more bytes
@@ -542,12 +552,12 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   ps->set_per_row_kib_us(ps_row_price.per_kib_us);
   ps->set_per_item_us(ps_item);
   ps->set_threads(1);  // a ps applies requests on its one executor thread
-  add_curve(ps, ps_curve);
+  add_curve(ps->mutable_bytes_curve(), ps_curve);
   for (int k = 0; k < 4; ++k) {
     auto* a = ps->add_apply();
     a->set_optimizer(static_cast<scenario::Optimizer::Kind>(static_cast<int>(kinds[k])));
     a->set_per_kib_us(apply_per_kib[k]);
-    add_curve(a, apply_curve[k]);
+    add_curve(a->mutable_bytes_curve(), apply_curve[k]);
     if (apply_row_price.count(k)) {
       a->set_per_row_pushed_us(apply_row_price[k].per_row_us);
       a->set_per_row_pushed_kib_us(apply_row_price[k].per_kib_us);
@@ -562,8 +572,10 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   receive->set_per_item_us(caller_item / 2);
   send->set_per_row_us(std::max(0.0, median(send_row)));
   receive->set_per_row_us(std::max(0.0, median(receive_row)));
-  add_curve(send, send_curve);
-  add_curve(receive, receive_curve);
+  add_curve(send->mutable_bytes_curve(), send_curve);
+  add_curve(receive->mutable_bytes_curve(), receive_curve);
+  add_curve(m->mutable_data_request_overlap(), request_overlap);
+  add_curve(m->mutable_data_reply_overlap(), reply_overlap);
   *data_call_caller_us = base->caller_s * 1e6;
   *row_reference_us = median(row_probe_us);
 
@@ -585,6 +597,9 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
                     probes.c_str());
   *report += format("  caller: %.2f us per call, %.3f us per item, %.4f us per row sent, %.4f us per row received\n",
                     base->caller_s * 1e6, caller_item, send->per_row_us(), receive->per_row_us());
+  *report += format("  both ends at once (CPU on both sides less the round trip) at %.0f KiB: a push's request %.1f us, "
+                    "a pull's reply %.1f us\n",
+                    o.max_bytes / 1024, request_overlap.back().second, reply_overlap.back().second);
   return absl::OkStatus();
 }
 
