@@ -88,11 +88,13 @@ SimRun run_sim(const std::vector<std::string>& args) {
 
 std::string scenario(const std::string& file) { return (sim::testing::scenarios_dir() / file).string(); }
 
-// Returns the real run.
-SimRun expect_both_modes_agree(const std::string& file) {
+// Returns the real run, run with `real_flags` besides.
+SimRun expect_both_modes_agree(const std::string& file, const std::vector<std::string>& real_flags = {}) {
   SCOPED_TRACE(file);
   const SimRun simulated = run_sim({scenario(file), "--no-progress"});
-  const SimRun real = run_sim({"--real", scenario(file)});
+  std::vector<std::string> real_args{"--real", scenario(file)};
+  real_args.insert(real_args.end(), real_flags.begin(), real_flags.end());
+  const SimRun real = run_sim(real_args);
   EXPECT_EQ(simulated.exit_code, 0) << simulated.out << simulated.err;
   EXPECT_EQ(real.exit_code, 0) << real.out << real.err;
   EXPECT_FALSE(simulated.marks.empty()) << simulated.out;
@@ -128,6 +130,13 @@ TEST(RealScenarioTest, HungWorker) { expect_both_modes_agree("worker_hang.textpr
 
 TEST(RealScenarioTest, PsKilledRaisesAtJoin) { expect_both_modes_agree("ps_failure_raises_at_join.textproto"); }
 
+// --data-plane picks where the real run's calls travel (tcp by default), and
+// the summary says which: the same ps kill over gRPC alone.
+TEST(RealScenarioTest, PsKilledRaisesAtJoinOverGrpcToo) {
+  const SimRun real = expect_both_modes_agree("ps_failure_raises_at_join.textproto", {"--data-plane", "grpc"});
+  EXPECT_TRUE(std::regex_search(real.out, std::regex("\n  data plane +grpc\n"))) << real.out;
+}
+
 TEST(RealScenarioTest, Partition) { expect_both_modes_agree("partition.textproto"); }
 
 // Sync training with a straggler and one backup worker: about 7 s of real time.
@@ -156,6 +165,7 @@ TEST(RealScenarioTest, TheSummaryAndTheReportShowTheStalenessHistogram) {
   const std::string dir = testing::temp_dir("real_staleness");
   const SimRun real = run_sim({"--real", scenario("sync_backup_worker.textproto"), "--report", dir + "/r.json"});
   ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
+  EXPECT_TRUE(std::regex_search(real.out, std::regex("\n  data plane +tcp\n"))) << "the default\n" << real.out;
   const auto row = real.out.find("  gradient staleness ");
   ASSERT_NE(row, std::string::npos) << real.out;
   const std::string line = real.out.substr(row, real.out.find('\n', row) - row);
@@ -295,6 +305,15 @@ TEST(RealScenarioTest, ASimOnlyScenarioIsRefusedSayingWhy) {
   const SimRun seeded = run_sim({"--real", scenario("partition.textproto"), "--seed", "3"});
   EXPECT_EQ(seeded.exit_code, 2);
   EXPECT_NE(seeded.err.find("--seed does not apply to --real"), std::string::npos) << seeded.err;
+  const SimRun simulated_plane = run_sim({scenario("partition.textproto"), "--data-plane", "grpc"});
+  EXPECT_EQ(simulated_plane.exit_code, 2);
+  EXPECT_NE(simulated_plane.err.find("--data-plane is where a real run's calls travel: use it with --real"),
+            std::string::npos)
+      << simulated_plane.err;
+  const SimRun bad_plane = run_sim({"--real", scenario("partition.textproto"), "--data-plane", "udp"});
+  EXPECT_EQ(bad_plane.exit_code, 2);
+  EXPECT_NE(bad_plane.err.find("--data-plane"), std::string::npos) << bad_plane.err;
+  EXPECT_NE(bad_plane.err.find("udp"), std::string::npos) << bad_plane.err;
 }
 
 // A scenario without sim_only that real processes cannot run is refused,

@@ -26,6 +26,7 @@
 #include "tools/cli.h"
 #include "tools/data_dir.h"
 #include "tools/commands/commands.h"
+#include "tools/data_plane_flag.h"
 #include "tools/real_scenario.h"
 #include "tools/record_faults.h"
 #include "tools/resource_limits.h"
@@ -298,7 +299,7 @@ bool write_report(const std::string& path, const scenario::Scenario& s, const si
 // machine; with `record_path`, what the coordinator observed written there as
 // a scenario to replay.
 int run_real(const std::string& path, const scenario::Scenario& s, const sim::SpecWorkload* spec,
-             const std::string& report_path, const std::string& record_path) {
+             const std::string& report_path, const std::string& record_path, const std::string& data_plane) {
   if (s.has_sim_only()) {
     std::fprintf(stderr, "twinps sim: %s runs on the simulator only: %s\n", path.c_str(), s.sim_only().c_str());
     return kExitBadInput;
@@ -312,6 +313,7 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
   sim::FaultRecorder recorder;
   RealScenarioOptions options;
   options.spec = spec;
+  options.data_plane = data_plane;
   if (!record_path.empty()) options.recorder = &recorder;
   auto run = run_real_scenario(s, dir, options);
   std::error_code ignored;
@@ -323,6 +325,7 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
   std::filesystem::remove_all(dir, ignored);
   Table t;
   t.row("mode", "real processes on this machine (wall-clock time)");
+  t.row("data plane", data_plane);
   t.row("finished", run->result.finished ? format("yes, at %.3f s", to_seconds(run->result.end_time)) : "no");
   const auto& st = run->result.stats;
   t.row("closures", format("%llu scheduled, %llu completed, %llu retried, %llu cancelled",
@@ -373,7 +376,7 @@ int run_real(const std::string& path, const scenario::Scenario& s, const sim::Sp
 }  // namespace
 
 int run_sim(int argc, char** argv) {
-  std::string path, trace_path, csv_path, report_path, record_path;
+  std::string path, trace_path, csv_path, report_path, record_path, data_plane = "tcp";
   std::uint64_t seed = 0, swarm = 0, swarm_first = 1;
   double max_memory_gb = 0, max_cpu_s = 300;
   ModelFlags model_flags;
@@ -389,6 +392,8 @@ int run_sim(int argc, char** argv) {
       ("no-progress", "no progress bar on stderr")
       ("real", "run the scenario's cluster as real processes on this machine (twinps serve), its faults applied on "
                "wall-clock time (SIGKILL, SIGSTOP, a transport cut); expectations without a real-time meaning print n/a")
+      ("data-plane", po::value(&data_plane)->notifier(one_of_data_planes()),
+       "with --real: where its calls travel, as `twinps serve --data-plane` (default tcp)")
       ("record-faults", po::value(&record_path),
        "with --real: write what the coordinator observed (failures, recoveries, step time, outcome) as a scenario "
        "that `twinps sim FILE` replays")
@@ -414,7 +419,7 @@ int run_sim(int argc, char** argv) {
   po::variables_map vm;
   const std::string usage =
       "usage: twinps sim SCENARIO [--seed N] [--trace out.json] [--csv out.csv] [--report out.json]\n"
-      "       twinps sim --real SCENARIO [--report out.json] [--record-faults out.textproto]\n"
+      "       twinps sim --real SCENARIO [--data-plane P] [--report out.json] [--record-faults out.textproto]\n"
       "       twinps sim SCENARIO --model M.textproto --train-data GLOB [--eval-data GLOB] [training flags]\n"
       "       twinps sim --swarm N [--swarm-first-seed S]";
   if (int rc = parse(argc, argv, usage, opts, vm, &positional); rc >= 0) return rc;
@@ -454,6 +459,11 @@ int run_sim(int argc, char** argv) {
       return kExitBadInput;
     }
   }
+  if (vm.count("data-plane") && !vm.count("real")) {
+    std::fprintf(stderr, "twinps sim: --data-plane is where a real run's calls travel: use it with --real (a "
+                         "simulation's calls cost what its scenario's messages and ps_service say)\n");
+    return kExitBadInput;
+  }
   if (vm.count("real"))
     for (const char* flag : {"seed", "trace", "csv", "swarm"})
       if (vm.count(flag)) {
@@ -472,7 +482,7 @@ int run_sim(int argc, char** argv) {
     return kExitBadInput;
   }
   if (!report_path_writable(report_path)) return kExitBadInput;
-  if (vm.count("real")) return run_real(path, loaded.scenario, spec_workload->get(), report_path, record_path);
+  if (vm.count("real")) return run_real(path, loaded.scenario, spec_workload->get(), report_path, record_path, data_plane);
 
   if (max_memory_gb < 0 || max_cpu_s < 0) {
     std::fprintf(stderr, "twinps sim: --max-memory-gb and --max-cpu-s must not be negative\n");
