@@ -222,6 +222,10 @@ double MessageCpu::ns(const MessageShape& m) const {
   return t + curve_cost(bytes_curve, b);
 }
 
+Duration stream_overlap(const CostCurve& curve, std::size_t bytes, Duration cpu) {
+  return std::min(cpu, static_cast<Duration>(std::llround(curve_cost(curve, static_cast<double>(bytes)))));
+}
+
 bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape& shape, Callback arrived) {
   const int a = slot(from), b = slot(to);
   if (!partitions_.empty() && partitioned(a, b)) {
@@ -250,10 +254,7 @@ bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape
   }
   // Over a stream the message leaves `overlap` before the sender is done
   // with it; the sender's thread spends the rest while the receiver reads.
-  const Duration overlap =
-      shape.data_plane ? std::min(send_ns, static_cast<Duration>(std::llround(curve_cost(options_.cpu.request_overlap,
-                                                                                         static_cast<double>(bytes)))))
-                       : 0;
+  const Duration overlap = shape.data_plane ? stream_overlap(options_.cpu.request_overlap, bytes, send_ns) : 0;
   if (overlap == 0) {
     hosts_->run(a, send_ns, std::move(go));
     return true;

@@ -64,6 +64,10 @@ struct MessageCpu {
   bool zero() const { return per_message_ns == 0 && per_item_ns == 0 && per_row_ns == 0 && per_kib_ns == 0 && bytes_curve.empty(); }
 };
 
+// How much of a side's `cpu` for a message of `bytes` runs beside the other
+// side's, by an overlap curve (ns): at most all of it.
+Duration stream_overlap(const CostCurve& curve, std::size_t bytes, Duration cpu);
+
 struct MessageCosts {
   // Pull and Push (the data plane), the caller's side: sending its request,
   // receiving the reply. A ps's side is its service time (PsServiceModel).

@@ -144,8 +144,7 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
                        : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
                                         row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed);
       served->service = service;
-      served->overlap = std::min(
-          service, static_cast<Duration>(std::llround(curve_cost(model_.reply_overlap, static_cast<double>(reply_bytes)))));
+      served->overlap = stream_overlap(model_.reply_overlap, reply_bytes, service);
       stats_.bytes_in += request_bytes;
       stats_.bytes_out += reply_bytes;
       stats_.rows_updated += rows;
