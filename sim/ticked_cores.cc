@@ -48,9 +48,11 @@ TickedCores::JobId TickedCores::start(std::size_t thread, Duration work, Callbac
     return id;
   }
   // The running job has had its slice: the woken one preempts it at once
-  // (EEVDF's wake-up preemption), and it resumes next.
+  // (EEVDF's wake-up preemption), and it resumes next, or on a core idle at
+  // the next tick.
   c.queue.push_front(take_current(home));
   run_on(home, std::move(job));
+  arm_tick();
   return id;
 }
 

@@ -115,6 +115,28 @@ TEST(TickedCoresTest, AJobWokenWhenTheRunningOneHasHadItsSlicePreemptsItAtOnce) 
   EXPECT_EQ(a, 4 * kMs);
 }
 
+// The job a wake-up preempts waits in its core's queue, and an idle core
+// takes it at the next tick, as it takes any queued job. (Until 2026-11-29
+// nothing armed the tick for it: two long jobs took turns on one core while
+// the other idled, and two workers' steps of 175 ms took 360.)
+TEST(TickedCoresTest, APreemptedJobMovesToACoreIdleAtTheTick) {
+  Bed bed;
+  TickedCores cores(bed.ex, 2, 4 * kMs, kMs);
+  Time a = -1, b = -1, c = -1;
+  bed.start(cores, 0, 20 * kMs, a);  // core 0
+  bed.start(cores, 1, 3 * kMs, b);   // core 1, until 3 ms
+  // At 2 ms thread 2 (home core 0) finds thread 0 past its slice and
+  // preempts it. At 3 ms thread 2's slice ends and thread 0 runs again, and
+  // core 1 idles; at the 4 ms tick core 1 takes thread 2 (1 ms done, 19
+  // left): it ends at 23 ms, thread 0 (2 ms done by 2 ms, 18 left from 3
+  // ms) at 21 ms.
+  bed.ex.post_at(2 * kMs, [&] { bed.start(cores, 2, 20 * kMs, c); });
+  bed.engine.run();
+  EXPECT_EQ(b, 3 * kMs);
+  EXPECT_EQ(a, 21 * kMs);
+  EXPECT_EQ(c, 23 * kMs);
+}
+
 TEST(TickedCoresTest, AThreadWithMoreWorkKeepsItsCoreAheadOfTheQueue) {
   Bed bed;
   TickedCores cores(bed.ex, 1, 10 * kMs, 10 * kMs);
