@@ -20,8 +20,9 @@
 //     runs nothing, else to the first core that runs nothing; else, if the
 //     last core's thread has had its time slice (counted from when it took
 //     the core, over the jobs it ran back to back), it takes that core at
-//     once (the preempted job resumes next), and otherwise it waits in that
-//     core's queue;
+//     once (the preempted job, at the head of that core's queue, resumes
+//     next or on a core idle at the next tick), and otherwise it waits in
+//     that core's queue;
 //   * a core whose thread's slice ends while others wait in its queue
 //     switches to the queue's head then, the preempted job going to the
 //     back: the kernel notices an expired slice at the next event on that
