@@ -1,6 +1,7 @@
 // The real `twinps calibrate` and `twinps tune --validate`: calibration writes
 // a CostProfile that parses with every measured value positive and finite;
-// a quick validation prints predicted and measured columns; bad input exits 2.
+// a quick validation prints predicted and measured columns, and a saved one
+// is predicted again without running; bad input exits 2.
 // Processes are bounded by timeouts; no assertion depends on how fast this
 // machine is.
 #include <gtest/gtest.h>
@@ -190,6 +191,133 @@ TEST(TuneValidateTest, BadInputExitsTwo) {
     Process p = twinps(args);
     ASSERT_TRUE(p.wait(30s)) << args.back();
     EXPECT_EQ(p.exit_code(), 2) << args.back() << ": " << p.err();
+  }
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The column of a CSV (header included), one cell per line.
+std::vector<std::string> csv_column(const std::string& csv, std::size_t column) {
+  std::vector<std::string> out;
+  std::stringstream lines(csv);
+  for (std::string line; std::getline(lines, line);) {
+    std::stringstream fields(line);
+    std::string cell;
+    for (std::size_t i = 0; i <= column && std::getline(fields, cell, ','); ++i) {
+    }
+    out.push_back(cell);
+  }
+  return out;
+}
+
+// --save-runs keeps a measurement and --runs predicts it again without
+// running anything: at the same prices exactly as it was predicted, at other
+// prices differently, and the measured column is the saved one either way.
+TEST(TuneValidateTest, SavedRunsArePredictedAgainWithoutRunning) {
+  const std::string dir = testing::temp_dir("validate-saved");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  const std::string profile = write(dir + "/profile.textproto", kProfile);
+  const std::string runs = dir + "/runs.textproto";
+  Process p = twinps({"tune", "--validate", "--quick", "--model", model, "--profile", profile, "--seconds", "0.3",
+                      "--rounds", "2", "--csv", dir + "/live.csv", "--save-runs", runs});
+  ASSERT_TRUE(p.wait(240s)) << "validation did not finish";
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  EXPECT_NE(p.err().find("runs saved to " + runs), std::string::npos) << p.err();
+
+  Process again = twinps({"tune", "--validate", "--runs", runs, "--profile", profile, "--csv", dir + "/again.csv"});
+  ASSERT_TRUE(again.wait(60s));
+  ASSERT_EQ(again.exit_code(), 0) << again.err();
+  EXPECT_EQ(again.err().find("real run"), std::string::npos) << again.err();  // nothing ran
+  EXPECT_NE(again.out().find("runs of " + runs), std::string::npos) << again.out();
+  const std::string live = slurp(dir + "/live.csv");
+  ASSERT_EQ(csv_column(live, 0).size(), 3u) << live;  // the header and two configurations
+  EXPECT_EQ(slurp(dir + "/again.csv"), live);
+  // The same shard-pick line, from the same numbers.
+  const auto pick_line = [](const std::string& out) { return out.substr(out.find("simulation picks")); };
+  EXPECT_EQ(pick_line(again.out()), pick_line(p.out()));
+
+  // Dearer ps requests: slower predictions, the same measurements.
+  std::string dear = kProfile;
+  dear.replace(dear.find("per_request_us: 10"), 18, "per_request_us: 400");
+  Process priced = twinps({"tune", "--validate", "--runs", runs, "--profile", write(dir + "/dear.textproto", dear),
+                           "--csv", dir + "/dear.csv"});
+  ASSERT_TRUE(priced.wait(60s));
+  ASSERT_EQ(priced.exit_code(), 0) << priced.err();
+  const std::string dearer = slurp(dir + "/dear.csv");
+  EXPECT_EQ(csv_column(dearer, 9), csv_column(live, 9));  // measured steps/s
+  const auto cheap_predicted = csv_column(live, 8), dear_predicted = csv_column(dearer, 8);
+  ASSERT_EQ(dear_predicted.size(), 3u);
+  for (std::size_t row = 1; row < 3; ++row)
+    EXPECT_LT(std::stod(dear_predicted[row]), std::stod(cheap_predicted[row])) << "row " << row;
+}
+
+// A saved measurement with one round of one configuration, written by hand.
+constexpr char kSavedRuns[] = R"(data_plane: "tcp-unix"
+online_cores: 2
+measured_on: "by hand"
+config {
+  model_name: "m"
+  model { batch_size: 16 variable { name: "dense" shape: [64, 32] } partitioner { fixed_shards: 1 } }
+  workers: 1 ps: 1 partitioner: "fixed" shards: 1
+  round {
+    warmup: 4 measured: 100 measured_steps: 100 seconds: 0.1 steps_per_second: 1000
+    task { job: "worker" index: 0 cpu_s: 0.05 }
+    task { job: "ps" index: 0 cpu_s: 0.02 }
+    speed_before { compute_us: 5000 together_slowdown: 1 row_us: 0.1 }
+    speed_after { compute_us: 5000 together_slowdown: 1 row_us: 0.1 }
+  }
+}
+)";
+
+TEST(TuneValidateTest, SavedRunsAreCheckedBeforeAnythingIsPredicted) {
+  const std::string dir = testing::temp_dir("validate-saved-bad");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  const std::string profile = write(dir + "/profile.textproto", kProfile);
+  const std::string runs = write(dir + "/runs.textproto", kSavedRuns);
+  // The hand-written file is a good one.
+  Process good = twinps({"tune", "--validate", "--runs", runs, "--profile", profile});
+  ASSERT_TRUE(good.wait(60s));
+  EXPECT_EQ(good.exit_code(), 0) << good.err();
+  EXPECT_NE(good.out().find("1000.00"), std::string::npos) << good.out();  // its measured steps/s
+
+  std::string negative = kSavedRuns;
+  negative.replace(negative.find("steps_per_second: 1000"), 22, "steps_per_second: -1");
+  std::string plane = kSavedRuns;
+  plane.replace(plane.find("tcp-unix"), 8, "grpc");
+  std::string job = kSavedRuns;
+  job.replace(job.find("job: \"ps\""), 9, "job: \"pz\"");
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> bad = {
+      {{"--runs", dir + "/missing.textproto", "--profile", profile}, dir + "/missing.textproto"},
+      {{"--runs", write(dir + "/neg.textproto", negative), "--profile", profile},
+       dir + "/neg.textproto:9:"},
+      {{"--runs", write(dir + "/neg2.textproto", negative), "--profile", profile},
+       "config[0].round[0].steps_per_second: must be positive"},
+      {{"--runs", write(dir + "/job.textproto", job), "--profile", profile},
+       "config[0].round[0].task[1].job: must be chief, worker or ps, not \"pz\""},
+      {{"--runs", write(dir + "/grpc.textproto", plane), "--profile", profile},
+       "measured over grpc: the profile " + profile + " was measured over tcp-unix"},
+      {{"--runs", runs}, "--runs needs --profile"},
+      {{"--runs", runs, "--profile", profile, "--quick"}, "--quick: --runs predicts runs already made"},
+      {{"--runs", runs, "--profile", profile, "--model", model}, "--model: --runs predicts runs already made"},
+      {{"--model", model, "--save-runs", dir + "/no/such/dir/runs.textproto"},
+       "--save-runs: cannot write " + dir + "/no/such/dir/runs.textproto"},
+  };
+  for (const Case& c : bad) {
+    std::vector<std::string> args = {"tune", "--validate"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    Process p = twinps(args);
+    ASSERT_TRUE(p.wait(30s)) << c.says;
+    EXPECT_EQ(p.exit_code(), 2) << c.says << ": " << p.err();
+    EXPECT_NE(p.err().find(c.says), std::string::npos) << p.err();
   }
 }
 

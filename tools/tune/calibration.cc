@@ -54,6 +54,20 @@ double process_cpu_seconds(int pid) { return schedstat_seconds(pid, 0); }
 
 double process_run_delay_seconds(int pid) { return schedstat_seconds(pid, 1); }
 
+std::string describe_machine() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return format("%s, %s, %ld cores, %s, load average %s", host, model.c_str(), ::sysconf(_SC_NPROCESSORS_ONLN), utc_now().c_str(),
+                load_average().c_str());
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -105,20 +119,6 @@ std::vector<double> nonnegative_least_squares(const std::vector<std::vector<doub
     if (!negative) return out;
   }
   return std::vector<double>(k, 0);
-}
-
-std::string machine() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, model;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  return format("%s, %s, %ld cores, %s, load average %s", host, model.c_str(), ::sysconf(_SC_NPROCESSORS_ONLN), utc_now().c_str(),
-                load_average().c_str());
 }
 
 // ---------------------------------------------------------------- calls
@@ -769,7 +769,7 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   Calibration out;
   std::string& report = out.report;
   scenario::CostProfile& p = out.profile;
-  p.set_measured_on(machine());
+  p.set_measured_on(describe_machine());
   p.set_data_plane(o.data_plane);
 
   // The speed probes, three times: before the measurements, between them and

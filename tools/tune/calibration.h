@@ -86,4 +86,8 @@ double process_cpu_seconds(int pid);
 // opposed to time asleep waiting for a message.
 double process_run_delay_seconds(int pid);
 
+// "host, CPU model, N cores, time, load average": where and when a
+// measurement was taken (a profile's `measured_on`, saved runs').
+std::string describe_machine();
+
 }  // namespace twinps::cli

@@ -20,6 +20,7 @@
 #include "tools/data_plane_flag.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
+#include "tools/tune/measured_runs.h"
 #include "tools/tune/real_run.h"
 #include "tools/tune/speed_probe.h"
 
@@ -29,6 +30,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: twinps tune --validate [--profile FILE] [--rounds N] [--quick] [--csv FILE]\n"
     "                   [--model FILE]... [--seconds S] [--max-variable-mib M] [--data-plane P]\n"
+    "                   [--save-runs FILE]\n"
+    "       twinps tune --validate --runs FILE --profile FILE [--csv FILE]\n"
     "\n"
     "Measures the simulation's fidelity on this machine: trains models on real `twinps serve` processes\n"
     "on loopback over a grid of configurations and predicts the same program — the same warm-up and\n"
@@ -58,16 +61,13 @@ constexpr char kUsage[] =
     "--profile, `twinps calibrate` runs first. --quick: two configurations of the first model (tests).\n"
     "\n"
     "The real runs use the plane the profile was measured over (its `data_plane`; tcp for a profile\n"
-    "written before it was recorded): a profile's prices hold for its own plane only.";
-
-struct Config {
-  int model = 0;  // index into the models
-  int workers = 1, ps = 1;
-  sim::PartitionerKind kind = sim::PartitionerKind::kFixed;
-  int shards = 1;
-  int straggler = 0;  // worker 0 computes this many times over; 0: none
-  int batch = 0;      // 0: the model's
-};
+    "written before it was recorded): a profile's prices hold for its own plane only.\n"
+    "\n"
+    "--save-runs FILE keeps the real runs (each round's steps/s, CPU and probes, and the models as they\n"
+    "ran); --runs FILE predicts them again without running anything, with --profile's prices (measured\n"
+    "over the runs' plane). A machine drifts between two validations by more than most changes to the\n"
+    "simulator move a prediction: two builds or two profiles compared on one saved measurement differ\n"
+    "by their own doing alone.";
 
 // CPU seconds per step of each role, summed over its tasks.
 struct RoleCpu {
@@ -76,7 +76,7 @@ struct RoleCpu {
 };
 
 struct Row {
-  Config config;
+  GridConfig config;
   int warmup = 0, measured = 0;
   // Steps/s: predicted at the machine's speed around the median round's
   // run, predicted at the profile's own prices (what `twinps tune` would
@@ -93,13 +93,8 @@ struct Row {
   double calibrated_error_pct() const { return (predicted_calibrated - real) / real * 100; }
 };
 
-// A real run and the machine's speed around it (the mean of probes taken
-// just before and just after it).
-struct MeasuredRun {
-  RealRunResult result;
-  scenario::MachineSpeed speed;
-};
-
+// The speed a run is predicted at: the mean of the probes just before and
+// just after it.
 scenario::MachineSpeed mean_speed(const scenario::MachineSpeed& a, const scenario::MachineSpeed& b) {
   scenario::MachineSpeed m;
   m.set_compute_us((a.compute_us() + b.compute_us()) / 2);
@@ -137,7 +132,7 @@ constexpr auto kMax = sim::PartitionerKind::kMaxSize;
 const char* const kGridModels[] = {"dense_heavy", "embedding_heavy", "many_small", "one_large", "sparse_embedding"};
 
 // The default grid over kGridModels (indices in that order).
-std::vector<Config> full_grid() {
+std::vector<GridConfig> full_grid() {
   return {
       // dense_heavy: a 21 MiB MLP, Adam, batch 256.
       {0, 1, 1, kFixed, 1}, {0, 3, 2, kFixed, 2}, {0, 3, 3, kMin, 3}, {0, 2, 2, kMax, 4},
@@ -161,8 +156,8 @@ std::vector<Config> full_grid() {
 
 // Models given with --model: each on one worker and one ps, two workers on
 // two ps at 1, 2 and 4 shards, three workers on three ps.
-std::vector<Config> own_grid(int models) {
-  std::vector<Config> out;
+std::vector<GridConfig> own_grid(int models) {
+  std::vector<GridConfig> out;
   for (int m = 0; m < models; ++m) {
     out.push_back({m, 1, 1, kFixed, 1});
     for (int shards : {1, 2, 4}) out.push_back({m, 2, 2, kFixed, shards});
@@ -172,7 +167,7 @@ std::vector<Config> own_grid(int models) {
 }
 
 // Two configurations of the first model on one cluster (for tests).
-std::vector<Config> quick_grid() { return {{0, 1, 1, kFixed, 1}, {0, 1, 1, kFixed, 2}}; }
+std::vector<GridConfig> quick_grid() { return {{0, 1, 1, kFixed, 1}, {0, 1, 1, kFixed, 2}}; }
 
 // Cuts variables above `max_bytes` to fewer rows (and lookups to at most the rows).
 std::vector<std::string> fit_variables(scenario::SyntheticModel& m, double max_bytes) {
@@ -191,13 +186,231 @@ std::vector<std::string> fit_variables(scenario::SyntheticModel& m, double max_b
   return notes;
 }
 
-std::string cluster_name(const Config& c) { return format("%dw %dps", c.workers, c.ps); }
+std::string cluster_name(const GridConfig& c) { return format("%dw %dps", c.workers, c.ps); }
 
-std::string extras(const Config& c) {
+std::string extras(const GridConfig& c) {
   std::string s;
   if (c.straggler > 0) s += format("w0 x%d", c.straggler);
   if (c.batch > 0) s += (s.empty() ? "" : " ") + format("b%d", c.batch);
   return s.empty() ? "-" : s;
+}
+
+// ---------------------------------------------------------------- inputs
+
+// What the command line asked for.
+struct ValidateOptions {
+  std::vector<std::string> model_paths;
+  std::string profile_path, csv_path, data_dir, data_plane, save_runs_path, runs_path;
+  double seconds = 2, max_variable_mib = 32;
+  int rounds = 1;
+  bool quick = false, timing_only = false, dedicated_hosts = false;
+};
+
+// The models to measure (--model, else the default grid's), cut to
+// --max-variable-mib. nullopt after printing the problem.
+std::optional<std::vector<Model>> load_models(const ValidateOptions& o) {
+  std::vector<std::string> paths = o.model_paths;
+  if (paths.empty())
+    for (const char* m : kGridModels) paths.push_back(std::string("scenarios/models/") + m + ".textproto");
+  std::vector<Model> models;
+  for (auto path : paths) {
+    path = find_data(path, o.data_dir);
+    auto loaded = sim::load_model_file(path);
+    for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
+    if (!std::filesystem::exists(path))
+      std::fprintf(stderr, "twinps tune --validate: %s\n", data_search_note(o.data_dir).c_str());
+    if (!loaded.ok()) return std::nullopt;
+    Model m{std::filesystem::path(path).stem().string(), loaded.model};
+    for (const auto& note : fit_variables(m.model, o.max_variable_mib * (1 << 20)))
+      std::fprintf(stderr, "twinps tune --validate: %s: %s (--max-variable-mib %g)\n", m.name.c_str(), note.c_str(),
+                   o.max_variable_mib);
+    models.push_back(std::move(m));
+  }
+  return models;
+}
+
+// The profile of --profile, checked against the plane the runs use
+// (`runs_plane`, empty: any). nullopt after printing the problem.
+std::optional<scenario::CostProfile> load_profile(const ValidateOptions& o, const std::string& runs_plane,
+                                                  const std::string& runs_plane_source, const char* hint) {
+  const std::string path = find_data(o.profile_path, o.data_dir);
+  auto loaded = sim::load_profile_file(path);
+  for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
+  if (!loaded.ok()) return std::nullopt;
+  if (!runs_plane.empty() && runs_plane != loaded.profile.data_plane()) {
+    std::fprintf(stderr,
+                 "twinps tune --validate: %s %s: the profile %s was measured over %s, and its prices do not hold "
+                 "for %s; calibrate over it (`twinps calibrate --data-plane %s`)%s\n",
+                 runs_plane_source.c_str(), runs_plane.c_str(), path.c_str(), loaded.profile.data_plane().c_str(),
+                 runs_plane.c_str(), runs_plane.c_str(), hint);
+    return std::nullopt;
+  }
+  return loaded.profile;
+}
+
+// The configurations to run, each with its model made up (partitioner,
+// batch). No rounds yet.
+StatusOr<Measurement> plan_grid(const ValidateOptions& o, const std::vector<Model>& models) {
+  const std::vector<GridConfig> grid = o.quick                 ? quick_grid()
+                                       : !o.model_paths.empty() ? own_grid(static_cast<int>(models.size()))
+                                                                : full_grid();
+  Measurement m;
+  for (const Model& model : models) m.model_names.push_back(model.name);
+  for (const GridConfig& c : grid) {
+    const Model& model = models[static_cast<std::size_t>(c.model)];
+    auto partitioner = sim::partitioner_for(model.model, c.kind, c.shards);
+    if (!partitioner.ok()) return absl::InvalidArgumentError(model.name + ": " + describe(partitioner.status()));
+    GridRun run{c, model.model, {}};
+    *run.model.mutable_partitioner() = *partitioner;
+    if (c.batch > 0) run.model.set_batch_size(c.batch);
+    m.runs.push_back(std::move(run));
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------- real runs
+
+// Runs the grid `o.rounds` times over, one configuration after another, the
+// machine's speed probed around each run. Each run's logs go under `work_dir`.
+Status measure(const ValidateOptions& o, const std::string& work_dir, Measurement& m) {
+  std::printf("load average before the runs: %s\n", load_average().c_str());
+  for (int round = 0; round < o.rounds; ++round) {
+    for (std::size_t i = 0; i < m.runs.size(); ++i) {
+      GridRun& run = m.runs[i];
+      const GridConfig& c = run.config;
+      const std::string& name = m.model_names[static_cast<std::size_t>(c.model)];
+      RealRunOptions ro;
+      ro.model = run.model;
+      ro.workers = c.workers;
+      ro.ps = c.ps;
+      ro.seconds = o.seconds;
+      ro.measure_cpu = true;
+      ro.data_plane = m.data_plane;
+      if (c.straggler > 0) ro.stragglers.emplace_back(0, c.straggler);
+      ro.work_dir = work_dir + format("/%s-%zu-%d", name.c_str(), i, round);
+      std::filesystem::create_directories(ro.work_dir);
+      std::fprintf(stderr, "twinps tune --validate: round %d/%d: %s %s %s %d shards %s: real run ...\n", round + 1,
+                   o.rounds, name.c_str(), cluster_name(c).c_str(), sim::partitioner_name(c.kind), c.shards,
+                   extras(c).c_str());
+      const scenario::MachineSpeed before = probe_machine_speed();
+      auto real = run_real(ro);
+      if (!real.ok())
+        return Status(real.status().code(), describe(real.status()) + " (logs in " + ro.work_dir + ")");
+      const scenario::MachineSpeed after = probe_machine_speed();
+      std::fprintf(stderr,
+                   "twinps tune --validate:   %.2f steps/s; probes before/after: kernel basket %.0f/%.0f us, all cores "
+                   "at once %.2fx/%.2fx, rows %.4f/%.4f us a row\n",
+                   real->steps_per_second, before.compute_us(), after.compute_us(), before.together_slowdown(),
+                   after.together_slowdown(), before.row_us(), after.row_us());
+      run.rounds.push_back({*real, before, after});
+    }
+  }
+  std::printf("load average after the runs: %s\n", load_average().c_str());
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- predictions
+
+// What every run is predicted at, from all the probes of a measurement.
+// The slowdown of all cores computing at once is a property of the machine,
+// but one probe of it is noisy: on 2026-11-28 probes around single runs read
+// 1.00x to 1.83x while the runs' own CPU per step did not move with them
+// (docs/fidelity.md). So every run is predicted with the median of all
+// probes; the compute speed stays per run. The same for the price of rows:
+// one row probe read 0.09-0.22 us a row within one validation, and the runs'
+// ps CPU did not follow it run by run; the median of all of them follows the
+// spell the runs were in.
+scenario::MachineSpeed typical_speed(const Measurement& m, const scenario::CostProfile& profile) {
+  std::vector<double> together, rows;
+  for (const GridRun& run : m.runs)
+    for (const MeasuredRun& r : run.rounds)
+      for (const auto* s : {&r.before, &r.after}) {
+        together.push_back(s->together_slowdown());
+        rows.push_back(s->row_us());
+      }
+  scenario::MachineSpeed typical;
+  typical.set_together_slowdown(median(together));
+  typical.set_row_us(median(rows));
+  const auto [fewest, most] = std::minmax_element(together.begin(), together.end());
+  std::printf("usable cores: %.2f (%d online; all at once %.2fx slower, the median of %zu probes, %.2f-%.2fx)\n",
+              usable_cores(m.online_cores, typical), m.online_cores, typical.together_slowdown(), together.size(),
+              *fewest, *most);
+  const auto [cheapest, dearest] = std::minmax_element(rows.begin(), rows.end());
+  std::printf("rows: %.4f us a row (the median of %zu probes, %.4f-%.4f; calibrated at %.4f): the ps's row prices "
+              "x%.2f\n",
+              typical.row_us(), rows.size(), *cheapest, *dearest, profile.speed().row_us(),
+              speed_ratios(profile.speed(), typical).rows);
+  return typical;
+}
+
+// A configuration's median round, predicted closure for closure: at the
+// profile's own prices, and at the speed the machine had around the run.
+StatusOr<Row> predict_row(const GridRun& run, const scenario::CostProfile& profile,
+                          const scenario::MachineSpeed& typical, int online_cores, bool timing_only) {
+  std::vector<MeasuredRun> rounds = run.rounds;
+  std::sort(rounds.begin(), rounds.end(), [](const MeasuredRun& a, const MeasuredRun& b) {
+    return a.result.steps_per_second < b.result.steps_per_second;
+  });
+  const MeasuredRun& median_run = rounds[rounds.size() / 2];
+  const RealRunResult& real = median_run.result;
+  const GridConfig& c = run.config;
+  sim::PredictRequest pr;
+  pr.model = run.model;
+  pr.workers = c.workers;
+  pr.ps = c.ps;
+  if (c.straggler > 0) pr.stragglers.emplace_back(0, static_cast<double>(c.straggler));
+  // Numeric by default: timing-only steps move each distinct row once, where
+  // real (and numeric) ones pull and push every row looked up.
+  pr.timing_only = timing_only;
+  pr.warmup = real.warmup;
+  pr.measured = real.measured;
+  pr.profile = profile;
+  auto as_calibrated = sim::predict(pr);
+  if (!as_calibrated.ok()) return as_calibrated.status();
+  scenario::MachineSpeed speed = mean_speed(median_run.before, median_run.after);
+  speed.set_together_slowdown(typical.together_slowdown());
+  speed.set_row_us(typical.row_us());
+  pr.profile = at_speed(profile, speed, online_cores);
+  auto predicted = sim::predict(pr);
+  if (!predicted.ok()) return predicted.status();
+  const double noise = (rounds.back().result.steps_per_second - rounds.front().result.steps_per_second) / 2 /
+                       real.steps_per_second;
+  const RoleCpu charged{predicted->chief_cpu_per_step_s, predicted->worker_cpu_per_step_s,
+                        predicted->ps_cpu_per_step_s};
+  return Row{c, real.warmup, real.measured, predicted->steps_per_second, as_calibrated->steps_per_second,
+             real.steps_per_second, speed_ratios(profile.speed(), speed), noise, measured_cpu(real),
+             charged, run_delay_per_step(real), pr.profile.hosts().cores()};
+}
+
+// ---------------------------------------------------------------- report
+
+using ModelNames = std::vector<std::string>;
+
+// The table, and the same as CSV when `csv` is open.
+void print_rows(const std::vector<Row>& rows, const ModelNames& names, std::ofstream& csv) {
+  std::printf("%-17s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s %14s %12s\n", "model", "cluster", "partition", "shards",
+              "extra", "closures", "predicted st/s", "measured st/s", "noise", "error", "speed c/m/r", "as calibrated");
+  if (csv)
+    csv << "model,workers,ps,partitioner,shards,extra,warmup,measured_closures,predicted_steps_per_s,"
+           "measured_steps_per_s,noise_pct,error_pct,measured_cpu_ms_chief,measured_cpu_ms_workers,"
+           "measured_cpu_ms_ps,predicted_cpu_ms_chief,predicted_cpu_ms_workers,predicted_cpu_ms_ps,"
+           "speed_ratio_compute,speed_ratio_messages,predicted_calibrated_steps_per_s,calibrated_error_pct,"
+           "speed_ratio_rows\n";
+  for (const Row& r : rows) {
+    const std::string& name = names[static_cast<std::size_t>(r.config.model)];
+    std::printf("%-17s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%% %4.2f/%4.2f/%4.2f %+11.1f%%\n",
+                name.c_str(), cluster_name(r.config).c_str(), sim::partitioner_name(r.config.kind), r.config.shards,
+                extras(r.config).c_str(), r.measured, r.predicted, r.real, r.noise * 100, r.error_pct(),
+                r.speed.compute, r.speed.messages, r.speed.rows, r.calibrated_error_pct());
+    if (csv)
+      csv << name << ',' << r.config.workers << ',' << r.config.ps << ',' << sim::partitioner_name(r.config.kind)
+          << ',' << r.config.shards << ',' << extras(r.config) << ',' << r.warmup << ',' << r.measured << ','
+          << r.predicted << ',' << r.real << ',' << r.noise * 100 << ',' << r.error_pct() << ','
+          << r.real_cpu.chief * 1e3 << ',' << r.real_cpu.workers * 1e3 << ',' << r.real_cpu.ps * 1e3 << ','
+          << r.predicted_cpu.chief * 1e3 << ',' << r.predicted_cpu.workers * 1e3 << ',' << r.predicted_cpu.ps * 1e3
+          << ',' << r.speed.compute << ',' << r.speed.messages << ',' << r.predicted_calibrated << ','
+          << r.calibrated_error_pct() << ',' << r.speed.rows << '\n';
+  }
 }
 
 // The error term by term: CPU per step of each role, measured (every
@@ -209,7 +422,7 @@ std::string extras(const Config& c) {
 // real processes were runnable but waited for a core (other work on it);
 // "usable" is the cores the prediction's host had (the online cores over the
 // slowdown the speed probes found running on all of them at once).
-void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>& models) {
+void print_cpu_breakdown(const std::vector<Row>& rows, const ModelNames& names) {
   std::printf("\nCPU per step, ms: measured / predicted (ratio), by role\n");
   std::printf("%-17s %-8s %6s %-9s %22s %22s %22s %22s %16s %10s %7s\n", "model", "cluster", "shards", "extra",
               "chief", "workers", "ps", "total", "cores busy", "no core", "usable");
@@ -217,13 +430,12 @@ void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>&
     return format("%7.3f / %7.3f (%4.2f)", measured * 1e3, predicted * 1e3, measured > 0 ? predicted / measured : 0);
   };
   for (const Row& r : rows) {
-    const Model& m = models[static_cast<std::size_t>(r.config.model)];
     // Cores kept busy: CPU per step times steps per second.
     const std::string busy =
         format("%5.2f / %5.2f", r.real_cpu.total() * r.real, r.predicted_cpu.total() * r.predicted);
-    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s %16s %10.3f %7.2f\n", m.name.c_str(),
-                cluster_name(r.config).c_str(), r.config.shards, extras(r.config).c_str(),
-                cell(r.real_cpu.chief, r.predicted_cpu.chief).c_str(),
+    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s %16s %10.3f %7.2f\n",
+                names[static_cast<std::size_t>(r.config.model)].c_str(), cluster_name(r.config).c_str(),
+                r.config.shards, extras(r.config).c_str(), cell(r.real_cpu.chief, r.predicted_cpu.chief).c_str(),
                 cell(r.real_cpu.workers, r.predicted_cpu.workers).c_str(),
                 cell(r.real_cpu.ps, r.predicted_cpu.ps).c_str(),
                 cell(r.real_cpu.total(), r.predicted_cpu.total()).c_str(), busy.c_str(), r.real_run_delay * 1e3,
@@ -231,281 +443,25 @@ void print_cpu_breakdown(const std::vector<Row>& rows, const std::vector<Model>&
   }
 }
 
-}  // namespace
-
-int run_tune_validate(int argc, char** argv) {
-  std::vector<std::string> model_paths;
-  std::string profile_path, csv_path, data_dir, data_plane;
-  double seconds = 2, max_variable_mib = 32;
-  int rounds = 1;
-  po::options_description opts("twinps tune --validate options");
-  opts.add_options()("help,h", "show this help")
-      ("validate", "compare predictions with real runs (this mode)")
-      ("model", po::value(&model_paths)->composing(), "a synthetic model file (repeatable): its own small grid")
-      ("profile", po::value(&profile_path), "a CostProfile (default: run `twinps calibrate` first)")
-      ("data-plane", po::value(&data_plane)->notifier(one_of_data_planes()),
-       "the real runs' plane, as `twinps serve --data-plane`; with --profile it must be the profile's own "
-       "(the default), without it `twinps calibrate` measures over it (default: tcp)")
-      ("quick", "two configurations of the first model (for tests)")
-      ("csv", po::value(&csv_path), "also write the table as CSV")
-      ("data-dir", po::value(&data_dir),
-       "where the default models are (a directory holding scenarios/models/; default: $TWINPS_DATA_DIR, then "
-       "share/twinps beside the binary)")
-      ("seconds", value_or(&seconds, 2.0)->notifier(in_range(1e-3, 600.0)), "wall seconds each real run measures, about")
-      ("rounds", value_or(&rounds, 1)->notifier(in_range(1, 100)),
-       "run the whole grid this many times, one configuration after another, and take each one's median: a "
-       "burst of load from elsewhere then spoils one round of a configuration, not its result; the spread is "
-       "the noise column")
-      ("timing-only", "predict timing-only, as `twinps tune` sweeps (default: numeric, the real runs' very steps)")
-      ("dedicated-hosts", "predict as if every task had a host of its own (not this machine)")
-      ("max-variable-mib", value_or(&max_variable_mib, 32.0)->notifier(positive()),
-       "give larger variables fewer rows (real runs and predictions alike)");
-  po::variables_map vm;
-  if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
-  const bool quick = vm.count("quick") > 0;
-  const bool own_models = !model_paths.empty();
-  if (!own_models)
-    for (const char* m : kGridModels) model_paths.push_back(std::string("scenarios/models/") + m + ".textproto");
-
-  std::vector<Model> models;
-  for (auto path : model_paths) {
-    path = find_data(path, data_dir);
-    auto loaded = sim::load_model_file(path);
-    for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
-    if (!std::filesystem::exists(path))
-      std::fprintf(stderr, "twinps tune --validate: %s\n", data_search_note(data_dir).c_str());
-    if (!loaded.ok()) return kExitBadInput;
-    Model m{std::filesystem::path(path).stem().string(), loaded.model};
-    for (const auto& note : fit_variables(m.model, max_variable_mib * (1 << 20)))
-      std::fprintf(stderr, "twinps tune --validate: %s: %s (--max-variable-mib %g)\n", m.name.c_str(), note.c_str(),
-                   max_variable_mib);
-    models.push_back(std::move(m));
-  }
-  scenario::CostProfile profile;
-  if (!profile_path.empty()) {
-    profile_path = find_data(profile_path, data_dir);
-    auto loaded = sim::load_profile_file(profile_path);
-    for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
-    if (!loaded.ok()) return kExitBadInput;
-    profile = loaded.profile;
-    if (!data_plane.empty() && data_plane != profile.data_plane()) {
-      std::fprintf(stderr,
-                   "twinps tune --validate: --data-plane %s: the profile %s was measured over %s, and its prices do "
-                   "not hold for %s; calibrate over it (`twinps calibrate --data-plane %s`) or leave --data-plane out\n",
-                   data_plane.c_str(), profile_path.c_str(), profile.data_plane().c_str(), data_plane.c_str(),
-                   data_plane.c_str());
-      return kExitBadInput;
-    }
-  }
-  if (data_plane.empty()) data_plane = profile.data_plane();  // a calibration's own default without --profile
-  std::ofstream csv;
-  if (!csv_path.empty()) {
-    csv.open(csv_path, std::ios::trunc);
-    if (!csv) {
-      std::fprintf(stderr, "twinps tune --validate: cannot write %s\n", csv_path.c_str());
-      return kExitBadInput;
-    }
-  }
-  const std::vector<Config> grid = quick ? quick_grid() : own_models ? own_grid(static_cast<int>(models.size())) : full_grid();
-  std::string work_dir;
-  try {
-    work_dir = make_temp_dir("validate");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "twinps tune --validate: %s\n", e.what());
-    return kExitFailed;
-  }
-
-  if (profile_path.empty()) {
-    std::fprintf(stderr, "twinps tune --validate: calibrating ...\n");
-    CalibrationOptions co;
-    co.work_dir = work_dir;
-    co.max_bytes = max_variable_mib * (1 << 20);
-    co.data_plane = data_plane;
-    auto c = calibrate(co);
-    if (!c.ok()) {
-      std::fprintf(stderr, "twinps tune --validate: calibration failed: %s\n", describe(c.status()).c_str());
-      return kExitFailed;
-    }
-    profile = c->profile;
-  }
-  // This machine: every task on one host with its cores (the profile's
-  // usable cores, or every core online).
-  const int online_cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
-  if (!profile.hosts().has_cores() || profile.hosts().cores() <= 0)
-    profile.mutable_hosts()->set_cores(static_cast<double>(online_cores));
-  if (!profile.has_speed())
-    std::fprintf(stderr, "twinps tune --validate: the profile has no `speed` (written before the speed probes): every "
-                 "prediction is at its prices as they are\n");
-  profile.mutable_hosts()->set_placement(vm.count("dedicated-hosts") ? scenario::Hosts::ONE_PER_HOST
-                                                                     : scenario::Hosts::ONE_HOST);
-  {
-    std::string text;
-    google::protobuf::TextFormat::PrintToString(profile, &text);
-    std::replace(text.begin(), text.end(), '\n', ' ');
-    std::printf("profile: %s\n", text.c_str());
-  }
-  std::printf("real runs over data plane %s\n", data_plane.c_str());
-
-  // Each configuration's model: its partitioner and batch.
-  std::vector<scenario::SyntheticModel> configured;
-  for (const Config& c : grid) {
-    const Model& m = models[static_cast<std::size_t>(c.model)];
-    auto partitioner = sim::partitioner_for(m.model, c.kind, c.shards);
-    if (!partitioner.ok()) {
-      std::fprintf(stderr, "twinps tune --validate: %s: %s\n", m.name.c_str(), describe(partitioner.status()).c_str());
-      return kExitBadInput;
-    }
-    configured.push_back(m.model);
-    *configured.back().mutable_partitioner() = *partitioner;
-    if (c.batch > 0) configured.back().set_batch_size(c.batch);
-  }
-
-  // Real runs, the grid `rounds` times over.
-  std::printf("load average before the runs: %s\n", load_average().c_str());
-  std::vector<std::vector<MeasuredRun>> runs(grid.size());
-  std::vector<double> together;  // every probe's slowdown with all cores computing
-  std::vector<double> row_probes;  // every probe's price of a row, us
-  for (int round = 0; round < rounds; ++round) {
-    for (std::size_t i = 0; i < grid.size(); ++i) {
-      const Config& c = grid[i];
-      const std::string& name = models[static_cast<std::size_t>(c.model)].name;
-      RealRunOptions ro;
-      ro.model = configured[i];
-      ro.workers = c.workers;
-      ro.ps = c.ps;
-      ro.seconds = seconds;
-      ro.measure_cpu = true;
-      ro.data_plane = data_plane;
-      if (c.straggler > 0) ro.stragglers.emplace_back(0, c.straggler);
-      ro.work_dir = work_dir + format("/%s-%zu-%d", name.c_str(), i, round);
-      std::filesystem::create_directories(ro.work_dir);
-      std::fprintf(stderr, "twinps tune --validate: round %d/%d: %s %s %s %d shards %s: real run ...\n", round + 1,
-                   rounds, name.c_str(), cluster_name(c).c_str(), sim::partitioner_name(c.kind), c.shards,
-                   extras(c).c_str());
-      const scenario::MachineSpeed before = probe_machine_speed();
-      auto real = run_real(ro);
-      if (!real.ok()) {
-        std::fprintf(stderr, "twinps tune --validate: real run failed: %s (logs in %s)\n",
-                     describe(real.status()).c_str(), ro.work_dir.c_str());
-        return kExitFailed;
-      }
-      const scenario::MachineSpeed after = probe_machine_speed();
-      std::fprintf(stderr,
-                   "twinps tune --validate:   %.2f steps/s; probes before/after: kernel basket %.0f/%.0f us, all cores "
-                   "at once %.2fx/%.2fx, rows %.4f/%.4f us a row\n",
-                   real->steps_per_second, before.compute_us(), after.compute_us(), before.together_slowdown(),
-                   after.together_slowdown(), before.row_us(), after.row_us());
-      together.push_back(before.together_slowdown());
-      together.push_back(after.together_slowdown());
-      row_probes.push_back(before.row_us());
-      row_probes.push_back(after.row_us());
-      runs[i].push_back({*real, mean_speed(before, after)});
-    }
-  }
-  std::printf("load average after the runs: %s\n", load_average().c_str());
-  // The cores the predictions get. The slowdown of all cores computing at
-  // once is a property of the machine, but one probe of it is noisy: on
-  // 2026-11-28 probes around single runs read 1.00x to 1.83x while the runs'
-  // own CPU per step did not move with them (docs/fidelity.md). So every run
-  // is predicted with the median of all probes; the compute speed stays per run.
-  scenario::MachineSpeed typical;
-  typical.set_together_slowdown(median(together));
-  // The same for the price of rows: one row probe read 0.09-0.22 us a row
-  // within one validation, and the runs' ps CPU did not follow it run by
-  // run; the median of all of them follows the spell the runs were in
-  // (0.12 in one validation, 0.20 in another, against 0.13 calibrated).
-  typical.set_row_us(median(row_probes));
-  const auto [fewest, most] = std::minmax_element(together.begin(), together.end());
-  std::printf("usable cores: %.2f (%d online; all at once %.2fx slower, the median of %zu probes, %.2f-%.2fx)\n",
-              usable_cores(online_cores, typical), online_cores, typical.together_slowdown(), together.size(), *fewest,
-              *most);
-  const auto [cheapest, dearest] = std::minmax_element(row_probes.begin(), row_probes.end());
-  std::printf("rows: %.4f us a row (the median of %zu probes, %.4f-%.4f; calibrated at %.4f): the ps's row prices "
-              "x%.2f\n",
-              typical.row_us(), row_probes.size(), *cheapest, *dearest, profile.speed().row_us(),
-              speed_ratios(profile.speed(), typical).rows);
-
-  // Predictions: each configuration's median run, closure for closure.
-  std::vector<Row> rows;
-  for (std::size_t i = 0; i < grid.size(); ++i) {
-    const Config& c = grid[i];
-    auto& r = runs[i];
-    std::sort(r.begin(), r.end(), [](const MeasuredRun& a, const MeasuredRun& b) {
-      return a.result.steps_per_second < b.result.steps_per_second;
-    });
-    const MeasuredRun& median_run = r[r.size() / 2];
-    const RealRunResult& real = median_run.result;
-    sim::PredictRequest pr;
-    pr.model = configured[i];
-    pr.workers = c.workers;
-    pr.ps = c.ps;
-    if (c.straggler > 0) pr.stragglers.emplace_back(0, static_cast<double>(c.straggler));
-    // Numeric by default: timing-only steps move each distinct row once, where
-    // real (and numeric) ones pull and push every row looked up.
-    pr.timing_only = vm.count("timing-only") > 0;
-    pr.warmup = real.warmup;
-    pr.measured = real.measured;
-    pr.profile = profile;
-    auto as_calibrated = sim::predict(pr);
-    scenario::MachineSpeed speed = median_run.speed;
-    speed.set_together_slowdown(typical.together_slowdown());
-    speed.set_row_us(typical.row_us());
-    pr.profile = at_speed(profile, speed, online_cores);
-    auto predicted = as_calibrated.ok() ? sim::predict(pr) : as_calibrated;
-    if (!predicted.ok()) {
-      std::fprintf(stderr, "twinps tune --validate: prediction failed: %s\n", describe(predicted.status()).c_str());
-      return kExitFailed;
-    }
-    const double noise = r.size() > 1 ? (r.back().result.steps_per_second - r.front().result.steps_per_second) / 2 /
-                                            real.steps_per_second
-                                      : 0;
-    const RoleCpu charged{predicted->chief_cpu_per_step_s, predicted->worker_cpu_per_step_s,
-                          predicted->ps_cpu_per_step_s};
-    rows.push_back({c, real.warmup, real.measured, predicted->steps_per_second, as_calibrated->steps_per_second,
-                    real.steps_per_second, speed_ratios(profile.speed(), speed), noise, measured_cpu(real),
-                    charged, run_delay_per_step(real), pr.profile.hosts().cores()});
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(work_dir, ec);
-
-  std::printf("%-17s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s %14s %12s\n", "model", "cluster", "partition", "shards",
-              "extra", "closures", "predicted st/s", "measured st/s", "noise", "error", "speed c/m/r", "as calibrated");
-  if (csv)
-    csv << "model,workers,ps,partitioner,shards,extra,warmup,measured_closures,predicted_steps_per_s,"
-           "measured_steps_per_s,noise_pct,error_pct,measured_cpu_ms_chief,measured_cpu_ms_workers,"
-           "measured_cpu_ms_ps,predicted_cpu_ms_chief,predicted_cpu_ms_workers,predicted_cpu_ms_ps,"
-           "speed_ratio_compute,speed_ratio_messages,predicted_calibrated_steps_per_s,calibrated_error_pct,"
-           "speed_ratio_rows\n";
+void print_error_summary(const std::vector<Row>& rows, int rounds) {
   std::vector<double> errors, calibrated_errors, noises;
   for (const Row& r : rows) {
-    const Model& m = models[static_cast<std::size_t>(r.config.model)];
-    std::printf("%-17s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%% %4.2f/%4.2f/%4.2f %+11.1f%%\n",
-                m.name.c_str(), cluster_name(r.config).c_str(), sim::partitioner_name(r.config.kind), r.config.shards,
-                extras(r.config).c_str(), r.measured, r.predicted, r.real, r.noise * 100, r.error_pct(),
-                r.speed.compute, r.speed.messages, r.speed.rows, r.calibrated_error_pct());
-    if (csv)
-      csv << m.name << ',' << r.config.workers << ',' << r.config.ps << ',' << sim::partitioner_name(r.config.kind)
-          << ',' << r.config.shards << ',' << extras(r.config) << ',' << r.warmup << ',' << r.measured << ','
-          << r.predicted << ',' << r.real << ',' << r.noise * 100 << ',' << r.error_pct() << ','
-          << r.real_cpu.chief * 1e3 << ',' << r.real_cpu.workers * 1e3 << ',' << r.real_cpu.ps * 1e3 << ','
-          << r.predicted_cpu.chief * 1e3 << ',' << r.predicted_cpu.workers * 1e3 << ',' << r.predicted_cpu.ps * 1e3
-          << ',' << r.speed.compute << ',' << r.speed.messages << ',' << r.predicted_calibrated << ','
-          << r.calibrated_error_pct() << ',' << r.speed.rows << '\n';
     errors.push_back(std::abs(r.error_pct()));
     calibrated_errors.push_back(std::abs(r.calibrated_error_pct()));
     noises.push_back(r.noise * 100);
   }
-  print_cpu_breakdown(rows, models);
   std::printf("\nerror |predicted - measured| / measured: median %.1f %%, worst %.1f %% over %zu configurations "
               "(run-to-run noise: median %.1f %%, worst %.1f %%, %d round%s)\n",
               median(errors), *std::max_element(errors.begin(), errors.end()), errors.size(), median(noises),
               *std::max_element(noises.begin(), noises.end()), rounds, rounds == 1 ? "" : "s");
   std::printf("at the profile's own prices (the machine's speed when calibrated): median %.1f %%, worst %.1f %%\n",
               median(calibrated_errors), *std::max_element(calibrated_errors.begin(), calibrated_errors.end()));
+}
 
-  // Shard recommendation, per model and cluster measured at several shard
-  // counts: what `twinps tune` would recommend from the simulation (the
-  // fewest shards predicted within 2 % of the fastest) against the best measured.
+// Shard recommendation, per model and cluster measured at several shard
+// counts: what `twinps tune` would recommend from the simulation (the
+// fewest shards predicted within 2 % of the fastest) against the best measured.
+void print_shard_picks(const std::vector<Row>& rows, const ModelNames& names) {
   std::map<std::tuple<int, int, int, int, int, int>, std::vector<const Row*>> groups;
   for (const Row& r : rows)
     groups[{r.config.model, r.config.workers, r.config.ps, static_cast<int>(r.config.kind), r.config.straggler,
@@ -529,11 +485,191 @@ int run_tune_validate(int argc, char** argv) {
     const bool good = behind <= 0.05;
     std::printf("%s %s %s: simulation picks %d shards (measured %.2f steps/s), best measured %d shards (%.2f): %s "
                 "(%.1f %% behind; noise up to %.1f %%)\n",
-                models[static_cast<std::size_t>(std::get<0>(key))].name.c_str(), cluster_name(pick->config).c_str(),
+                names[static_cast<std::size_t>(std::get<0>(key))].c_str(), cluster_name(pick->config).c_str(),
                 sim::partitioner_name(pick->config.kind), pick->config.shards, pick->real, real_best->config.shards,
                 best_real, good ? "within 5 %" : "NOT within 5 %", behind * 100, worst_noise * 100);
   }
-  return kExitOk;
+}
+
+// ---------------------------------------------------------------- command line
+
+// Parses the command line into `o`. A return >= 0 is the exit code.
+int parse_options(int argc, char** argv, ValidateOptions& o) {
+  po::options_description opts("twinps tune --validate options");
+  opts.add_options()("help,h", "show this help")
+      ("validate", "compare predictions with real runs (this mode)")
+      ("model", po::value(&o.model_paths)->composing(), "a synthetic model file (repeatable): its own small grid")
+      ("profile", po::value(&o.profile_path), "a CostProfile (default: run `twinps calibrate` first)")
+      ("data-plane", po::value(&o.data_plane)->notifier(one_of_data_planes()),
+       "the real runs' plane, as `twinps serve --data-plane`; with --profile it must be the profile's own "
+       "(the default), without it `twinps calibrate` measures over it (default: tcp)")
+      ("quick", "two configurations of the first model (for tests)")
+      ("csv", po::value(&o.csv_path), "also write the table as CSV")
+      ("save-runs", po::value(&o.save_runs_path), "also write the real runs to this file, for --runs")
+      ("runs", po::value(&o.runs_path),
+       "predict the runs a --save-runs wrote instead of running any (needs --profile; the grid, plane and "
+       "measurements are the file's)")
+      ("data-dir", po::value(&o.data_dir),
+       "where the default models are (a directory holding scenarios/models/; default: $TWINPS_DATA_DIR, then "
+       "share/twinps beside the binary)")
+      ("seconds", value_or(&o.seconds, 2.0)->notifier(in_range(1e-3, 600.0)), "wall seconds each real run measures, about")
+      ("rounds", value_or(&o.rounds, 1)->notifier(in_range(1, 100)),
+       "run the whole grid this many times, one configuration after another, and take each one's median: a "
+       "burst of load from elsewhere then spoils one round of a configuration, not its result; the spread is "
+       "the noise column")
+      ("timing-only", "predict timing-only, as `twinps tune` sweeps (default: numeric, the real runs' very steps)")
+      ("dedicated-hosts", "predict as if every task had a host of its own (not this machine)")
+      ("max-variable-mib", value_or(&o.max_variable_mib, 32.0)->notifier(positive()),
+       "give larger variables fewer rows (real runs and predictions alike)");
+  po::variables_map vm;
+  if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
+  o.quick = vm.count("quick") > 0;
+  o.timing_only = vm.count("timing-only") > 0;
+  o.dedicated_hosts = vm.count("dedicated-hosts") > 0;
+  if (!o.runs_path.empty()) {
+    // The file says what ran and how: flags about running have nothing to act on.
+    for (const char* flag : {"model", "quick", "seconds", "rounds", "max-variable-mib", "save-runs", "data-plane"})
+      if (vm.count(flag) && !vm[flag].defaulted()) {
+        std::fprintf(stderr, "twinps tune --validate: --%s: --runs predicts runs already made; the file says what "
+                     "ran\n", flag);
+        return kExitBadInput;
+      }
+    if (o.profile_path.empty()) {
+      std::fprintf(stderr, "twinps tune --validate: --runs needs --profile: the prices to predict the runs with\n");
+      return kExitBadInput;
+    }
+  }
+  return -1;
+}
+
+// The measurement and the profile, from a saved file (--runs) or by
+// calibrating (without --profile) and running the grid. A return >= 0 is
+// the exit code.
+int obtain_measurement(const ValidateOptions& o, const std::string& work_dir, Measurement& m,
+                       scenario::CostProfile& profile) {
+  if (!o.runs_path.empty()) {
+    auto loaded = load_measurement(o.runs_path);
+    for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
+    if (!loaded.ok()) return kExitBadInput;
+    m = std::move(loaded.measurement);
+    auto p = load_profile(o, m.data_plane, "--runs " + o.runs_path + ": measured over", "");
+    if (!p) return kExitBadInput;
+    profile = *p;
+    std::printf("runs of %s (%s)\n", o.runs_path.c_str(), m.measured_on.c_str());
+    return -1;
+  }
+  auto models = load_models(o);
+  if (!models) return kExitBadInput;
+  if (!o.profile_path.empty()) {
+    auto p = load_profile(o, o.data_plane, "--data-plane", " or leave --data-plane out");
+    if (!p) return kExitBadInput;
+    profile = *p;
+  }
+  auto planned = plan_grid(o, *models);
+  if (!planned.ok()) {
+    std::fprintf(stderr, "twinps tune --validate: %s\n", describe(planned.status()).c_str());
+    return kExitBadInput;
+  }
+  m = std::move(*planned);
+  m.data_plane = o.data_plane.empty() ? profile.data_plane() : o.data_plane;  // a calibration's own default
+  m.online_cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  m.measured_on = describe_machine();
+  if (o.profile_path.empty()) {
+    std::fprintf(stderr, "twinps tune --validate: calibrating ...\n");
+    CalibrationOptions co;
+    co.work_dir = work_dir;
+    co.max_bytes = o.max_variable_mib * (1 << 20);
+    co.data_plane = m.data_plane;
+    auto c = calibrate(co);
+    if (!c.ok()) {
+      std::fprintf(stderr, "twinps tune --validate: calibration failed: %s\n", describe(c.status()).c_str());
+      return kExitFailed;
+    }
+    profile = c->profile;
+  }
+  std::printf("real runs over data plane %s\n", m.data_plane.c_str());
+  if (Status s = measure(o, work_dir, m); !s.ok()) {
+    std::fprintf(stderr, "twinps tune --validate: real run failed: %s\n", describe(s).c_str());
+    return kExitFailed;
+  }
+  return -1;
+}
+
+// The profile as the predictions use it: every task on one host with this
+// machine's cores (the profile's usable cores, or every core online).
+void place_on_this_machine(const ValidateOptions& o, int online_cores, scenario::CostProfile& profile) {
+  if (!profile.hosts().has_cores() || profile.hosts().cores() <= 0)
+    profile.mutable_hosts()->set_cores(static_cast<double>(online_cores));
+  if (!profile.has_speed())
+    std::fprintf(stderr, "twinps tune --validate: the profile has no `speed` (written before the speed probes): every "
+                 "prediction is at its prices as they are\n");
+  profile.mutable_hosts()->set_placement(o.dedicated_hosts ? scenario::Hosts::ONE_PER_HOST
+                                                           : scenario::Hosts::ONE_HOST);
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(profile, &text);
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::printf("profile: %s\n", text.c_str());
+}
+
+}  // namespace
+
+int run_tune_validate(int argc, char** argv) {
+  ValidateOptions o;
+  if (int rc = parse_options(argc, argv, o); rc >= 0) return rc;
+  std::ofstream csv;
+  if (!o.csv_path.empty()) {
+    csv.open(o.csv_path, std::ios::trunc);
+    if (!csv) {
+      std::fprintf(stderr, "twinps tune --validate: cannot write %s\n", o.csv_path.c_str());
+      return kExitBadInput;
+    }
+  }
+  // Checked before any run: a measurement that cannot be saved is better
+  // refused at once than lost after the runs.
+  if (!o.save_runs_path.empty() && !std::ofstream(o.save_runs_path, std::ios::app)) {
+    std::fprintf(stderr, "twinps tune --validate: --save-runs: cannot write %s\n", o.save_runs_path.c_str());
+    return kExitBadInput;
+  }
+  std::string work_dir;
+  try {
+    work_dir = make_temp_dir("validate");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "twinps tune --validate: %s\n", e.what());
+    return kExitFailed;
+  }
+  Measurement m;
+  scenario::CostProfile profile;
+  // A failed run leaves its logs in work_dir (the message names them).
+  if (int rc = obtain_measurement(o, work_dir, m, profile); rc >= 0) return rc;
+  std::error_code ec;
+  std::filesystem::remove_all(work_dir, ec);
+  int exit_code = kExitOk;
+  if (!o.save_runs_path.empty()) {
+    if (Status s = save_measurement(m, o.save_runs_path); !s.ok()) {
+      std::fprintf(stderr, "twinps tune --validate: --save-runs: %s\n", describe(s).c_str());
+      exit_code = kExitFailed;  // the predictions are still printed
+    } else {
+      std::fprintf(stderr, "twinps tune --validate: runs saved to %s\n", o.save_runs_path.c_str());
+    }
+  }
+  place_on_this_machine(o, m.online_cores, profile);
+  const scenario::MachineSpeed typical = typical_speed(m, profile);
+  std::vector<Row> rows;
+  for (const GridRun& run : m.runs) {
+    auto row = predict_row(run, profile, typical, m.online_cores, o.timing_only);
+    if (!row.ok()) {
+      std::fprintf(stderr, "twinps tune --validate: prediction failed: %s\n", describe(row.status()).c_str());
+      return kExitFailed;
+    }
+    rows.push_back(*row);
+  }
+  print_rows(rows, m.model_names, csv);
+  print_cpu_breakdown(rows, m.model_names);
+  int rounds = 0;
+  for (const GridRun& run : m.runs) rounds = std::max(rounds, static_cast<int>(run.rounds.size()));
+  print_error_summary(rows, rounds);
+  print_shard_picks(rows, m.model_names);
+  return exit_code;
 }
 
 }  // namespace twinps::cli
