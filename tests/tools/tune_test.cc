@@ -103,6 +103,35 @@ TEST(TuneCliTest, AcceptsTheRepositorysModelsAndProfile) {
   }
 }
 
+// Where the tasks run: on one host of one core, four workers' 10 ms steps
+// (the schema's default compute) share that core, so the cluster cannot
+// pass 100 steps/s; with a host each it is not bound by it.
+TEST(TuneCliTest, TasksOnOneHostShareItsCores) {
+  const std::string dir = testing::temp_dir("tune-hosts");
+  const std::string model = write(dir + "/model.textproto", kModel);
+  auto steps_per_second = [&](const std::vector<std::string>& hosts, const std::string& says) {
+    std::vector<std::string> args = {"--model", model, "--workers", "4", "--ps", "1", "--shards", "1",
+                                     "--partitioners", "fixed", "--placements", "round_robin", "--csv",
+                                     dir + "/sweep.csv"};
+    args.insert(args.end(), hosts.begin(), hosts.end());
+    Process p = tune(args);
+    EXPECT_TRUE(p.wait(120s));
+    EXPECT_EQ(p.exit_code(), 0) << p.err();
+    EXPECT_NE(p.out().find("hosts: " + says), std::string::npos) << p.out();
+    const auto csv = lines(dir + "/sweep.csv");
+    return csv.size() == 2 ? std::stod(split(csv[1])[4]) : 0.0;
+  };
+  const double dedicated = steps_per_second({}, "a host for every task, a core for every thread");
+  const double one_core = steps_per_second({"--hosts", "one", "--cores", "1"}, "every task on one host of 1 core");
+  const double packed =
+      steps_per_second({"--hosts", "bin-pack:2", "--cores", "2"}, "hosts bin-packed 2 tasks each, 2 cores");
+  EXPECT_GT(dedicated, 200);
+  EXPECT_LE(one_core, 100 * 1.001);  // one core, 10 ms of it per step
+  EXPECT_GT(one_core, 90);           // and kept busy: little else runs on it
+  // Two tasks a host with two cores each: no task waits for a core.
+  EXPECT_NEAR(packed, dedicated, dedicated * 0.01);
+}
+
 TEST(TuneCliTest, BadInputExitsTwoNamingTheProblem) {
   const std::string dir = testing::temp_dir("tune-bad");
   const std::string model = write(dir + "/model.textproto", kModel);
@@ -130,6 +159,10 @@ TEST(TuneCliTest, BadInputExitsTwoNamingTheProblem) {
       {{"--model", model, "--workers", "4", "--tolerance", "1.5"}, "--tolerance must be in [0, 1)"},
       {{"--model", model, "--workers", "4", "--csv", dir + "/no/such/dir/x.csv"}, "--csv: cannot write"},
       {{"--model", model, "--workers", "4", "--frobnicate"}, "unrecognised option '--frobnicate'"},
+      {{"--model", model, "--workers", "4", "--hosts", "cloud"},
+       "--hosts: \"cloud\" is not dedicated, one, bin-pack:N or spread:N"},
+      {{"--model", model, "--workers", "4", "--hosts", "spread:0"}, "--hosts: \"0\" is not a whole number"},
+      {{"--model", model, "--workers", "4", "--cores", "0"}, "--cores must be positive"},
   };
   for (const auto& c : cases) {
     std::string what;

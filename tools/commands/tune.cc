@@ -33,7 +33,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: twinps tune --model FILE --workers N [--ps 1,2,4,8] [--shards 1,2,4,8,16]\n"
     "                   [--partitioners fixed,min_size,max_size] [--placements round_robin,auto]\n"
-    "                   [--profile FILE] [--bandwidth-gbps G]\n"
+    "                   [--profile FILE] [--bandwidth-gbps G] [--hosts H] [--cores C]\n"
     "                   [--seed S] [--tolerance F] [--csv FILE] [--top K]\n"
     "       twinps tune --validate [options]   (twinps tune --validate --help)\n"
     "\n"
@@ -63,6 +63,13 @@ constexpr char kUsage[] =
     "links, 10 ms steps, 20 us + 0.2 us/KiB per ps request). Each configuration warms up\n"
     "with 2 closures per worker and measures up to 20 per worker, fewer for large\n"
     "clusters (at least 4 per worker), to bound the sweep's time.\n"
+    "\n"
+    "Where the tasks run: --hosts dedicated (a host each, the default unless the profile says\n"
+    "otherwise), one (every task on one host: this machine, as `tune --validate` predicts it),\n"
+    "bin-pack:N (hosts filled N tasks at a time, as Kubernetes bin-packs pods onto nodes) or\n"
+    "spread:N (as many hosts as N tasks a host needs, tasks dealt round robin, as its default\n"
+    "scoring spreads them). --cores C gives each host C cores (a profile from `twinps calibrate`\n"
+    "has this machine's); tasks on one host share its cores.\n"
     "\n"
     "A relative --model or --profile path that does not exist from the current directory is\n"
     "looked up in $TWINPS_DATA_DIR and in share/twinps beside the binary, where the repository's\n"
@@ -130,6 +137,37 @@ bool parse_kinds(const std::string& text, std::vector<sim::PartitionerKind>& out
     return false;
   }
   return true;
+}
+
+// "dedicated", "one", "bin-pack:N" or "spread:N" into `hosts`.
+bool parse_hosts(const std::string& text, scenario::Hosts& hosts) {
+  const auto colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  if (colon == std::string::npos && (kind == "dedicated" || kind == "one")) {
+    hosts.set_placement(kind == "one" ? scenario::Hosts::ONE_HOST : scenario::Hosts::ONE_PER_HOST);
+    return true;
+  }
+  if (colon != std::string::npos && (kind == "bin-pack" || kind == "spread")) {
+    std::vector<int> per_host;
+    if (!parse_list("hosts", text.substr(colon + 1), per_host) || per_host.size() != 1) return false;
+    hosts.set_placement(kind == "bin-pack" ? scenario::Hosts::BIN_PACK : scenario::Hosts::SPREAD);
+    hosts.set_tasks_per_host(per_host[0]);
+    return true;
+  }
+  std::fprintf(stderr, "twinps tune: --hosts: \"%s\" is not dedicated, one, bin-pack:N or spread:N\n", text.c_str());
+  return false;
+}
+
+// "every task on one host of 2 cores", for the costs line.
+std::string hosts_string(const scenario::Hosts& h) {
+  const std::string cores =
+      h.cores() > 0 ? format("%g core%s", h.cores(), h.cores() == 1 ? "" : "s") : std::string("a core for every thread");
+  switch (h.placement()) {
+    case scenario::Hosts::ONE_HOST: return "every task on one host of " + cores;
+    case scenario::Hosts::BIN_PACK: return format("hosts bin-packed %d tasks each, ", h.tasks_per_host()) + cores;
+    case scenario::Hosts::SPREAD: return format("tasks spread %d to a host, ", h.tasks_per_host()) + cores;
+    default: return "a host for every task, " + cores;
+  }
 }
 
 std::string bytes_string(double b) {
@@ -207,9 +245,10 @@ int run_tune(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--validate") return run_tune_validate(argc, argv);
   std::string model_path, profile_path, ps_list = "1,2,4,8", shard_list = "1,2,4,8,16",
-                                        kinds = "fixed,min_size,max_size", placements = "round_robin,auto", csv_path;
+                                        kinds = "fixed,min_size,max_size", placements = "round_robin,auto", csv_path,
+                                        hosts;
   sim::SweepRequest req;
-  double bandwidth_gbps = 0;
+  double bandwidth_gbps = 0, cores = 0;
   int top = 10;
   po::options_description opts("twinps tune options");
   opts.add_options()("help,h", "show this help")
@@ -225,6 +264,9 @@ int run_tune(int argc, char** argv) {
        "placements to try: round_robin (TensorFlow's, in creation order), auto (balanced by expected work per step)")
       ("profile", po::value(&profile_path), "costs: a CostProfile text file; absent: the schema's defaults")
       ("bandwidth-gbps", po::value(&bandwidth_gbps)->notifier(positive()), "host link bandwidth, overriding the profile's")
+      ("hosts", po::value(&hosts),
+       "where the tasks run: dedicated, one, bin-pack:N or spread:N (tasks per host), overriding the profile's")
+      ("cores", po::value(&cores)->notifier(positive()), "cores per host, overriding the profile's")
       ("seed", value_or(&req.seed, req.seed), "seed of every simulated run")
       ("tolerance", value_or(&req.tolerance, req.tolerance)->notifier([](double v) {
          if (!(v >= 0 && v < 1)) throw BadValue("must be in [0, 1) (got " + shown(v) + ")");
@@ -269,6 +311,8 @@ int run_tune(int argc, char** argv) {
     req.profile.mutable_network()->set_host_bandwidth_gbps(bandwidth_gbps);
     costs += format(", host links at %g Gb/s", bandwidth_gbps);
   }
+  if (!hosts.empty() && !parse_hosts(hosts, *req.profile.mutable_hosts())) return kExitBadInput;
+  if (vm.count("cores")) req.profile.mutable_hosts()->set_cores(cores);
   // Opened before the sweep: a bad path fails at once, not after a minute.
   std::ofstream csv;
   if (!csv_path.empty()) {
@@ -279,9 +323,10 @@ int run_tune(int argc, char** argv) {
     }
   }
 
-  std::printf("model: %s (%s%d variables, batch %d); %d workers\ncosts: %s\n\n", model_path.c_str(),
+  std::printf("model: %s (%s%d variables, batch %d); %d workers\ncosts: %s\nhosts: %s\n\n", model_path.c_str(),
               model.from_spec ? format("model spec, %.3g GFLOP per step, ", req.model.step_gflops()).c_str() : "",
-              req.model.variable_size(), req.model.batch_size(), req.workers, costs.c_str());
+              req.model.variable_size(), req.model.batch_size(), req.workers, costs.c_str(),
+              hosts_string(req.profile.hosts()).c_str());
   std::fflush(stdout);
   const bool tty = ::isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
