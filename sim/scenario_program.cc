@@ -238,7 +238,7 @@ Task<void> ScenarioProgram::run_action(ClusterCoordinator& c, Executor& ex, Task
       ParameterClient client = c.parameter_client();
       ParameterClient::PushBatch push;
       push.assign(*c.variables().find(kInfiniteFlagVar), Matrix::Constant(1, 1, a.set_infinite_step() ? 1.0f : 0.0f));
-      rec.status = co_await client.push(push);
+      rec.status = co_await client.push(std::move(push));
       break;
     }
     case scenario::Action::kTrain: {

@@ -396,14 +396,14 @@ Task<StatusOr<double>> CompiledModel::run_train_steps(StepContext& ctx, data::Re
     if (add_to_push) add_to_push(i, push);
 
     if (i + 1 == steps) {
-      Status pushed = co_await ctx.ps().push(push);
+      Status pushed = co_await ctx.ps().push(std::move(push));
       if (!pushed.ok()) co_return pushed;
       break;
     }
     batch = next_batch();
     if (!batch.ok()) co_return batch.status();
     reads = reads_for(*graph_, vars->params, batch->lookups);
-    pulled = co_await ctx.ps().push_pull(push, reads.pull);
+    pulled = co_await ctx.ps().push_pull(std::move(push), reads.pull);
     if (!pulled.ok()) co_return pulled.status();
   }
   co_return loss;
@@ -436,7 +436,7 @@ Task<StatusOr<double>> CompiledModel::run_eval_step(StepContext& ctx, data::Reco
   ParameterClient::PushBatch push;
   std::vector<Matrix> deltas = metric_deltas(logits, features->labels, l.loss);
   for (std::size_t m = 0; m < deltas.size(); ++m) push.add(*vars->metrics[m], std::move(deltas[m]));
-  Status pushed = co_await ctx.ps().push(push);
+  Status pushed = co_await ctx.ps().push(std::move(push));
   if (!pushed.ok()) co_return pushed;
   co_return l.loss;
 }
@@ -571,7 +571,7 @@ Task<Status> CompiledModel::reset_metrics(ParameterClient& ps, const VariableDir
     if (!v) co_return absl::InvalidArgumentError("no metric variable \"" + name + "\" was created");
     push.assign(*v, Matrix::Zero(v->rows(), v->cols()));
   }
-  co_return co_await ps.push(push);
+  co_return co_await ps.push(std::move(push));
 }
 
 Task<StatusOr<MetricValues>> CompiledModel::read_metrics(ParameterClient& ps, const VariableDirectory& variables,

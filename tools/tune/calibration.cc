@@ -194,31 +194,45 @@ class Caller {
     if (!r) return absl::DeadlineExceededError("a pull got no answer");
     return r->status();
   }
-  Status push(const ParameterClient::PushBatch& batch) {
-    auto r = block_on(ex_, client_->push(batch));
+  // A push takes its batch, as a worker gives up its gradients: timed with
+  // a copy made by `measure`'s `prepare`, outside the caller's CPU.
+  Status push(ParameterClient::PushBatch batch) {
+    auto r = block_on(ex_, client_->push(std::move(batch)));
     if (!r) return absl::DeadlineExceededError("a push got no answer");
     return *r;
   }
 
   // Times `call` (against ps `ps`): `repeats` batches of about
-  // `seconds_per_batch`; per call, the median of the batches.
-  StatusOr<CallCost> measure(const std::string& name, int ps, const std::function<Status()>& call) {
-    for (int i = 0; i < 3; ++i)  // connections, first-touch allocations
+  // `seconds_per_batch`; per call, the median of the batches. `prepare`, if
+  // given, runs before each call and its CPU is not the caller's (a copy of
+  // a batch a push then takes).
+  StatusOr<CallCost> measure(const std::string& name, int ps, const std::function<Status()>& call,
+                             const std::function<void()>& prepare) {
+    for (int i = 0; i < 3; ++i) {  // connections, first-touch allocations
+      if (prepare) prepare();
       if (Status s = call(); !s.ok()) return s;
+    }
     const int pid = cluster_.pid(TaskId::ps(ps));
     std::vector<double> callers, pss, rtts;
     for (int b = 0; b < o_.repeats; ++b) {
       std::vector<double> batch;
+      double prepared_cpu = 0;
       const double ps0 = process_cpu_seconds(pid), me0 = thread_cpu_seconds();
       const auto t0 = Clock::now();
       while (batch.size() < 5 || seconds_since(t0) < o_.seconds_per_batch) {
+        if (prepare) {
+          const double p0 = thread_cpu_seconds();
+          prepare();
+          prepared_cpu += thread_cpu_seconds() - p0;
+        }
         const auto c0 = Clock::now();
         if (Status s = call(); !s.ok()) return s;
         batch.push_back(seconds_since(c0));
       }
       const double elapsed = seconds_since(t0);
       const double n = static_cast<double>(batch.size());
-      callers.push_back((thread_cpu_seconds() - me0) / n);
+      callers.push_back((thread_cpu_seconds() - me0 - prepared_cpu) / n);
+      // The ps's idle CPU over the whole window, prepare's time included.
       pss.push_back(std::max(0.0, process_cpu_seconds(pid) - ps0 - ps_idle_per_s_[static_cast<std::size_t>(ps)] * elapsed) / n);
       rtts.push_back(median(batch));
     }
@@ -386,8 +400,9 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   };
   std::string table_text = "calls over data plane " + o.data_plane +
                            " (a ParameterClient in this process, as a worker, one call at a time):\n";
-  auto run = [&](const std::string& name, int ps, std::function<Status()> call) -> StatusOr<CallCost> {
-    auto c = caller.measure(name, ps, call);
+  auto run = [&](const std::string& name, int ps, std::function<Status()> call,
+                 std::function<void()> prepare = {}) -> StatusOr<CallCost> {
+    auto c = caller.measure(name, ps, call, prepare);
     if (c.ok())
       table_text += format("  %-32s caller %9.1f us  ps %9.1f us  round trip %9.1f us\n", name.c_str(),
                            c->caller_s * 1e6, c->ps_s * 1e6, c->rtt_s * 1e6);
@@ -428,8 +443,9 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
       for (int k = 0; k < 4; ++k) {
         if (k > 0 && sizes[i] < kApplyFromBytes) continue;
         const auto sb = push_dense(k == 0 ? dense[i] : dense_by_optimizer[static_cast<std::size_t>(k)][i]);
+        ParameterClient::PushBatch next;
         auto pushed = run(format("push dense %.0f KiB (%s)%s", kib, optimizer_name(kinds[k]).c_str(), again.c_str()),
-                          k, [&] { return caller.push(sb); });
+                          k, [&] { return caller.push(std::move(next)); }, [&] { next = sb; });
         if (!pushed.ok()) return pushed.status();
         push_passes[static_cast<std::size_t>(k)][i].push_back(*pushed);
       }
@@ -515,6 +531,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
       // price describes (docs/fidelity.md).
       for (int k = 0; k < 3; ++k) {
         std::vector<ParameterClient::PushBatch> pushes_by_id;
+        ParameterClient::PushBatch next;
         for (const RowIds& ids : sets.ids) {
           ParameterClient::PushBatch b;
           b.gradient_rows(t.by_optimizer[static_cast<std::size_t>(k)], ids,
@@ -524,7 +541,8 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
         next_set = 0;
         auto pushed = run(format("push %.0f rows of %lld floats (%s)", n, static_cast<long long>(t.width),
                                  optimizer_name(kinds[k]).c_str()),
-                          k, [&] { return caller.push(pushes_by_id[next_set++ % pushes_by_id.size()]); });
+                          k, [&] { return caller.push(std::move(next)); },
+                          [&] { next = pushes_by_id[next_set++ % pushes_by_id.size()]; });
         if (!pushed.ok()) return pushed.status();
         // The simulator charges the dense apply on a push's bytes (values and
         // ids) as well: what is left per row is the scatter's own.

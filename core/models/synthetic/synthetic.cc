@@ -385,7 +385,7 @@ Task<Status> Workload::step(StepContext& ctx, const std::vector<std::int64_t>& e
     for (std::int64_t id : examples) delta(id, 0) += 1;
     push.add(**visits, std::move(delta));
   }
-  co_return co_await ctx.ps().push(push);
+  co_return co_await ctx.ps().push(std::move(push));
 }
 
 }  // namespace twinps::synthetic
