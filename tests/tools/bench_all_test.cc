@@ -3,12 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <regex>
 #include <string>
 
 #include "tests/tools/process.h"
+#include "tests/tools/read_file.h"
 
 namespace twinps {
 namespace {
@@ -17,18 +17,13 @@ using namespace std::chrono_literals;
 using testing::Process;
 using testing::twinps;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 TEST(BenchAllTest, QuickRunReportsFiguresBesideTheMachinesLimits) {
   const std::string dir = testing::temp_dir("bench_all");
   const std::string report = dir + "/report.md";
   Process p = twinps({"bench", "all", "--quick", "--repeats", "1", "--window", "0.2", "--report", report});
   ASSERT_TRUE(p.wait(300s)) << "bench all did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
-  const std::string md = read_file(report);
+  const std::string md = testing::read_file(report);
   EXPECT_NE(md.find("| figure | value | held against | ratio |"), std::string::npos) << md;
   // The limits, measured in this run, as positive rates.
   for (const char* limit : {"machine: one loopback TCP stream, 64 MiB \\| ", "machine: one Unix socket stream, 64 MiB \\| ",

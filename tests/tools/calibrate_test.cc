@@ -12,6 +12,7 @@
 
 #include "sim/scenario_loader.h"
 #include "tests/tools/process.h"
+#include "tests/tools/read_file.h"
 
 namespace twinps {
 namespace {
@@ -93,13 +94,11 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_TRUE(positive_finite(profile.speed().row_us()));
   EXPECT_GE(profile.speed().together_slowdown(), 1);
   // The comment header says how each value was measured.
-  std::ifstream in(out);
-  std::stringstream text;
-  text << in.rdbuf();
-  EXPECT_EQ(text.str().rfind("# CostProfile", 0), 0u) << text.str();
-  EXPECT_NE(text.str().find("apply per KiB pushed"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("loopback latency"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("both ends at once"), std::string::npos) << text.str();
+  const std::string text = testing::read_file(out);
+  EXPECT_EQ(text.rfind("# CostProfile", 0), 0u) << text;
+  EXPECT_NE(text.find("apply per KiB pushed"), std::string::npos) << text;
+  EXPECT_NE(text.find("loopback latency"), std::string::npos) << text;
+  EXPECT_NE(text.find("both ends at once"), std::string::npos) << text;
 }
 
 TEST(CalibrateTest, BadInputExitsTwo) {
@@ -194,13 +193,6 @@ TEST(TuneValidateTest, BadInputExitsTwo) {
   }
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The column of a CSV (header included), one cell per line.
 std::vector<std::string> csv_column(const std::string& csv, std::size_t column) {
   std::vector<std::string> out;
@@ -234,9 +226,9 @@ TEST(TuneValidateTest, SavedRunsArePredictedAgainWithoutRunning) {
   ASSERT_EQ(again.exit_code(), 0) << again.err();
   EXPECT_EQ(again.err().find("real run"), std::string::npos) << again.err();  // nothing ran
   EXPECT_NE(again.out().find("runs of " + runs), std::string::npos) << again.out();
-  const std::string live = slurp(dir + "/live.csv");
+  const std::string live = testing::read_file(dir + "/live.csv");
   ASSERT_EQ(csv_column(live, 0).size(), 3u) << live;  // the header and two configurations
-  EXPECT_EQ(slurp(dir + "/again.csv"), live);
+  EXPECT_EQ(testing::read_file(dir + "/again.csv"), live);
   // The same shard-pick line, from the same numbers.
   const auto pick_line = [](const std::string& out) { return out.substr(out.find("simulation picks")); };
   EXPECT_EQ(pick_line(again.out()), pick_line(p.out()));
@@ -248,7 +240,7 @@ TEST(TuneValidateTest, SavedRunsArePredictedAgainWithoutRunning) {
                            "--csv", dir + "/dear.csv"});
   ASSERT_TRUE(priced.wait(60s));
   ASSERT_EQ(priced.exit_code(), 0) << priced.err();
-  const std::string dearer = slurp(dir + "/dear.csv");
+  const std::string dearer = testing::read_file(dir + "/dear.csv");
   EXPECT_EQ(csv_column(dearer, 9), csv_column(live, 9));  // measured steps/s
   const auto cheap_predicted = csv_column(live, 8), dear_predicted = csv_column(dearer, 8);
   ASSERT_EQ(dear_predicted.size(), 3u);

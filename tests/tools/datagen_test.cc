@@ -4,12 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/tools/process.h"
+#include "tests/tools/read_file.h"
 
 namespace twinps {
 namespace {
@@ -19,13 +18,6 @@ using testing::Process;
 
 using testing::twinps;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(DatagenTest, CtrWritesTheLogAndTheHiddenAuc) {
   const std::string dir = testing::temp_dir("datagen");
   for (const std::string& out : {dir + "/a", dir + "/b"}) {
@@ -33,7 +25,7 @@ TEST(DatagenTest, CtrWritesTheLogAndTheHiddenAuc) {
                         "--max-vocabulary", "1000"});
     ASSERT_TRUE(p.wait(120s));
     ASSERT_EQ(p.exit_code(), 0) << p.err();
-    auto json = nlohmann::json::parse(slurp(out + "/hidden_model.json"));
+    auto json = nlohmann::json::parse(testing::read_file(out + "/hidden_model.json"));
     char line[64];
     std::snprintf(line, sizeof line, "hidden model test auc: %.4f", json["hidden_test_auc"].get<double>());
     EXPECT_NE(p.out().find(line), std::string::npos) << p.out();
@@ -43,7 +35,7 @@ TEST(DatagenTest, CtrWritesTheLogAndTheHiddenAuc) {
   for (const std::string f : {"train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord",
                               "test-00000-of-00001.tfrecord"}) {
     EXPECT_TRUE(std::filesystem::file_size(dir + "/a/" + f) > 0) << f;
-    EXPECT_TRUE(slurp(dir + "/a/" + f) == slurp(dir + "/b/" + f)) << f << " differs between runs with one seed";
+    EXPECT_TRUE(testing::read_file(dir + "/a/" + f) == testing::read_file(dir + "/b/" + f)) << f << " differs between runs with one seed";
   }
   std::filesystem::remove_all(dir);
 }

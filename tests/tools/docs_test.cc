@@ -6,26 +6,18 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "tests/sim/test_paths.h"
+#include "tests/tools/read_file.h"
 
 namespace twinps {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The repository's own text files: sources, scenarios, documents, notebooks
 // and scripts; never build trees or version control.
@@ -48,7 +40,7 @@ std::vector<fs::path> repository_files() {
 
 // Ids defined in docs/semantics.md: "**C5** —" paragraphs and "| S33 |" table rows.
 std::set<std::string> defined_ids() {
-  const std::string text = slurp(sim::testing::source_dir() / "docs" / "semantics.md");
+  const std::string text = testing::read_file(sim::testing::source_dir() / "docs" / "semantics.md");
   std::set<std::string> ids;
   static const std::regex kParagraph(R"(^\*\*([CERWPVAL][0-9]{1,2})\*\* —)", std::regex::multiline);
   static const std::regex kRow(R"(^\| (S[0-9]{1,2}) \|)", std::regex::multiline);
@@ -100,7 +92,7 @@ TEST(DocsTest, EveryCitedStatementIdIsDefinedInSemantics) {
   const auto ids = defined_ids();
   ASSERT_GT(ids.size(), 100u) << "docs/semantics.md could not be read";
   for (const auto& file : repository_files()) {
-    const std::string text = slurp(file);
+    const std::string text = testing::read_file(file);
     for (const auto& [id, at] : undefined_citations(text, ids)) {
       const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
       ADD_FAILURE() << fs::relative(file, sim::testing::source_dir()).string() << ":" << line << " cites " << id
@@ -111,7 +103,7 @@ TEST(DocsTest, EveryCitedStatementIdIsDefinedInSemantics) {
 
 TEST(DocsTest, NothingPointsOutsideTheRepository) {
   for (const auto& file : repository_files()) {
-    const std::string text = slurp(file);
+    const std::string text = testing::read_file(file);
     static const std::string kOutside = std::string("..") + "/shared";  // spelt so this file does not match
     const auto at = text.find(kOutside);
     if (at == std::string::npos) continue;
@@ -125,7 +117,7 @@ TEST(DocsTest, TheReadmeCountsTheScenariosThatExist) {
   const fs::path root = sim::testing::source_dir();
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(root / "scenarios")) files += e.path().extension() == ".textproto";
-  const std::string readme = slurp(root / "README.md");
+  const std::string readme = testing::read_file(root / "README.md");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(readme, m, std::regex(R"(`scenarios/` holds (\d+))")))
       << "README.md no longer says how many scenarios scenarios/ holds";

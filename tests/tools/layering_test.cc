@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/sim/test_paths.h"
+#include "tests/tools/read_file.h"
 
 namespace twinps {
 namespace {
@@ -88,13 +88,6 @@ std::vector<Violation> check_source(const std::string& file, const std::string& 
   return out;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(LayeringTest, CoreNamesNoSimNetThreadsClocksOrRandom) {
   const fs::path core = sim::testing::source_dir() / "core";
   int files = 0;
@@ -103,7 +96,7 @@ TEST(LayeringTest, CoreNamesNoSimNetThreadsClocksOrRandom) {
     const auto ext = e.path().extension();
     if (!e.is_regular_file() || (ext != ".cc" && ext != ".h" && ext != ".in")) continue;
     ++files;
-    for (auto& v : check_source(fs::relative(e.path(), core.parent_path()).string(), slurp(e.path()), core))
+    for (auto& v : check_source(fs::relative(e.path(), core.parent_path()).string(), testing::read_file(e.path()), core))
       all.push_back(std::move(v));
   }
   EXPECT_GT(files, 50) << "core/ was not found at " << core;

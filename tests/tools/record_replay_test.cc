@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -24,6 +23,7 @@
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 #include "tests/sim/test_paths.h"
 #include "tests/tools/process.h"
+#include "tests/tools/read_file.h"
 
 namespace twinps {
 namespace {
@@ -51,13 +51,6 @@ CliRun twinps_run(const std::vector<std::string>& args) {
 
 std::string testdata(const std::string& file) {
   return (sim::testing::source_dir() / "tests" / "tools" / "testdata" / file).string();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Each expectation line of a run's output ("  ok    stat RETRIED >= 1  (observed: 1)"): its mark and what it checks.
@@ -103,7 +96,7 @@ TEST(RecordReplayTest, AKilledAndAHungWorkerRecordedFromARealRunReplayWithTheSam
   ASSERT_EQ(real.exit_code, 0) << real.out << real.err;
   EXPECT_EQ(summary_value(real.out, "worker failures / recoveries"), "2 / 2") << real.out;
   ASSERT_TRUE(std::filesystem::exists(recorded_path)) << real.out;
-  const std::string text = read_file(recorded_path);
+  const std::string text = testing::read_file(recorded_path);
 
   // A scenario file the loader reads (comments included).
   scenario::Scenario recorded;
@@ -187,7 +180,7 @@ TEST(RecordReplayTest, ATrainRunRecordsAScenarioTheSimulatorReplays) {
   const CliRun train = twinps_run({"train", "--in-process", "--record-faults", path});
   ASSERT_EQ(train.exit_code, 0) << train.out << train.err;
   EXPECT_NE(train.out.find("no failure observed"), std::string::npos) << train.out;
-  const std::string text = read_file(path);
+  const std::string text = testing::read_file(path);
   scenario::Scenario recorded;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &recorded)) << text;
   EXPECT_TRUE(recorded.has_tutorial()) << text;
