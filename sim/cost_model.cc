@@ -77,6 +77,12 @@ Duration SimCostModel::compute(const TaskId& task, const ComputeCost& cost) {
   return from_seconds(seconds * factor(task.index));
 }
 
+Duration SimCostModel::copy(const TaskId& task, double bytes) {
+  (void)task;
+  if (!hosts_ || copy_curve_.empty()) return 0;
+  return static_cast<Duration>(std::llround(curve_cost(copy_curve_, bytes)));
+}
+
 void SimCostModel::run(const TaskId& task, Duration work, Callback done) {
   hosts_->run(hosts_->slot(task), work, std::move(done));
 }

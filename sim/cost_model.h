@@ -12,6 +12,7 @@
 
 #include "core/runtime/cost_model.h"
 #include "core/runtime/random.h"
+#include "sim/cost_curve.h"
 
 namespace twinps::sim {
 
@@ -49,6 +50,11 @@ class SimCostModel final : public CostModel {
   // A step that lists its kernels is charged their prices instead of per_gflop_s
   // (a kind without a price: per_gflop_s on its flops).
   void set_kernel_price(const std::string& kind, KernelPrice price) { kernels_[kind] = price; }
+  // The price of a worker's copies between a variable's value and its
+  // shards, a curve over the variable's bytes in ns (MessageCosts.
+  // data_assembly). Charged on hosts only, as a message's CPU is.
+  void set_copy_curve(CostCurve curve) { copy_curve_ = std::move(curve); }
+  Duration copy(const TaskId& task, double bytes) override;
   // Compute runs on the worker's host cores (shared with its other tasks).
   void set_hosts(HostModel* hosts) { hosts_ = hosts; }
   bool shares_cpu() const override { return hosts_ != nullptr; }
@@ -72,6 +78,7 @@ class SimCostModel final : public CostModel {
   std::vector<std::vector<double>> active_;        // per worker: straggler faults now active
   RandomStream root_;
   std::map<std::string, KernelPrice, std::less<>> kernels_;
+  CostCurve copy_curve_;
   HostModel* hosts_ = nullptr;
 };
 

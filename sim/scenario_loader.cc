@@ -462,6 +462,7 @@ void Validator::messages() {
   if (m.has_control_receive()) message_cpu(p(m, "control_receive"), m.control_receive());
   curve(p, m, "data_request_overlap", m.data_request_overlap());
   curve(p, m, "data_reply_overlap", m.data_reply_overlap());
+  curve(p, m, "data_assembly", m.data_assembly());
 }
 
 void Validator::coordinator() {

@@ -40,6 +40,16 @@ class CostModel {
   // How long `task` takes for `cost` starting now; 0 for no delay.
   virtual Duration compute(const TaskId& task, const ComputeCost& cost) = 0;
 
+  // How long `task` takes to copy a dense variable of `bytes` between its one
+  // value and its shards: a worker assembles a read of several shards into
+  // one matrix, and cuts a write into them (a one-shard variable moves, at no
+  // cost). Charged apart from compute(): no step-time draw, no straggler
+  // factor. 0 for no delay.
+  virtual Duration copy(const TaskId& task, double bytes) {
+    (void)task, (void)bytes;
+    return 0;
+  }
+
   // Whether computing is CPU work on cores that other work shares (the
   // simulator's hosts): its duration then depends on what else runs, and
   // run() carries it out instead of a sleep.

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "core/runtime/modelled_work.h"
 #include "core/variables/sharded_variable.h"
 
 namespace twinps {
@@ -65,6 +66,33 @@ void ParameterClient::PushBatch::assign(const VariableLayout& v, Matrix new_valu
 }
 void ParameterClient::PushBatch::add_counter(const VariableLayout& v, std::int64_t delta) {
   writes_.push_back(Write{&v, Update::Op::kAdd, false, {}, Matrix(), delta});
+}
+
+namespace {
+double dense_bytes(const VariableLayout& v) {
+  return static_cast<double>(v.rows()) * static_cast<double>(v.cols()) * sizeof(Matrix::Scalar);
+}
+}  // namespace
+
+// A meta variable's copies count too: the simulator stands in for a run
+// with real values, which makes them.
+double ParameterClient::assembled_bytes(const PullBatch& batch) {
+  double bytes = 0;
+  for (const auto& read : batch.reads_)
+    if (read.kind == PullBatch::Read::Kind::kDense && read.var->shards.size() > 1) bytes += dense_bytes(*read.var);
+  return bytes;
+}
+
+double ParameterClient::split_bytes(const PushBatch& batch) {
+  double bytes = 0;
+  for (const auto& w : batch.writes_)
+    if (!w.sparse && w.var->kind != VariableKind::kCounter && w.var->shards.size() > 1) bytes += dense_bytes(*w.var);
+  return bytes;
+}
+
+Task<void> ParameterClient::spend_on_copies(double bytes) {
+  if (bytes <= 0 || !runtime_.cost) co_return;
+  co_await spend_modelled(runtime_, runtime_.cost->copy(runtime_.self, bytes));
 }
 
 CallOptions ParameterClient::call_options(RequestId id) const {
@@ -270,6 +298,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::pull(const PullBatc
     else if (first_error.ok()) first_error = r.status();
   }
   if (!first_error.ok()) co_return first_error;
+  co_await spend_on_copies(assembled_bytes(batch));
   co_return assemble_reads(batch, *plan, replies);
 }
 
@@ -280,8 +309,10 @@ Task<Status> ParameterClient::push(PushBatch batch) {
 
 Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(PushBatch push_batch,
                                                                        const PullBatch& pull_batch) {
+  const double split = split_bytes(push_batch);
   auto writes = plan_writes(push_batch);
   if (!writes.ok()) co_return writes.status();
+  co_await spend_on_copies(split);
   auto reads = plan_reads(pull_batch);
   if (!reads.ok()) co_return reads.status();
   // One Push per ps touched by either: the ps applies the updates, then serves
@@ -310,6 +341,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(PushBatch
     if (reads->asked.count(ps)) replies.emplace(ps, std::move(r->pulled));
   }
   if (!first_error.ok()) co_return first_error;
+  co_await spend_on_copies(assembled_bytes(pull_batch));
   co_return assemble_reads(pull_batch, *reads, replies);
 }
 

@@ -148,6 +148,12 @@ class ParameterClient {
   StatusOr<std::map<int, PushRequest>> plan_writes(PushBatch& batch);
   static Status plan_meta_write(const PushBatch::Write& w,
                                 const std::function<void(const ShardPlacement&, Update)>& add);
+  // Bytes of the dense reads / whole-variable writes of variables of several
+  // shards, which the worker copies between one matrix and the shards.
+  static double assembled_bytes(const PullBatch& batch);
+  static double split_bytes(const PushBatch& batch);
+  // Those copies' time, when a cost model prices them (the simulator).
+  Task<void> spend_on_copies(double bytes);
   CallOptions call_options(RequestId id = 0) const;
   RequestId next_request_id();
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/messages/messages.h"
+#include "core/runtime/modelled_work.h"
 #include "core/runtime/runtime.h"
 #include "core/runtime/sync.h"
 #include "core/runtime/task.h"
@@ -55,18 +56,9 @@ class StepContext {
   // modelled duration passes on the clock here; on real hardware the work
   // itself took the time and this returns at once.
   Task<void> compute(ComputeCost cost) {
-    if (runtime_.cost) {
-      const Duration d = runtime_.cost->compute(runtime_.self, cost);
-      if (d <= 0) co_return;
-      if (!runtime_.cost->shares_cpu()) {
-        co_await sleep_for(runtime_.executor, d);
-        co_return;
-      }
-      Promise<bool> done(runtime_.executor);
-      auto finished = done.future();
-      runtime_.cost->run(runtime_.self, d, [done]() mutable { done.set(true); });
-      co_await finished;
-    }
+    if (!runtime_.cost) co_return;
+    const Duration d = runtime_.cost->compute(runtime_.self, cost);
+    if (d > 0) co_await spend_modelled(runtime_, d);
   }
   Executor& executor() { return runtime_.executor; }
   TraceSink& trace() { return runtime_.trace; }

@@ -216,6 +216,52 @@ TEST(KernelPriceTest, OperandsBeyondTheCachePayPerGflopPerDoubling) {
   EXPECT_NEAR(step_s("per_gflop_per_doubling_s: 10") - base, 0, 1e-9);
 }
 
+// The median step of one worker training a 256 x 128 variable (128 KiB) in
+// `shards` shards on two ps, every task on one host of 4 cores, with
+// `assembly` as the messages' data_assembly curve.
+double step_with_assembly_s(int shards, const std::string& assembly) {
+  const std::string text = "cluster { workers: 1 ps: 2 }\n"
+                           "model { batch_size: 64 variable { name: \"w\" shape: [256, 128] } partitioner { "
+                           "fixed_shards: " + std::to_string(shards) + " } }\n"
+                           "hosts { placement: ONE_HOST cores: 4 }\n"
+                           "compute { step_time { constant_s: 0.001 } }\n"
+                           "messages { data_send { per_message_us: 5 } " + assembly + " }\n"
+                           "program { schedule { count: 5 } }\n"
+                           "program { join {} }\n";
+  auto parsed = parse_scenario(text, "s.textproto");
+  EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
+  Simulation sim(parsed.scenario);
+  return summarize_steps(sim.run()).p50_s;
+}
+
+// A variable of several shards costs its worker a copy after the pull's
+// replies and one before the push (the curve at its 128 KiB, half way
+// between its points: 300 us each);
+// a variable of one shard moves, and the curve costs it nothing.
+TEST(AssemblyTest, AVariableOfSeveralShardsPaysTheCurveOnItsPullAndItsPush) {
+  const std::string curve = "data_assembly { bytes: 65536 us: 100 } data_assembly { bytes: 196608 us: 500 }";
+  for (int shards : {2, 1}) {
+    const double base = step_with_assembly_s(shards, "");
+    const double charged = step_with_assembly_s(shards, curve);
+    EXPECT_NEAR(charged - base, shards > 1 ? 2 * 300e-6 : 0, 1e-9) << shards << " shards";
+  }
+}
+
+TEST(AssemblyTest, ACurveGoingBackwardsIsAnErrorNamingThePoint) {
+  auto parsed = parse_scenario(
+      "cluster { workers: 1 ps: 1 }\nmodel { variable { name: \"w\" shape: [1] } }\n"
+      "messages { data_assembly { bytes: 4096 us: 1 } data_assembly { bytes: 1024 us: 2 } }\n"
+      "program { schedule { count: 1 } }\n",
+      "s.textproto");
+  ASSERT_EQ(parsed.errors.size(), 1u);
+  EXPECT_NE(parsed.errors.front().to_string().find("s.textproto:3:"), std::string::npos)
+      << parsed.errors.front().to_string();
+  EXPECT_NE(parsed.errors.front().to_string().find("messages.data_assembly[1].bytes: must be positive and above the "
+                                                   "previous point's (got 1024)"),
+            std::string::npos)
+      << parsed.errors.front().to_string();
+}
+
 TEST(KernelPriceTest, ANegativeCacheSizeIsAnErrorNamingTheField) {
   auto parsed = parse_scenario(
       "cluster { workers: 1 ps: 1 }\nmodel { variable { name: \"w\" shape: [1] } }\n"

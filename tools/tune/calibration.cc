@@ -21,6 +21,7 @@
 
 #include "core/models/synthetic/synthetic.h"
 #include "core/runtime/block_on.h"
+#include "core/variables/sharded_variable.h"
 #include "core/worker/parameter_client.h"
 #include "net/grpc_transport.h"
 #include "sim/cost_curve.h"
@@ -721,6 +722,67 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
                     fit[0] * 1e6, fit[1], fit[2], fit[3], fit[4], cache / 1024);
 }
 
+// ---------------------------------------------------------------- assembly
+
+// Thread CPU seconds per call of `copy`, over about `seconds` of calls.
+template <typename Copy>
+double copy_cpu_seconds(double seconds, Copy copy) {
+  int n = 0;
+  double sink = 0;
+  const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
+  while (n < 3 || seconds_since(t0) < seconds) {
+    sink += copy();
+    ++n;
+  }
+  const double t = (thread_cpu_seconds() - cpu0) / n;
+  return std::isfinite(sink) ? t : 0;  // reading the result keeps the copy from being optimised away
+}
+
+// A worker's copies of a dense variable of several shards (MessageCosts.
+// data_assembly), at the calls' sizes up to the largest tensor: a read's two
+// shards concatenated into one matrix, and a gradient cut into two shards,
+// each result freed as a step frees it. The curve is the mean of the two
+// (the simulator charges one price for both). The repeats go round the sizes,
+// as the compute kernels' do, and each size keeps its median.
+void measure_assembly(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
+  constexpr std::int64_t kCols = 16;  // a 64-byte row
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t s = 4096; s < static_cast<std::int64_t>(o.max_bytes); s *= 4) sizes.push_back(s);
+  sizes.push_back(static_cast<std::int64_t>(o.max_bytes));
+  struct Subject {
+    VariableLayout layout;
+    Matrix whole;
+    std::vector<Matrix> shards;
+  };
+  std::vector<Subject> subjects;
+  for (std::int64_t s : sizes) {
+    const std::int64_t rows = std::max<std::int64_t>(2, s / (4 * kCols));
+    Subject subject{VariableLayout{"copy", {rows, kCols}, VariableKind::kTrainable,
+                                   {{1, 0, 0, rows / 2}, {2, 1, rows / 2, rows - rows / 2}}},
+                    Matrix::Constant(rows, kCols, 1e-3f), {}};
+    subject.shards = *split_dense(subject.layout, subject.whole);
+    subjects.push_back(std::move(subject));
+  }
+  std::vector<std::vector<double>> concat(sizes.size()), split(sizes.size());
+  const double seconds = o.seconds_per_batch / 2;
+  for (int b = 0; b < o.repeats; ++b)
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const Subject& s = subjects[i];
+      concat[i].push_back(copy_cpu_seconds(seconds, [&] { return (*concat_shards(s.layout, s.shards))(0, 0); }));
+      split[i].push_back(copy_cpu_seconds(seconds, [&] { return (*split_dense(s.layout, s.whole)).back()(0, 0); }));
+    }
+  *report += "a worker's copies of a variable of two shards (concat_shards of a read, split_dense of a gradient):\n";
+  auto* curve = p.mutable_messages()->mutable_data_assembly();
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const double concat_us = median(concat[i]) * 1e6, split_us = median(split[i]) * 1e6;
+    auto* point = curve->Add();
+    point->set_bytes(4.0 * static_cast<double>(subjects[i].whole.size()));
+    point->set_us((concat_us + split_us) / 2);
+    *report += format("  %8.0f KiB: concat %9.1f us, split %9.1f us\n", point->bytes() / 1024, concat_us, split_us);
+  }
+}
+
 // ---------------------------------------------------------------- control plane
 
 // A real one-worker, one-ps cluster training a one-float model: the
@@ -807,6 +869,7 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   double data_call_caller_us = 0, row_reference_us = 0;
   if (Status s = measure_calls(o, p, &data_call_caller_us, &row_reference_us, &report); !s.ok()) return s;
   measure_compute(o, p, &report);
+  measure_assembly(o, p, &report);
   const scenario::MachineSpeed between = probe_compute_speed(probe_seconds / 2);
   if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
   const scenario::MachineSpeed after = probe_machine_speed(probe_seconds);

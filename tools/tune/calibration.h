@@ -21,6 +21,9 @@
 //     (this process's thread: ParameterClient over the data plane, as a
 //     worker runs it): per message, per item, per row, and a bytes curve for
 //     what it sends (pushes) and what it receives (pulls);
+//   - messages.data_assembly: a worker's own copies of a variable of several
+//     shards (concat_shards of a read, split_dense of a gradient, two shards),
+//     timed on this thread over the same sizes, the mean of the two;
 //   - messages.control_*: a real one-worker, one-ps cluster training a
 //     one-float model: the coordinator's and the worker's CPU per step beyond
 //     their data calls is the control plane's (RunClosure over gRPC, the
