@@ -1,5 +1,6 @@
 // The real `twinps calibrate` and `twinps tune --validate`: calibration writes
-// a CostProfile that parses with every measured value positive and finite;
+// a CostProfile that parses with every measured value positive and finite
+// (twice, keeping each price's median), and takes the median of profiles;
 // a quick validation prints predicted and measured columns, and a saved one
 // is predicted again without running; bad input exits 2.
 // Processes are bounded by timeouts; no assertion depends on how fast this
@@ -39,7 +40,9 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   const std::string dir = testing::temp_dir("calibrate");
   const std::string out = dir + "/profile.textproto";
-  Process p = twinps({"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03", "--max-mib", "1"});
+  // Twice, each price the median of the two (--times).
+  Process p = twinps(
+      {"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03", "--max-mib", "1", "--times", "2"});
   ASSERT_TRUE(p.wait(240s)) << "calibrate did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
   EXPECT_NE(p.out().find("wrote " + out), std::string::npos) << p.out();
@@ -47,7 +50,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   auto loaded = sim::load_profile_file(out);
   ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].to_string());
   const auto& profile = loaded.profile;
-  EXPECT_FALSE(profile.measured_on().empty());
+  EXPECT_EQ(profile.measured_on().rfind("the median of 2 calibrations: ", 0), 0u) << profile.measured_on();
   EXPECT_EQ(profile.data_plane(), "tcp") << "the plane its prices hold for (the default)";
   EXPECT_TRUE(positive_finite(profile.network().loopback_latency_us()));
   EXPECT_TRUE(positive_finite(profile.hosts().cores()));
@@ -82,6 +85,14 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
       EXPECT_GE((*overlap)[i].bytes(), 4096);
     }
   }
+  // A worker's copies of a variable of several shards: a point per size, the
+  // largest (1 MiB) dearer than the smallest (4 KiB).
+  const auto& assembly = profile.messages().data_assembly();
+  ASSERT_EQ(assembly.size(), profile.ps_service().bytes_curve_size());
+  EXPECT_EQ(assembly[0].bytes(), 4096);
+  EXPECT_EQ(assembly[assembly.size() - 1].bytes(), 1 << 20);
+  for (const auto& point : assembly) EXPECT_TRUE(positive_finite(point.us())) << point.DebugString();
+  EXPECT_GT(assembly[assembly.size() - 1].us(), assembly[0].us());
   EXPECT_TRUE(std::isfinite(profile.messages().control_send().per_message_us()));
   ASSERT_EQ(profile.compute().kernel_size(), 1);
   EXPECT_EQ(profile.compute().kernel(0).kind(), "gradient");
@@ -99,6 +110,8 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_NE(text.find("apply per KiB pushed"), std::string::npos) << text;
   EXPECT_NE(text.find("loopback latency"), std::string::npos) << text;
   EXPECT_NE(text.find("both ends at once"), std::string::npos) << text;
+  EXPECT_NE(text.find("concat_shards of a read"), std::string::npos) << text;
+  EXPECT_NE(text.find("# calibration 2 of 2:"), std::string::npos) << text;
 }
 
 TEST(CalibrateTest, BadInputExitsTwo) {
@@ -112,12 +125,84 @@ TEST(CalibrateTest, BadInputExitsTwo) {
       {"calibrate", "--model", write(dir + "/bad.textproto", "variable { nme: \"x\" }")},
       {"calibrate", "--out", dir + "/no/such/dir/profile.textproto"},
       {"calibrate", "--no-such-flag"},
+      {"calibrate", "--times", "0"},
   };
   for (const auto& args : bad) {
     Process p = twinps(args);
     ASSERT_TRUE(p.wait(30s)) << args.back();
     EXPECT_EQ(p.exit_code(), 2) << args.back() << ": " << p.err();
     EXPECT_FALSE(p.err().empty()) << args.back();
+  }
+}
+
+// A calibration's prices, as a hand-made profile: `request_us` for the ps's
+// per-request price, `curve_us` for the two points of the worker's copies.
+std::string price_profile(double request_us, double curve_us_1, double curve_us_2, const std::string& plane = "tcp") {
+  return "measured_on: \"a machine\"\n"
+         "data_plane: \"" + plane + "\"\n"
+         "hosts { cores: 2 tick_us: 4000 }\n"
+         "ps_service { per_request_us: " + std::to_string(request_us) + " threads: 1 }\n"
+         "messages { data_assembly { bytes: 4096 us: " + std::to_string(curve_us_1) +
+         " } data_assembly { bytes: 1048576 us: " + std::to_string(curve_us_2) + " } }\n";
+}
+
+// Each price the median of the three profiles' (per_request_us 10 / 30 / 20,
+// the curve's points 1 / 3 / 2 and 300 / 100 / 200), the settings kept.
+TEST(CalibrateTest, MedianOfProfilesTakesEachPricesMedian) {
+  const std::string dir = testing::temp_dir("calibrate-median");
+  const std::string a = write(dir + "/a.textproto", price_profile(10, 1, 300));
+  const std::string b = write(dir + "/b.textproto", price_profile(30, 3, 100));
+  const std::string c = write(dir + "/c.textproto", price_profile(20, 2, 200));
+  const std::string out = dir + "/median.textproto";
+  Process p = twinps({"calibrate", "--median-of", a, b, c, "--out", out});
+  ASSERT_TRUE(p.wait(30s));
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  auto loaded = sim::load_profile_file(out);
+  ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].to_string());
+  const auto& m = loaded.profile;
+  EXPECT_EQ(m.ps_service().per_request_us(), 20);
+  EXPECT_EQ(m.ps_service().threads(), 1);
+  ASSERT_EQ(m.messages().data_assembly_size(), 2);
+  EXPECT_EQ(m.messages().data_assembly(0).bytes(), 4096);
+  EXPECT_EQ(m.messages().data_assembly(0).us(), 2);
+  EXPECT_EQ(m.messages().data_assembly(1).us(), 200);
+  EXPECT_EQ(m.hosts().cores(), 2);
+  EXPECT_EQ(m.data_plane(), "tcp");
+  EXPECT_EQ(m.measured_on(), "the median of 3 calibrations: a machine");
+  const std::string text = testing::read_file(out);
+  EXPECT_NE(text.find("# the median, price by price, of 3 profiles:"), std::string::npos) << text;
+  EXPECT_NE(text.find("# profile 2 of 3: " + b + " (a machine)"), std::string::npos) << text;
+}
+
+// Profiles that do not price the same things, or flags about measuring,
+// are refused naming what differs; nothing is written.
+TEST(CalibrateTest, MedianOfProfilesThatDifferExitsTwo) {
+  const std::string dir = testing::temp_dir("calibrate-median-bad");
+  const std::string a = write(dir + "/a.textproto", price_profile(10, 1, 300));
+  const std::string b = write(dir + "/b.textproto", price_profile(30, 3, 100));
+  const std::string other_plane = write(dir + "/plane.textproto", price_profile(30, 3, 100, "tcp-unix"));
+  const std::string shorter = write(dir + "/short.textproto", "data_plane: \"tcp\"\nhosts { cores: 2 tick_us: 4000 }\n"
+                                    "ps_service { per_request_us: 5 threads: 1 }\n"
+                                    "messages { data_assembly { bytes: 4096 us: 1 } }\n");
+  const std::string broken = write(dir + "/broken.textproto", "ps_service { per_request_us: -1 }\n");
+  const std::string out = dir + "/median.textproto";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--median-of", a}, "at least two profiles"},
+      {{"--median-of", a, other_plane}, "profile 2 of 2: data_plane: a different value"},
+      {{"--median-of", a, b, shorter}, "profile 3 of 3: messages.data_assembly: 1 entries, where the first profile has 2"},
+      {{"--median-of", a, broken}, "broken.textproto:1:"},
+      {{"--median-of", a, dir + "/missing.textproto"}, "missing.textproto"},
+      {{"--median-of", a, b, "--repeats", "3"}, "--repeats: --median-of measures nothing"},
+      {{"--median-of", a, b, "--times", "2"}, "--times: --median-of measures nothing"},
+  };
+  for (const auto& [flags, message] : bad) {
+    std::vector<std::string> args = {"calibrate", "--out", out};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Process p = twinps(args);
+    ASSERT_TRUE(p.wait(30s)) << message;
+    EXPECT_EQ(p.exit_code(), 2) << message << ": " << p.err();
+    EXPECT_NE(p.err().find(message), std::string::npos) << p.err();
+    EXPECT_FALSE(std::ifstream(out).good()) << message << ": nothing is written";
   }
 }
 
