@@ -1,6 +1,6 @@
 // The real `twinps calibrate` and `twinps tune --validate`: calibration writes
-// a CostProfile that parses with every measured value positive and finite
-// (twice, keeping each price's median), and takes the median of profiles;
+// a CostProfile that parses with every measured value positive and finite,
+// and takes the median of profiles;
 // a quick validation prints predicted and measured columns, and a saved one
 // is predicted again without running; bad input exits 2.
 // Processes are bounded by timeouts; no assertion depends on how fast this
@@ -40,9 +40,7 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   const std::string dir = testing::temp_dir("calibrate");
   const std::string out = dir + "/profile.textproto";
-  // Twice, each price the median of the two (--times).
-  Process p = twinps(
-      {"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03", "--max-mib", "1", "--times", "2"});
+  Process p = twinps({"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03", "--max-mib", "1"});
   ASSERT_TRUE(p.wait(240s)) << "calibrate did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
   EXPECT_NE(p.out().find("wrote " + out), std::string::npos) << p.out();
@@ -50,7 +48,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   auto loaded = sim::load_profile_file(out);
   ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].to_string());
   const auto& profile = loaded.profile;
-  EXPECT_EQ(profile.measured_on().rfind("the median of 2 calibrations: ", 0), 0u) << profile.measured_on();
+  EXPECT_FALSE(profile.measured_on().empty());
   EXPECT_EQ(profile.data_plane(), "tcp") << "the plane its prices hold for (the default)";
   EXPECT_TRUE(positive_finite(profile.network().loopback_latency_us()));
   EXPECT_TRUE(positive_finite(profile.hosts().cores()));
@@ -111,7 +109,6 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_NE(text.find("loopback latency"), std::string::npos) << text;
   EXPECT_NE(text.find("both ends at once"), std::string::npos) << text;
   EXPECT_NE(text.find("concat_shards of a read"), std::string::npos) << text;
-  EXPECT_NE(text.find("# calibration 2 of 2:"), std::string::npos) << text;
 }
 
 TEST(CalibrateTest, BadInputExitsTwo) {
