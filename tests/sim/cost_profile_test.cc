@@ -167,6 +167,14 @@ TEST(PerGflopTest, ChargesTheStepsFlopsInBothFidelities) {
   }
 }
 
+// The median step of the scenario `text` (it must parse).
+double median_step_of(const std::string& text) {
+  auto parsed = parse_scenario(text, "s.textproto");
+  EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
+  Simulation sim(parsed.scenario);
+  return summarize_steps(sim.run()).p50_s;
+}
+
 // The median step of one worker training a rows x cols variable at batch 64
 // for 5 steps of 1 ms, plus a "gradient" kernel priced by `kernel` (its fields).
 double step_with_kernel_s(std::int64_t rows, std::int64_t cols, const std::string& kernel) {
@@ -177,10 +185,7 @@ double step_with_kernel_s(std::int64_t rows, std::int64_t cols, const std::strin
                            "compute { step_time { constant_s: 0.001 } kernel { kind: \"gradient\" " + kernel + " } }\n"
                            "program { schedule { count: 5 } }\n"
                            "program { join {} }\n";
-  auto parsed = parse_scenario(text, "s.textproto");
-  EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
-  Simulation sim(parsed.scenario);
-  return summarize_steps(sim.run()).p50_s;
+  return median_step_of(text);
 }
 
 // A "gradient" kernel priced per input element: a synthetic step builds a
@@ -228,10 +233,7 @@ double step_with_assembly_s(int shards, const std::string& assembly) {
                            "messages { data_send { per_message_us: 5 } " + assembly + " }\n"
                            "program { schedule { count: 5 } }\n"
                            "program { join {} }\n";
-  auto parsed = parse_scenario(text, "s.textproto");
-  EXPECT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors.front().to_string());
-  Simulation sim(parsed.scenario);
-  return summarize_steps(sim.run()).p50_s;
+  return median_step_of(text);
 }
 
 // A variable of several shards costs its worker a copy after the pull's
