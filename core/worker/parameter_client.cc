@@ -298,7 +298,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::pull(const PullBatc
     else if (first_error.ok()) first_error = r.status();
   }
   if (!first_error.ok()) co_return first_error;
-  co_await spend_on_copies(assembled_bytes(batch));
+  if (runtime_.cost) co_await spend_on_copies(assembled_bytes(batch));  // no frame in real mode
   co_return assemble_reads(batch, *plan, replies);
 }
 
@@ -309,10 +309,10 @@ Task<Status> ParameterClient::push(PushBatch batch) {
 
 Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(PushBatch push_batch,
                                                                        const PullBatch& pull_batch) {
-  const double split = split_bytes(push_batch);
+  const double split = runtime_.cost ? split_bytes(push_batch) : 0;
   auto writes = plan_writes(push_batch);
   if (!writes.ok()) co_return writes.status();
-  co_await spend_on_copies(split);
+  if (split > 0) co_await spend_on_copies(split);
   auto reads = plan_reads(pull_batch);
   if (!reads.ok()) co_return reads.status();
   // One Push per ps touched by either: the ps applies the updates, then serves
@@ -341,7 +341,7 @@ Task<StatusOr<ParameterClient::PullResult>> ParameterClient::push_pull(PushBatch
     if (reads->asked.count(ps)) replies.emplace(ps, std::move(r->pulled));
   }
   if (!first_error.ok()) co_return first_error;
-  co_await spend_on_copies(assembled_bytes(pull_batch));
+  if (runtime_.cost) co_await spend_on_copies(assembled_bytes(pull_batch));
   co_return assemble_reads(pull_batch, *reads, replies);
 }
 
