@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <cstdint>
 #include <iostream>
@@ -101,6 +102,14 @@ std::string load_average() {
   std::string a, b, c;
   in >> a >> b >> c;
   return a + " " + b + " " + c;
+}
+
+bool can_write(const std::string& path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  const bool ok = static_cast<bool>(std::ofstream(path, std::ios::app));
+  if (ok && !existed) std::filesystem::remove(path, ec);
+  return ok;
 }
 
 std::string utc_now() {

@@ -104,4 +104,9 @@ std::string load_average();
 // Now, as "2026-11-25 20:24 UTC".
 std::string utc_now();
 
+// Whether `path` can be written, checked before a long run so that a bad
+// path is refused at once. A file the check creates is removed again: a run
+// that fails later leaves no empty file behind.
+bool can_write(const std::string& path);
+
 }  // namespace twinps::cli

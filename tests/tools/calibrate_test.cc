@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -273,6 +274,13 @@ TEST(TuneValidateTest, BadInputExitsTwo) {
     ASSERT_TRUE(p.wait(30s)) << args.back();
     EXPECT_EQ(p.exit_code(), 2) << args.back() << ": " << p.err();
   }
+  // Refused after the output paths were checked: neither file is left behind.
+  const std::string csv = dir + "/table.csv", runs = dir + "/runs.textproto";
+  Process p = twinps({"tune", "--validate", "--csv", csv, "--save-runs", runs, "--model", dir + "/missing.textproto"});
+  ASSERT_TRUE(p.wait(30s));
+  EXPECT_EQ(p.exit_code(), 2) << p.err();
+  EXPECT_FALSE(std::filesystem::exists(csv));
+  EXPECT_FALSE(std::filesystem::exists(runs));
 }
 
 // The column of a CSV (header included), one cell per line.

@@ -266,12 +266,9 @@ int run_bench_all(int argc, char** argv) {
   if (int rc = parse(argc, argv, "usage: twinps bench all [--report FILE] [--repeats N] [--quick]", opts, vm); rc >= 0)
     return rc;
   p.quick = vm.count("quick") > 0;
-  if (!report.empty()) {
-    std::ofstream probe(report, std::ios::app);
-    if (!probe) {
-      std::fprintf(stderr, "twinps bench all: --report: cannot write %s\n", report.c_str());
-      return kExitBadInput;
-    }
+  if (!report.empty() && !can_write(report)) {
+    std::fprintf(stderr, "twinps bench all: --report: cannot write %s\n", report.c_str());
+    return kExitBadInput;
   }
   p.dir = make_temp_dir("bench-all");
   const std::string load_before = load_average();

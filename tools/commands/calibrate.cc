@@ -97,7 +97,7 @@ std::optional<Calibration> median_of_files(const std::vector<std::string>& files
 
 // Whether `out_path` (empty: stdout) can be written; says so if not.
 bool writable(const std::string& out_path) {
-  if (out_path.empty() || std::ofstream(out_path, std::ios::app)) return true;
+  if (out_path.empty() || can_write(out_path)) return true;
   std::fprintf(stderr, "twinps calibrate: cannot write %s\n", out_path.c_str());
   return false;
 }

@@ -616,20 +616,13 @@ void place_on_this_machine(const ValidateOptions& o, int online_cores, scenario:
 int run_tune_validate(int argc, char** argv) {
   ValidateOptions o;
   if (int rc = parse_options(argc, argv, o); rc >= 0) return rc;
-  std::ofstream csv;
-  if (!o.csv_path.empty()) {
-    csv.open(o.csv_path, std::ios::trunc);
-    if (!csv) {
-      std::fprintf(stderr, "twinps tune --validate: cannot write %s\n", o.csv_path.c_str());
+  // Checked before any run: a table or a measurement that cannot be written
+  // is better refused at once than lost after the runs.
+  for (const auto& [flag, path] : {std::pair{"--csv", o.csv_path}, std::pair{"--save-runs", o.save_runs_path}})
+    if (!path.empty() && !can_write(path)) {
+      std::fprintf(stderr, "twinps tune --validate: %s: cannot write %s\n", flag, path.c_str());
       return kExitBadInput;
     }
-  }
-  // Checked before any run: a measurement that cannot be saved is better
-  // refused at once than lost after the runs.
-  if (!o.save_runs_path.empty() && !std::ofstream(o.save_runs_path, std::ios::app)) {
-    std::fprintf(stderr, "twinps tune --validate: --save-runs: cannot write %s\n", o.save_runs_path.c_str());
-    return kExitBadInput;
-  }
   std::string work_dir;
   try {
     work_dir = make_temp_dir("validate");
@@ -662,6 +655,14 @@ int run_tune_validate(int argc, char** argv) {
       return kExitFailed;
     }
     rows.push_back(*row);
+  }
+  std::ofstream csv;
+  if (!o.csv_path.empty()) {
+    csv.open(o.csv_path, std::ios::trunc);
+    if (!csv) {
+      std::fprintf(stderr, "twinps tune --validate: --csv: cannot write %s\n", o.csv_path.c_str());
+      exit_code = kExitFailed;  // the table is still printed
+    }
   }
   print_rows(rows, m.model_names, csv);
   print_cpu_breakdown(rows, m.model_names);
