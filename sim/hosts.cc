@@ -1,6 +1,7 @@
 #include "sim/hosts.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace twinps::sim {
 
@@ -10,7 +11,7 @@ constexpr TimerId kReserved = ~TimerId{0};
 }  // namespace
 
 HostModel::HostModel(ClusterShape shape, HostOptions options, Executor& executor, FluidSystem& fluid)
-    : shape_(shape), options_(options), ex_(executor), fluid_(fluid) {
+    : shape_(shape), options_(options), ex_(executor), fluid_(fluid), durations_(options.seed) {
   const int tasks = 1 + shape_.workers + shape_.ps;
   const int per_host = std::max(options_.tasks_per_host, 1);
   host_.resize(static_cast<std::size_t>(tasks));
@@ -83,7 +84,7 @@ void HostModel::start_next(int slot) {
       if (epoch != t.epoch) return;
       r.timer = kNoTimer;
     }
-    const Duration work = job.work;
+    const Duration work = drawn(job.work);
     auto finish = [this, slot, epoch, which, work, done = std::move(job.done)]() mutable {
       finished(slot, epoch, which, work);
       if (done) done();
@@ -101,6 +102,15 @@ void HostModel::start_next(int slot) {
       r.timer = ex_.post_after(work, std::move(finish));
     }
   }
+}
+
+Duration HostModel::drawn(Duration work) {
+  const double sigma = options_.duration_spread;
+  if (!(sigma > 0) || work <= 0) return work;
+  // Median exp(-sigma^2 / 2): the draws average to the price, so the CPU a
+  // run is charged stays what the cost model priced.
+  const double factor = durations_.lognormal(std::exp(-sigma * sigma / 2), sigma);
+  return std::max<Duration>(1, std::llround(static_cast<double>(work) * factor));
 }
 
 void HostModel::finished(int slot, std::uint64_t epoch, std::size_t which, Duration work) {

@@ -30,6 +30,7 @@
 
 #include "core/coordinator/cluster_coordinator.h"
 #include "core/runtime/executor.h"
+#include "core/runtime/random.h"
 #include "sim/fluid.h"
 #include "sim/ticked_cores.h"
 
@@ -52,6 +53,10 @@ struct HostOptions {
   Scheduler scheduler = Scheduler::kProcessorSharing;
   Duration tick = 4000000;  // kTicked: the kernel's tick (1 / CONFIG_HZ)
   Duration slice = 0;       // kTicked: a thread's time slice; 0: Linux's default for the cores
+  // Each job's time is its work times a log-normal draw of this sigma and
+  // mean 1 (Hosts.duration_spread); 0: exactly its work.
+  double duration_spread = 0;
+  std::uint64_t seed = 0;  // of those draws
 };
 
 class HostModel {
@@ -106,6 +111,8 @@ class HostModel {
   // A thread's number among all tasks' (TickedCores remembers its last core).
   std::size_t thread_key(int slot, std::size_t which) const { return which * tasks_.size() + static_cast<std::size_t>(slot); }
   void finished(int slot, std::uint64_t epoch, std::size_t which, Duration work);
+  // The time a job priced `work` takes this once (options_.duration_spread).
+  Duration drawn(Duration work);
 
   ClusterShape shape_;
   HostOptions options_;
@@ -115,6 +122,7 @@ class HostModel {
   std::vector<int> host_;        // by task slot
   std::vector<int> cpu_;         // by host: its fluid resource (limited hosts, processor sharing)
   std::vector<TickedCores> ticked_;  // by host (limited hosts, kTicked)
+  RandomStream durations_;           // options_.duration_spread's draws
   std::vector<TaskThreads> tasks_;
   std::vector<Duration> unlimited_busy_;  // by host, when not limited
 };

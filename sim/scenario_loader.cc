@@ -429,6 +429,8 @@ void Validator::hosts() {
   if (h.tasks_per_host() < 1) error(p(h, "tasks_per_host"), "must be at least 1");
   if (!(h.cores() >= 0)) error(p(h, "cores"), "must not be negative (0: a core for every thread)");
   if (!(h.tick_us() > 0) || !std::isfinite(h.tick_us())) error(p(h, "tick_us"), "must be positive (the kernel's tick, 1 / CONFIG_HZ)");
+  if (!(h.duration_spread() >= 0 && h.duration_spread() <= 1))
+    error(p(h, "duration_spread"), "must be within [0, 1] (a log-normal sigma; 0: every job takes exactly its price)");
 }
 
 void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {

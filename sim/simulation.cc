@@ -145,6 +145,7 @@ HostOptions host_options(const scenario::Hosts& h) {
   o.cores = h.cores();
   if (h.scheduler() == scenario::Hosts::TICKED) o.scheduler = HostOptions::Scheduler::kTicked;
   o.tick = static_cast<Duration>(std::llround(h.tick_us() * 1e3));
+  o.duration_spread = h.duration_spread();
   return o;
 }
 
@@ -396,7 +397,9 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   const bool with_hosts = sc.has_hosts() || sc.has_messages();
   if (with_hosts || net.model == NetworkOptions::Model::kFlow) fluid = std::make_unique<FluidSystem>(late);
   if (with_hosts) {
-    hosts = std::make_unique<HostModel>(shape, host_options(sc.hosts()), late, *fluid);
+    HostOptions host = host_options(sc.hosts());
+    host.seed = root.fork("job durations").next_u64();
+    hosts = std::make_unique<HostModel>(shape, host, late, *fluid);
     for (int i = 0; i < shape.ps; ++i) hosts->set_threads(hosts->slot(TaskId::ps(i)), sc.ps_service().threads());
   }
   if (fluid) {

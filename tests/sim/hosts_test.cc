@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "inmemory/deterministic_engine.h"
 #include "sim/network.h"
 #include "sim/scenario_loader.h"
@@ -73,6 +76,49 @@ TEST(HostsTest, TasksOnOneCoreShareItAndATasksJobsQueue) {
   EXPECT_EQ(done[1], 3000000);
   EXPECT_EQ(hosts.task_cpu(1), 2000000);
   EXPECT_NEAR(hosts.cpu_ns(0), 3e6, 1);
+}
+
+// The times `jobs` back-to-back jobs of 1 ms take on one task of a host with
+// a core for every thread (each ends `its time` after the one before).
+std::vector<Duration> job_times(double spread, std::uint64_t seed, int jobs) {
+  DeterministicEngine engine;
+  NodeExecutor ex{engine, engine.add_node()};
+  FluidSystem fluid{ex};
+  HostOptions o;
+  o.duration_spread = spread;
+  o.seed = seed;
+  HostModel hosts(ClusterShape{1, 1}, o, ex, fluid);
+  std::vector<Duration> times;
+  Time last = 0;
+  for (int i = 0; i < jobs; ++i)
+    hosts.run(1, 1000000, [&] {
+      times.push_back(engine.now() - last);
+      last = engine.now();
+    });
+  engine.run();
+  EXPECT_EQ(hosts.task_cpu(1), last) << "the task is charged the times its jobs took";
+  return times;
+}
+
+TEST(HostsTest, ADurationSpreadDrawsEachJobsTimeAroundItsPriceFromTheSeed) {
+  for (Duration t : job_times(0, 1, 100)) EXPECT_EQ(t, 1000000) << "no spread: every job takes its price";
+  const int n = 4000;
+  const auto times = job_times(0.1, 7, n);
+  ASSERT_EQ(times.size(), static_cast<std::size_t>(n));
+  double sum = 0, log_sum = 0, log_sq = 0;
+  for (Duration t : times) {
+    sum += static_cast<double>(t);
+    log_sum += std::log(static_cast<double>(t));
+    log_sq += std::log(static_cast<double>(t)) * std::log(static_cast<double>(t));
+  }
+  const double mean = sum / n, log_mean = log_sum / n;
+  const double sigma = std::sqrt(log_sq / n - log_mean * log_mean);
+  // The mean stays the price (its standard error here is 0.16 %), the log
+  // times spread with the sigma asked for (standard error 0.0011).
+  EXPECT_NEAR(mean, 1e6, 1e6 * 0.01);
+  EXPECT_NEAR(sigma, 0.1, 0.006);
+  EXPECT_EQ(job_times(0.1, 7, 50), std::vector<Duration>(times.begin(), times.begin() + 50)) << "same seed, same times";
+  EXPECT_NE(job_times(0.1, 8, 50), std::vector<Duration>(times.begin(), times.begin() + 50));
 }
 
 TEST(HostsTest, AResetTaskLosesItsJobs) {

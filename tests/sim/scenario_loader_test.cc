@@ -59,6 +59,14 @@ TEST(ScenarioLoaderTest, HostsNeedAPositiveTick) {
   EXPECT_EQ(first_error(std::string(kValid) + "hosts { cores: 2 scheduler: TICKED tick_us: 250 }\n"), "");
 }
 
+TEST(ScenarioLoaderTest, HostsDurationSpreadIsASigmaFromZeroToOne) {
+  EXPECT_EQ(first_error(std::string(kValid) + "hosts { cores: 2 duration_spread: -0.1 }\n"),
+            "f.textproto:6:18: hosts.duration_spread: must be within [0, 1] (a log-normal sigma; 0: every job takes "
+            "exactly its price)");
+  EXPECT_NE(first_error(std::string(kValid) + "hosts { cores: 2 duration_spread: 1.5 }\n"), "");
+  EXPECT_EQ(first_error(std::string(kValid) + "hosts { cores: 2 duration_spread: 0.05 }\n"), "");
+}
+
 TEST(ScenarioLoaderTest, RowPricesMustNotBeNegative) {
   EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_row_kib_us: -1 }\n"),
             "f.textproto:6:14: ps_service.per_row_kib_us: per_row_kib_us must not be negative (got -1)");

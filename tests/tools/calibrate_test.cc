@@ -57,6 +57,10 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_EQ(profile.hosts().scheduler(), scenario::Hosts::TICKED);
   EXPECT_GE(profile.hosts().tick_us(), 1000);
   EXPECT_LE(profile.hosts().tick_us(), 10000);
+  // The same kernel call never takes exactly the same CPU time twice, and
+  // never varies by a factor of e within a sigma.
+  EXPECT_GT(profile.hosts().duration_spread(), 0);
+  EXPECT_LT(profile.hosts().duration_spread(), 1);
   EXPECT_TRUE(positive_finite(profile.ps_service().per_request_us()));
   EXPECT_TRUE(std::isfinite(profile.ps_service().per_row_us()) && profile.ps_service().per_row_us() >= 0);
   EXPECT_TRUE(std::isfinite(profile.ps_service().per_item_us()) && profile.ps_service().per_item_us() >= 0);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -783,6 +784,69 @@ void measure_assembly(const CalibrationOptions& o, scenario::CostProfile& p, std
   }
 }
 
+// ---------------------------------------------------------------- job durations
+
+// Half the distance between the 16th and 84th percentiles of the logs of
+// `times`: a log-normal's sigma, which the odd call an interrupt stretched
+// does not move.
+double log_spread(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  const auto at = [&](double q) { return times[static_cast<std::size_t>(q * static_cast<double>(times.size() - 1))]; };
+  return (std::log(at(0.84)) - std::log(at(0.16))) / 2;
+}
+
+// How much one CPU job's time varies around its price (Hosts.
+// duration_spread): compute_gradient calls of about 0.05, 1 and 4 ms here,
+// each timed alone on this thread's CPU clock while every other core runs
+// the same kernel (a busy host, where the simulator needs it: caches,
+// memory bandwidth and a sibling's work make a job's time vary there twice
+// as much as on an idle machine), going round the three so that a slow
+// spell reaches all of them; the median of their three spreads. The
+// simulator draws each job's time with it: with exact prices a busy
+// simulated host can fall into step with its ticks and slices
+// (docs/fidelity.md, "The tick lock").
+void measure_duration_spread(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
+  struct Shape {
+    int batch;
+    std::int64_t rows, cols;
+  };
+  const std::vector<Shape> shapes = {{32, 256, 64}, {64, 512, 256}, {32, 1024, 1024}};
+  std::vector<Matrix> weights;
+  for (const auto& s : shapes) weights.push_back(Matrix::Constant(s.rows, s.cols, 0.01f));
+  std::vector<std::vector<double>> times(shapes.size());
+  const double seconds = std::max(0.75, o.seconds_per_batch * o.repeats);
+  std::atomic<bool> stop{false};
+  std::vector<std::jthread> others;
+  const long cores = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  for (long c = 1; c < cores; ++c)
+    others.emplace_back([&stop, w = weights[1], batch = shapes[1].batch] {
+      float sink = 0;
+      while (!stop.load(std::memory_order_relaxed)) sink += synthetic::compute_gradient(w, batch)(0, 0);
+      return sink;
+    });
+  double sink = 0;
+  const auto t0 = Clock::now();
+  while (times[0].size() < 30 || seconds_since(t0) < seconds)
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const double cpu0 = thread_cpu_seconds();
+      sink += synthetic::compute_gradient(weights[i], shapes[i].batch)(0, 0);
+      times[i].push_back(thread_cpu_seconds() - cpu0);
+    }
+  stop = true;
+  others.clear();  // joins them
+  std::vector<double> spreads;
+  *report += format("job durations (synthetic::compute_gradient, each call timed alone, %ld other cores running it):\n", cores - 1);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    spreads.push_back(log_spread(times[i]));
+    *report += format("  batch %4d, %5lld x %-5lld %6zu calls: median %8.1f us, log spread %.3f\n", shapes[i].batch,
+                      static_cast<long long>(shapes[i].rows), static_cast<long long>(shapes[i].cols), times[i].size(),
+                      median(times[i]) * 1e6, spreads.back());
+  }
+  const double spread = std::isfinite(sink) ? median(spreads) : 0;
+  p.mutable_hosts()->set_duration_spread(std::clamp(spread, 0.0, 1.0));
+  *report += format("  hosts.duration_spread %.3f (the median)\n", p.hosts().duration_spread());
+}
+
 // ---------------------------------------------------------------- control plane
 
 // A real one-worker, one-ps cluster training a one-float model: the
@@ -870,6 +934,7 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   if (Status s = measure_calls(o, p, &data_call_caller_us, &row_reference_us, &report); !s.ok()) return s;
   measure_compute(o, p, &report);
   measure_assembly(o, p, &report);
+  measure_duration_spread(o, p, &report);
   const scenario::MachineSpeed between = probe_compute_speed(probe_seconds / 2);
   if (Status s = measure_control(o, p, data_call_caller_us, &report); !s.ok()) return s;
   const scenario::MachineSpeed after = probe_machine_speed(probe_seconds);
