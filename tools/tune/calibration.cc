@@ -796,15 +796,14 @@ double log_spread(std::vector<double> times) {
 }
 
 // How much one CPU job's time varies around its price (Hosts.
-// duration_spread): compute_gradient calls of about 0.05, 1 and 4 ms here,
+// duration_spread): compute_gradient calls of about 0.07, 1 and 4 ms here,
 // each timed alone on this thread's CPU clock while every other core runs
-// the same kernel (a busy host, where the simulator needs it: caches,
-// memory bandwidth and a sibling's work make a job's time vary there twice
-// as much as on an idle machine), going round the three so that a slow
+// the same kernel (a busy host, where the simulator needs it: caches and
+// memory bandwidth are shared there), going round the three so that a slow
 // spell reaches all of them; the median of their three spreads. The
 // simulator draws each job's time with it: with exact prices a busy
 // simulated host can fall into step with its ticks and slices
-// (docs/fidelity.md, "The tick lock").
+// (docs/fidelity.md, "Jobs whose time varies, measured").
 void measure_duration_spread(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
   struct Shape {
     int batch;

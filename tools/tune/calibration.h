@@ -42,7 +42,7 @@
 //     compute_gradient run on all of them at once; hosts.scheduler TICKED
 //     with the kernel's tick (the coarse clock's resolution, one jiffy);
 //   - hosts.duration_spread: how much one job's CPU time varies, from
-//     compute_gradient calls of about 0.05, 1 and 4 ms timed one by one
+//     compute_gradient calls of about 0.07, 1 and 4 ms timed one by one
 //     while the other cores run it too (a busy host): the log-normal sigma
 //     of each (half the 16th-84th percentile distance of the log times),
 //     the median of the three;
