@@ -66,7 +66,7 @@ const std::map<std::string, std::uint64_t>& pinned_trace_hashes() {
       {"worker_continuous_failure.textproto", 0xe37da92972d8f674ull},
       {"worker_preemption_between_functions.textproto", 0x2fe9dacab1cf052dull},
       {"worker_preemption_during_cluster_creation.textproto", 0x8af5bc5261ffb76bull},
-      {"worker_preemption_midst_function.textproto", 0x49bb93d89c3df8c9ull},
+      {"worker_preemption_midst_function.textproto", 0xec79b0101454aa83ull},
       {"ssp_straggler.textproto", 0xc30d777ac7455e2dull},
       {"sync_backup_worker.textproto", 0xc7c1c8e3a37ed680ull},
       {"worker_hang.textproto", 0xe8bfbb540b9201ecull},
