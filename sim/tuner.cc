@@ -161,8 +161,9 @@ StatusOr<Prediction> read_throughput(const SimResult& r, const PredictRequest& r
   return p;
 }
 
-StatusOr<Prediction> predict(const PredictRequest& request) {
-  TWINPS_RETURN_IF_ERROR(check_request(request));
+namespace {
+
+StatusOr<Prediction> predict_once(const PredictRequest& request) {
   scenario::Scenario s = throughput_scenario(request, CostsOf::kProfile);
   if (auto errors = validate_scenario(s, "the prediction's scenario"); !errors.empty()) {
     std::string message;
@@ -171,6 +172,62 @@ StatusOr<Prediction> predict(const PredictRequest& request) {
   }
   Simulation simulation(s);
   return read_throughput(simulation.run(), request);
+}
+
+// Element by element; `total` of equal-sized vectors.
+void add_to(std::vector<double>& total, const std::vector<double>& v) {
+  if (total.size() != v.size()) return;
+  for (std::size_t i = 0; i < v.size(); ++i) total[i] += v[i];
+}
+
+// The runs of one program with other seeds as one longer run: steps over
+// the mean measured time, the other figures their means, the events their
+// sum (what the prediction cost).
+Prediction pooled(const std::vector<Prediction>& runs, const PredictRequest& request) {
+  Prediction out = runs.front();
+  for (std::size_t k = 1; k < runs.size(); ++k) {
+    const Prediction& r = runs[k];
+    out.measured_seconds += r.measured_seconds;
+    out.step_p50_s += r.step_p50_s;
+    out.step_p99_s += r.step_p99_s;
+    out.simulated_seconds += r.simulated_seconds;
+    out.events += r.events;
+    out.chief_cpu_per_step_s += r.chief_cpu_per_step_s;
+    out.worker_cpu_per_step_s += r.worker_cpu_per_step_s;
+    out.ps_cpu_per_step_s += r.ps_cpu_per_step_s;
+    add_to(out.ps_utilisation, r.ps_utilisation);
+    add_to(out.ps_bytes_per_step, r.ps_bytes_per_step);
+    add_to(out.cpu_per_step_s, r.cpu_per_step_s);
+    add_to(out.waiting_per_step_s, r.waiting_per_step_s);
+  }
+  const double n = static_cast<double>(runs.size());
+  for (double* v : {&out.measured_seconds, &out.step_p50_s, &out.step_p99_s, &out.simulated_seconds,
+                    &out.chief_cpu_per_step_s, &out.worker_cpu_per_step_s, &out.ps_cpu_per_step_s})
+    *v /= n;
+  for (auto* v : {&out.ps_utilisation, &out.ps_bytes_per_step, &out.cpu_per_step_s, &out.waiting_per_step_s})
+    for (double& x : *v) x /= n;
+  const double steps = static_cast<double>(out.measured) * request.model.steps_per_closure();
+  out.steps_per_second = out.measured_seconds > 0 ? steps / out.measured_seconds : 0;
+  return out;
+}
+
+}  // namespace
+
+int draws_per_prediction(const scenario::CostProfile& profile) {
+  return profile.hosts().duration_spread() > 0 ? 3 : 1;
+}
+
+StatusOr<Prediction> predict(const PredictRequest& request) {
+  TWINPS_RETURN_IF_ERROR(check_request(request));
+  std::vector<Prediction> runs;
+  for (int k = 0; k < draws_per_prediction(request.profile); ++k) {
+    PredictRequest r = request;
+    r.seed = request.seed + static_cast<std::uint64_t>(k);
+    auto p = predict_once(r);
+    if (!p.ok()) return p.status();
+    runs.push_back(std::move(*p));
+  }
+  return runs.size() == 1 ? runs.front() : pooled(runs, request);
 }
 
 // ---------------------------------------------------------------- sweep

@@ -75,6 +75,57 @@ TEST(PredictTest, SameSeedSameResult) {
   EXPECT_NE(a->step_p50_s, c->step_p50_s);
 }
 
+// Every task on one busy 2-core host, each job's time drawn around its price.
+PredictRequest drawn_request(double spread) {
+  PredictRequest r = dense_request(2);
+  r.profile.mutable_network()->set_host_bandwidth_gbps(100);
+  auto* hosts = r.profile.mutable_hosts();
+  hosts->set_placement(scenario::Hosts::ONE_HOST);
+  hosts->set_cores(2);
+  hosts->set_scheduler(scenario::Hosts::TICKED);
+  hosts->set_duration_spread(spread);
+  r.profile.mutable_compute()->mutable_step_time()->set_constant_s(0.001);
+  r.seed = 5;
+  return r;
+}
+
+// One simulated run of the prediction's program, at `seed`.
+Prediction one_run(PredictRequest r, std::uint64_t seed) {
+  r.seed = seed;
+  Simulation simulation(throughput_scenario(r, CostsOf::kProfile));
+  auto p = read_throughput(simulation.run(), r);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Prediction{};
+}
+
+TEST(PredictTest, DrawnJobTimesArePooledOverThreeSeeds) {
+  const PredictRequest exact = drawn_request(0);
+  EXPECT_EQ(draws_per_prediction(exact.profile), 1);
+  auto single = predict(exact);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->steps_per_second, one_run(exact, 5).steps_per_second) << "exact prices: one run";
+
+  const PredictRequest drawn = drawn_request(0.1);
+  ASSERT_EQ(draws_per_prediction(drawn.profile), 3);
+  const Prediction a = one_run(drawn, 5), b = one_run(drawn, 6), c = one_run(drawn, 7);
+  ASSERT_NE(a.measured_seconds, b.measured_seconds) << "the seeds draw other times";
+  auto pooled = predict(drawn);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  // As one run three times as long: the steps over the mean time.
+  const double mean_s = (a.measured_seconds + b.measured_seconds + c.measured_seconds) / 3;
+  EXPECT_DOUBLE_EQ(pooled->measured_seconds, mean_s);
+  EXPECT_DOUBLE_EQ(pooled->steps_per_second, drawn.measured / mean_s);
+  EXPECT_DOUBLE_EQ(pooled->worker_cpu_per_step_s,
+                   (a.worker_cpu_per_step_s + b.worker_cpu_per_step_s + c.worker_cpu_per_step_s) / 3);
+  ASSERT_EQ(pooled->ps_utilisation.size(), 2u);
+  EXPECT_DOUBLE_EQ(pooled->ps_utilisation[1],
+                   (a.ps_utilisation[1] + b.ps_utilisation[1] + c.ps_utilisation[1]) / 3);
+  EXPECT_EQ(pooled->events, a.events + b.events + c.events) << "what the prediction cost";
+  auto again = predict(drawn);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->steps_per_second, pooled->steps_per_second) << "the same seed, the same prediction";
+}
+
 TEST(PredictTest, MeasuresTheSecondPhase) {
   auto p = predict(dense_request(1));
   ASSERT_TRUE(p.ok()) << p.status();
