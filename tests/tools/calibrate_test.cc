@@ -96,7 +96,10 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_EQ(assembly[assembly.size() - 1].bytes(), 1 << 20);
   for (const auto& point : assembly) EXPECT_TRUE(positive_finite(point.us())) << point.DebugString();
   EXPECT_GT(assembly[assembly.size() - 1].us(), assembly[0].us());
-  EXPECT_TRUE(std::isfinite(profile.messages().control_send().per_message_us()));
+  // The control plane: half the coordinator's CPU a step, one price for every side.
+  EXPECT_TRUE(positive_finite(profile.messages().control_send().per_message_us()));
+  EXPECT_EQ(profile.messages().control_receive().per_message_us(),
+            profile.messages().control_send().per_message_us());
   ASSERT_EQ(profile.compute().kernel_size(), 1);
   EXPECT_EQ(profile.compute().kernel(0).kind(), "gradient");
   EXPECT_TRUE(positive_finite(profile.compute().per_gflop_s()));
@@ -114,6 +117,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_NE(text.find("loopback latency"), std::string::npos) << text;
   EXPECT_NE(text.find("both ends at once"), std::string::npos) << text;
   EXPECT_NE(text.find("concat_shards of a read"), std::string::npos) << text;
+  EXPECT_NE(text.find("half the coordinator's"), std::string::npos) << text;
 }
 
 TEST(CalibrateTest, BadInputExitsTwo) {

@@ -24,10 +24,12 @@
 //   - messages.data_assembly: a worker's own copies of a variable of several
 //     shards (concat_shards of a read, split_dense of a gradient, two shards),
 //     timed on this thread over the same sizes, the mean of the two;
-//   - messages.control_*: a real one-worker, one-ps cluster training a
-//     one-float model: the coordinator's and the worker's CPU per step beyond
-//     their data calls is the control plane's (RunClosure over gRPC, the
-//     step's bookkeeping: four message sides a step);
+//   - messages.control_*: a real one-worker, one-ps cluster training one
+//     512 x 512 variable at batch 64 (a few hundred steps a second, the
+//     pace of the grid's fast models): half the coordinator's CPU per step
+//     (a closure sent, its result received) is one message side's, each of
+//     the four a step (RunClosure over gRPC; the pace matters: at a
+//     one-float model's it measured half);
 //   - network.loopback_latency_us: the speed probe's hand-off, the wall time
 //     of a one-byte round trip between two threads that is neither's CPU,
 //     per way (the kernel's wake-up of a sleeping reader; on a virtual
