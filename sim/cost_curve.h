@@ -18,4 +18,14 @@ using CostCurve = std::vector<std::pair<double, double>>;
 // negative. An empty curve costs nothing.
 double curve_cost(const CostCurve& curve, double bytes);
 
+// The cost at `x` on `curve`, held level outside it: linear between its
+// points, the first point's cost before it and the last's beyond (a cost
+// that settles, as a wake-up's does with the time slept). An empty curve
+// costs nothing.
+double level_curve_cost(const CostCurve& curve, double x);
+
+// The sequence that never falls nearest to `y` (least squares): costs
+// measured in order of what they grow with, their noise taken out.
+std::vector<double> nondecreasing(const std::vector<double>& y);
+
 }  // namespace twinps::sim

@@ -142,6 +142,10 @@ int Topology::route(int from, int to, int* out, int max) {
 
 // ---------------------------------------------------------------- NetworkModel
 
+namespace {
+constexpr Time kNoControlMessage = std::numeric_limits<Time>::min();
+}  // namespace
+
 NetworkModel::NetworkModel(ClusterShape shape, NetworkOptions options) : shape_(shape), options_(std::move(options)) {
   build();
 }
@@ -226,6 +230,17 @@ Duration stream_overlap(const CostCurve& curve, std::size_t bytes, Duration cpu)
   return std::min(cpu, static_cast<Duration>(std::llround(curve_cost(curve, static_cast<double>(bytes)))));
 }
 
+Duration NetworkModel::control_interval_price(std::vector<Time>& last, int task_slot) {
+  if (last.empty()) last.assign(static_cast<std::size_t>(1 + shape_.workers + shape_.ps), kNoControlMessage);
+  Time& previous = last[static_cast<std::size_t>(task_slot)];
+  const Time now = ex_->now();
+  // The first message of a task: as if it had slept for ever (the curve's last point).
+  const double interval = previous == kNoControlMessage ? std::numeric_limits<double>::infinity()
+                                                        : static_cast<double>(now - previous);
+  previous = now;
+  return static_cast<Duration>(std::llround(level_curve_cost(options_.cpu.control_by_interval, interval)));
+}
+
 bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape& shape, Callback arrived) {
   const int a = slot(from), b = slot(to);
   if (!partitions_.empty() && partitioned(a, b)) {
@@ -236,13 +251,17 @@ bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape
   const MessageCpu& in = shape.data_plane ? options_.cpu.data_receive : options_.cpu.control_receive;
   // A ps's side of a data-plane call is its service time (sim/ps_service.h).
   const bool from_ps = shape.data_plane && from.job == Job::kPs, to_ps = shape.data_plane && to.job == Job::kPs;
-  const auto send_ns = hosts_ && !from_ps ? static_cast<Duration>(std::llround(out.ns(shape))) : 0;
+  const bool by_interval = hosts_ && !shape.data_plane && !options_.cpu.control_by_interval.empty();
+  auto send_ns = hosts_ && !from_ps ? static_cast<Duration>(std::llround(out.ns(shape))) : 0;
+  if (by_interval) send_ns += control_interval_price(last_control_sent_, a);
   const auto receive_ns = hosts_ && !to_ps ? static_cast<Duration>(std::llround(in.ns(shape))) : 0;
   const std::size_t bytes = shape.bytes;
-  // Receiver's CPU, then the handler.
-  auto receive = [this, b, receive_ns, arrived = std::move(arrived)]() mutable {
-    if (receive_ns > 0) {
-      hosts_->run(b, receive_ns, std::move(arrived));
+  // Receiver's CPU, then the handler. A control message's interval on the
+  // receiving side is known when it arrives.
+  auto receive = [this, b, receive_ns, by_interval, arrived = std::move(arrived)]() mutable {
+    const Duration receive_cpu = receive_ns + (by_interval ? control_interval_price(last_control_received_, b) : 0);
+    if (receive_cpu > 0) {
+      hosts_->run(b, receive_cpu, std::move(arrived));
     } else {
       arrived();
     }

@@ -77,7 +77,14 @@ struct MessageCosts {
   // the caller's CPU for sending it ends: over a stream both ends copy at
   // once. (A reply's: PsServiceModel::reply_overlap.)
   CostCurve request_overlap;
-  bool zero() const { return data_send.zero() && data_receive.zero() && control_send.zero() && control_receive.zero(); }
+  // A control message's side, beyond control_send / control_receive, by the
+  // time (ns) since its task's previous one in the same direction (ns; held
+  // level outside the curve): a process that slept is woken for it.
+  CostCurve control_by_interval;
+  bool zero() const {
+    return data_send.zero() && data_receive.zero() && control_send.zero() && control_receive.zero() &&
+           control_by_interval.empty();
+  }
 };
 
 // The flow model's TCP and SimGrid's LV08 corrections.
@@ -223,6 +230,10 @@ class NetworkModel final : public LinkModel {
   void transmit(int from, int to, std::size_t bytes, Callback then);
   void start_flow(const int* path, int hops, std::size_t bytes, Callback then);
   void set_link_capacity(int link);
+  // A control message's price by its interval (MessageCosts::
+  // control_by_interval) for the task in `slot`, whose previous one in this
+  // direction was at last[slot]; notes this one.
+  Duration control_interval_price(std::vector<Time>& last, int task_slot);
   Time fifo(const int* path, int hops, std::size_t bytes, Time now);
   const LinkStats& stats_of(std::size_t directed) const;
 
@@ -238,6 +249,9 @@ class NetworkModel final : public LinkModel {
   std::vector<LinkParams> params_;            // by link id (current, after slowdowns)
   std::vector<std::vector<double>> slowdowns_;  // by link id: active factors
   std::vector<Directed> directed_;            // by directed link id
+  // By task slot: when it last sent, and last received, a control message
+  // (kNoControlMessage: never).
+  std::vector<Time> last_control_sent_, last_control_received_;
   std::vector<Partition> partitions_;
   std::vector<Duration> departure_delay_;     // by task slot, for the next message only
   int next_partition_ = 1;

@@ -465,6 +465,15 @@ void Validator::messages() {
   curve(p, m, "data_request_overlap", m.data_request_overlap());
   curve(p, m, "data_reply_overlap", m.data_reply_overlap());
   curve(p, m, "data_assembly", m.data_assembly());
+  double last = -1;
+  for (int i = 0; i < m.control_by_interval_size(); ++i) {
+    const auto& c = m.control_by_interval(i);
+    const Path cp = p(m, "control_by_interval", i);
+    if (!(c.interval_us() > last) || !std::isfinite(c.interval_us()))
+      error(cp(c, "interval_us"), "must be >= 0, finite and above the previous point's (got " + num(c.interval_us()) + ")");
+    time_ok(cp(c, "us"), c.us(), "us");
+    last = c.interval_us();
+  }
 }
 
 void Validator::coordinator() {

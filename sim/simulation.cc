@@ -393,6 +393,8 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     net.cpu.control_send = message_cpu(m.control_send());
     net.cpu.control_receive = message_cpu(m.control_receive());
     net.cpu.request_overlap = cost_curve(m.data_request_overlap());
+    for (const auto& point : m.control_by_interval())
+      net.cpu.control_by_interval.emplace_back(point.interval_us() * 1e3, point.us() * 1e3);
   }
   const bool with_hosts = sc.has_hosts() || sc.has_messages();
   if (with_hosts || net.model == NetworkOptions::Model::kFlow) fluid = std::make_unique<FluidSystem>(late);

@@ -223,6 +223,35 @@ TEST(NetworkFlowTest, EachSidePaysItsCpuOnItsHostsCores) {
   EXPECT_EQ(c - t0, 68000);
 }
 
+// A control message's side costs more the longer its task went without one
+// in that direction (MessageCosts::control_by_interval: 2 us at 10 us or
+// less, 20 us at 100 us or more, linear between). Two cores, no loopback
+// latency, so only the curve decides. Worked out by hand:
+//   message 1 at 0: neither side has had one (20 us each)   -> arrives at 40
+//   message 2 at 40: the chief's send 40 us after its last  -> 2 + 30/90 x 18 = 8 us, leaves at 48;
+//                    the worker's receive 28 us after its last (at 20) -> 2 + 18/90 x 18 = 5.6 us: 53.6
+//   message 3 at 53.6: send 13.6 us after (2.72 us), receive 8.32 us after (level: 2 us) -> 58.32
+// A data-plane message between them neither pays by interval nor counts as one.
+TEST(NetworkFlowTest, AControlMessagePaysForTheTimeItsTaskWentWithoutOne) {
+  NetworkOptions o;
+  o.cpu.control_by_interval = {{10000, 2000}, {100000, 20000}};
+  Bed bed(ClusterShape{1, 0}, {HostOptions::Placement::kOneHost, 1, 2}, o);
+  Time a = -1, b = -1, data = -1, c = -1;
+  bed.send(TaskId::chief(), TaskId::worker(0), 100, a, /*data_plane=*/false);
+  bed.engine.run();
+  EXPECT_EQ(a, 40000);
+  bed.send(TaskId::chief(), TaskId::worker(0), 100, b, false);
+  bed.engine.run();
+  EXPECT_EQ(b, 53600);
+  bed.send(TaskId::chief(), TaskId::worker(0), 100, data, /*data_plane=*/true);
+  bed.engine.run();
+  EXPECT_EQ(data, 53600) << "the data plane has no prices here";
+  bed.send(TaskId::chief(), TaskId::worker(0), 100, c, false);
+  bed.engine.run();
+  EXPECT_EQ(c, 58320);
+  EXPECT_EQ(bed.hosts.task_cpu(0), 20000 + 8000 + 2720) << "the chief paid its sends";
+}
+
 // Over a stream a large message reaches its receiver before the sender is
 // done copying it (MessageCosts::request_overlap): the sender's last 12 us
 // run beside the receiver's 20.

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "inmemory/in_memory_network.h"
 #include "inmemory/deterministic_engine.h"
 #include "core/ps/ps_node.h"
@@ -86,6 +88,26 @@ TEST(CostCurveTest, InterpolatesFromZeroAndExtendsTheLastSlope) {
   EXPECT_DOUBLE_EQ(curve_cost(c, 2048), 1000 + 6000.0 * 1024 / 3072);
   EXPECT_DOUBLE_EQ(curve_cost(c, 8192), 7000 + 6000.0 / 3072 * 4096);  // 15,000
   EXPECT_DOUBLE_EQ(curve_cost({}, 8192), 0);
+}
+
+// Held level outside its points (a wake-up's cost settles), linear between.
+TEST(CostCurveTest, LevelCurveHoldsItsEndsLevel) {
+  const CostCurve c = {{1000, 2000}, {10000, 11000}};
+  EXPECT_DOUBLE_EQ(level_curve_cost(c, 0), 2000);
+  EXPECT_DOUBLE_EQ(level_curve_cost(c, 500), 2000);
+  EXPECT_DOUBLE_EQ(level_curve_cost(c, 4000), 2000 + 9000.0 * 3000 / 9000);  // 5,000
+  EXPECT_DOUBLE_EQ(level_curve_cost(c, 1e12), 11000);
+  EXPECT_DOUBLE_EQ(level_curve_cost(c, std::numeric_limits<double>::infinity()), 11000);
+  EXPECT_DOUBLE_EQ(level_curve_cost({}, 4000), 0);
+}
+
+// The curve through noisy measurements of a cost that only grows: points
+// that fall are pooled into their mean, by hand.
+TEST(CostCurveTest, NondecreasingPoolsPointsThatFall) {
+  EXPECT_EQ(nondecreasing({1, 3, 2, 4}), (std::vector<double>{1, 2.5, 2.5, 4}));
+  EXPECT_EQ(nondecreasing({5, 1, 3}), (std::vector<double>{3, 3, 3}));  // (5 + 1) / 2 = 3, then 3 >= 3
+  EXPECT_EQ(nondecreasing({1, 2, 3}), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(nondecreasing({}), std::vector<double>{});
 }
 
 // With an apply curve, a push's apply is priced by its bytes on the curve

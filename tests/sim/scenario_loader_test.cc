@@ -102,6 +102,21 @@ TEST(ScenarioLoaderTest, OverlapCurvesAreCheckedAsTheOtherCurves) {
             "");
 }
 
+// The control plane's curve over intervals: intervals increasing from 0,
+// costs not negative, each error naming its point.
+TEST(ScenarioLoaderTest, ControlIntervalCurveNeedsIncreasingIntervals) {
+  const std::string head = std::string(kValid) + "messages { control_by_interval { interval_us: 500 us: 90 } ";
+  EXPECT_EQ(first_error(head + "control_by_interval { interval_us: 400 us: 120 } }\n"),
+            "f.textproto:6:82: messages.control_by_interval[1].interval_us: must be >= 0, finite and above the "
+            "previous point's (got 400)");
+  EXPECT_EQ(first_error(head + "control_by_interval { interval_us: 4000 us: -1 } }\n"),
+            "f.textproto:6:100: messages.control_by_interval[1].us: us must not be negative (got -1)");
+  EXPECT_EQ(first_error(std::string(kValid) + "messages { control_by_interval { interval_us: -1 us: 1 } }\n"),
+            "f.textproto:6:34: messages.control_by_interval[0].interval_us: must be >= 0, finite and above the "
+            "previous point's (got -1)");
+  EXPECT_EQ(first_error(head + "control_by_interval { interval_us: 4000 us: 200 } }\n"), "");
+}
+
 TEST(ScenarioLoaderTest, ForSecondsNeedsAPaceBeforeItAndNoCount) {
   const std::string head = "cluster { workers: 1 ps: 1 } model { variable { name: \"w\" shape: [1] } }\n";
   EXPECT_EQ(first_error(head + "program { schedule { for_s: 2 } }\n"),

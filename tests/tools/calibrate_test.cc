@@ -96,10 +96,21 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_EQ(assembly[assembly.size() - 1].bytes(), 1 << 20);
   for (const auto& point : assembly) EXPECT_TRUE(positive_finite(point.us())) << point.DebugString();
   EXPECT_GT(assembly[assembly.size() - 1].us(), assembly[0].us());
-  // The control plane: half the coordinator's CPU a step, one price for every side.
-  EXPECT_TRUE(positive_finite(profile.messages().control_send().per_message_us()));
-  EXPECT_EQ(profile.messages().control_receive().per_message_us(),
-            profile.messages().control_send().per_message_us());
+  // The control plane: half the coordinator's CPU a step against the step's
+  // interval, at six paces; a longer interval never cheaper. Its price is
+  // the curve's alone.
+  const auto& control = profile.messages().control_by_interval();
+  ASSERT_GE(control.size(), 2) << "two of six paces at one interval at most";
+  for (int i = 0; i < control.size(); ++i) {
+    EXPECT_TRUE(positive_finite(control[i].interval_us())) << control[i].DebugString();
+    EXPECT_TRUE(positive_finite(control[i].us())) << control[i].DebugString();
+    if (i > 0) {
+      EXPECT_GT(control[i].interval_us(), control[i - 1].interval_us());
+      EXPECT_GE(control[i].us(), control[i - 1].us());
+    }
+  }
+  EXPECT_EQ(profile.messages().control_send().per_message_us(), 0);
+  EXPECT_EQ(profile.messages().control_receive().per_message_us(), 0);
   ASSERT_EQ(profile.compute().kernel_size(), 1);
   EXPECT_EQ(profile.compute().kernel(0).kind(), "gradient");
   EXPECT_TRUE(positive_finite(profile.compute().per_gflop_s()));

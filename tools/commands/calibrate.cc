@@ -27,9 +27,10 @@ constexpr const char* kUsage =
     "Measures what the simulator's cost model needs on this machine — each side's CPU per\n"
     "call (per message, item, row and byte, over sizes up to the largest tensor), each\n"
     "optimizer's apply cost over sizes, a worker's copies of a variable of several shards, the\n"
-    "control plane's CPU and the loopback's latency, the gradient kernel's price, the usable\n"
+    "control plane's CPU by the time between a task's messages (one-worker clusters at six\n"
+    "paces), the loopback's latency, the gradient kernel's price, the usable\n"
     "cores — with real `twinps serve` processes on loopback, and writes a CostProfile for\n"
-    "scenarios' `cost_profile` and `twinps tune --profile`. Takes about a minute and a half.\n"
+    "scenarios' `cost_profile` and `twinps tune --profile`. Takes about two and a half minutes.\n"
     "With --times N it measures N times and keeps each price's median; --median-of does the\n"
     "same for profiles already written, measuring nothing.";
 

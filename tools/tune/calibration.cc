@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -847,51 +848,74 @@ void measure_duration_spread(const CalibrationOptions& o, scenario::CostProfile&
 
 // ---------------------------------------------------------------- control plane
 
-// A real one-worker, one-ps cluster training a small model: one 512 x 512
-// variable, batch 64, about 2 ms of compute a step, so that closures reach
-// the coordinator a few hundred times a second, as on the grid's fast
-// models. The coordinator does nothing but the control plane, a closure sent
+// Real one-worker, one-ps clusters training one n x n variable at batch 64,
+// n from 64 to 2048: steps of about 0.5 to 45 ms, which the grid's models'
+// span. The coordinator does nothing but the control plane, a closure sent
 // and its result received per step, so half its CPU per step is a message
-// side's price. At the pace of a one-float model (about 3,600 steps/s here)
-// it measured 110 us a step, where the validation grid's runs at 150-560
-// steps/s measured 250-300 us (2026-11-30): a busy process finds its next
-// message already there, one at that pace sleeps and is woken for each.
+// side's price at that step's interval (MessageCosts.control_by_interval).
+// It grows with the interval: a busy process finds its next message already
+// there, one that slept is woken for each, and a longer sleep costs more to
+// wake from (0.19 ms a step at 1,400 steps/s, 0.45 at 255, 1.2 at 22 here,
+// 2026-11-30). One price at one pace was off by 2x on the grid's slower or
+// faster rows. Twice round the sizes, so that a slow spell reaches more than
+// one; each size the mean of its two.
 Status measure_control(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
-  RealRunOptions r;
-  r.model.set_batch_size(64);
-  auto* v = r.model.add_variable();
-  v->set_name("w");
-  v->add_shape(512);
-  v->add_shape(512);
-  r.workers = 1;
-  r.ps = 1;
-  r.warmup = 20;
-  r.seconds = std::max(1.0, o.seconds_per_batch * o.repeats);
-  r.data_plane = o.data_plane;
-  r.measure_cpu = true;
-  std::vector<double> chief, worker, ps, wall;
-  for (int i = 0; i < 3; ++i) {  // three clusters, the median: one can catch a burst of load
-    r.work_dir = o.work_dir + "/control" + std::to_string(i);
-    std::filesystem::create_directories(r.work_dir);
-    auto result = run_real(r);
-    if (!result.ok()) return result.status();
-    const double n = result->measured;
-    chief.push_back(result->cpu_s.at(TaskId::chief()) / n);
-    worker.push_back(result->cpu_s.at(TaskId::worker(0)) / n);
-    ps.push_back(result->cpu_s.at(TaskId::ps(0)) / n);
-    wall.push_back(result->seconds / n);
+  const std::int64_t sizes[] = {64, 128, 256, 512, 1024, 2048};
+  constexpr std::size_t kSizes = std::size(sizes);
+  constexpr int kRounds = 2;
+  std::vector<double> interval_us(kSizes), chief_us(kSizes), worker_us(kSizes), ps_us(kSizes);
+  for (int round = 0; round < kRounds; ++round) {
+    for (std::size_t i = 0; i < kSizes; ++i) {
+      RealRunOptions r;
+      r.model.set_batch_size(64);
+      auto* v = r.model.add_variable();
+      v->set_name("w");
+      v->add_shape(sizes[i]);
+      v->add_shape(sizes[i]);
+      r.workers = 1;
+      r.ps = 1;
+      r.warmup = 10;
+      r.seconds = std::max(0.25, 1.5 * o.seconds_per_batch * o.repeats);  // about 1.1 s by default
+      r.data_plane = o.data_plane;
+      r.measure_cpu = true;
+      r.work_dir = format("%s/control%zu-%d", o.work_dir.c_str(), i, round);
+      std::filesystem::create_directories(r.work_dir);
+      auto result = run_real(r);
+      if (!result.ok()) return result.status();
+      const double n = static_cast<double>(result->measured_steps) * kRounds / 1e6;
+      interval_us[i] += result->seconds / n;
+      chief_us[i] += result->cpu_s.at(TaskId::chief()) / n;
+      worker_us[i] += result->cpu_s.at(TaskId::worker(0)) / n;
+      ps_us[i] += result->cpu_s.at(TaskId::ps(0)) / n;
+    }
   }
-  const double chief_us = median(chief) * 1e6, worker_us = median(worker) * 1e6, ps_us = median(ps) * 1e6,
-               wall_us = median(wall) * 1e6;
-  const double control_us = chief_us / 2;
+  // By interval: the sizes' steps take longer as they grow, but a slow spell
+  // can reorder two neighbours.
+  std::vector<std::size_t> order(kSizes);
+  for (std::size_t i = 0; i < kSizes; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return interval_us[a] < interval_us[b]; });
+  std::vector<double> side_us;
+  for (std::size_t i : order) side_us.push_back(chief_us[i] / 2);
+  side_us = sim::nondecreasing(side_us);
   auto* m = p.mutable_messages();
-  m->mutable_control_send()->set_per_message_us(control_us);
-  m->mutable_control_receive()->set_per_message_us(control_us);
-  *report += format(
-      "one 512 x 512 variable, batch 64, 1 worker, 1 ps (median of 3 clusters): %.1f us per step (%.0f steps/s); "
-      "CPU per step: coordinator %.1f us, worker %.1f us, ps %.1f us\n"
-      "  control plane: %.1f us per message side (half the coordinator's; 4 sides a step)\n",
-      wall_us, 1e6 / wall_us, chief_us, worker_us, ps_us, control_us);
+  m->mutable_control_send()->set_per_message_us(0);
+  m->mutable_control_receive()->set_per_message_us(0);
+  m->clear_control_by_interval();
+  *report += "control plane: one n x n variable, batch 64, 1 worker, 1 ps (the mean of 2 clusters each; CPU per step):\n";
+  double previous = -1;
+  for (std::size_t k = 0; k < kSizes; ++k) {
+    const std::size_t i = order[k];
+    *report += format("  %4lld x %-4lld %8.1f us a step (%6.0f steps/s): coordinator %7.1f us, worker %8.1f us, ps %7.1f us"
+                      " -> %.1f us a message side\n",
+                      static_cast<long long>(sizes[i]), static_cast<long long>(sizes[i]), interval_us[i],
+                      1e6 / interval_us[i], chief_us[i], worker_us[i], ps_us[i], side_us[k]);
+    if (!(interval_us[i] > previous)) continue;  // two sizes at one interval: the first
+    auto* point = m->add_control_by_interval();
+    point->set_interval_us(interval_us[i]);
+    point->set_us(side_us[k]);
+    previous = interval_us[i];
+  }
+  *report += "  (half the coordinator's a side, 4 sides a step; costs that fall with a longer interval pooled)\n";
   return absl::OkStatus();
 }
 
@@ -980,6 +1004,7 @@ double median(std::vector<double> v) {
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
 
 std::string profile_text(const Calibration& c) {
   std::string out = "# CostProfile (sim/scenario.proto) written by `twinps calibrate`.\n"

@@ -24,12 +24,13 @@
 //   - messages.data_assembly: a worker's own copies of a variable of several
 //     shards (concat_shards of a read, split_dense of a gradient, two shards),
 //     timed on this thread over the same sizes, the mean of the two;
-//   - messages.control_*: a real one-worker, one-ps cluster training one
-//     512 x 512 variable at batch 64 (a few hundred steps a second, the
-//     pace of the grid's fast models): half the coordinator's CPU per step
-//     (a closure sent, its result received) is one message side's, each of
-//     the four a step (RunClosure over gRPC; the pace matters: at a
-//     one-float model's it measured half);
+//   - messages.control_by_interval: real one-worker, one-ps clusters
+//     training one n x n variable at batch 64, n from 64 to 2048 (steps of
+//     about 0.5 to 45 ms): half the coordinator's CPU per step (a closure
+//     sent, its result received) is one message side's at that step's
+//     interval, each of the four a step (RunClosure over gRPC); the longer
+//     a process slept, the more a message costs it (0.19 ms a step at
+//     1,400 steps/s, 1.2 ms at 22 here);
 //   - network.loopback_latency_us: the speed probe's hand-off, the wall time
 //     of a one-byte round trip between two threads that is neither's CPU,
 //     per way (the kernel's wake-up of a sleeping reader; on a virtual

@@ -55,7 +55,7 @@ constexpr char kUsage[] =
     "--data-dir, $TWINPS_DATA_DIR or share/twinps beside the binary, where `cmake --install` puts them):\n"
     "dense_heavy, embedding_heavy, many_small, one_large and sparse_embedding, odd worker and ps counts,\n"
     "every partitioner, a straggling worker and batches beyond the calibration's; none of it is what\n"
-    "`twinps calibrate` measures (microbenchmarks and one 512 x 512 variable on one worker and one ps).\n"
+    "`twinps calibrate` measures (microbenchmarks, and one n x n variable on one worker and one ps).\n"
     "With --model, each given model runs a small grid of its own instead. Variables larger than\n"
     "--max-variable-mib are given fewer rows, in the real runs and the predictions alike. Without\n"
     "--profile, `twinps calibrate` runs first. --quick: two configurations of the first model (tests).\n"
