@@ -859,34 +859,46 @@ void measure_duration_spread(const CalibrationOptions& o, scenario::CostProfile&
 // 2026-11-30). One price at one pace was off by 2x on the grid's slower or
 // faster rows. Twice round the sizes, so that a slow spell reaches more than
 // one; each size the mean of its two.
+// One control cluster's figures, per step: its time and each role's CPU.
+struct ControlStep {
+  double interval_us = 0, chief_us = 0, worker_us = 0, ps_us = 0;
+};
+
+StatusOr<ControlStep> run_control_cluster(const CalibrationOptions& o, std::int64_t n, const std::string& work_dir) {
+  RealRunOptions r;
+  r.model.set_batch_size(64);
+  auto* v = r.model.add_variable();
+  v->set_name("w");
+  v->add_shape(n);
+  v->add_shape(n);
+  r.workers = 1;
+  r.ps = 1;
+  r.warmup = 10;
+  r.seconds = std::max(0.25, 1.5 * o.seconds_per_batch * o.repeats);  // about 1.1 s by default
+  r.data_plane = o.data_plane;
+  r.measure_cpu = true;
+  r.work_dir = work_dir;
+  std::filesystem::create_directories(r.work_dir);
+  auto result = run_real(r);
+  if (!result.ok()) return result.status();
+  const double steps = static_cast<double>(result->measured_steps) / 1e6;  // per us
+  return ControlStep{result->seconds / steps, result->cpu_s.at(TaskId::chief()) / steps,
+                     result->cpu_s.at(TaskId::worker(0)) / steps, result->cpu_s.at(TaskId::ps(0)) / steps};
+}
+
 Status measure_control(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
   const std::int64_t sizes[] = {64, 128, 256, 512, 1024, 2048};
   constexpr std::size_t kSizes = std::size(sizes);
   constexpr int kRounds = 2;
-  std::vector<double> interval_us(kSizes), chief_us(kSizes), worker_us(kSizes), ps_us(kSizes);
+  std::vector<double> interval_us(kSizes), chief_us(kSizes), worker_us(kSizes), ps_us(kSizes);  // means
   for (int round = 0; round < kRounds; ++round) {
     for (std::size_t i = 0; i < kSizes; ++i) {
-      RealRunOptions r;
-      r.model.set_batch_size(64);
-      auto* v = r.model.add_variable();
-      v->set_name("w");
-      v->add_shape(sizes[i]);
-      v->add_shape(sizes[i]);
-      r.workers = 1;
-      r.ps = 1;
-      r.warmup = 10;
-      r.seconds = std::max(0.25, 1.5 * o.seconds_per_batch * o.repeats);  // about 1.1 s by default
-      r.data_plane = o.data_plane;
-      r.measure_cpu = true;
-      r.work_dir = format("%s/control%zu-%d", o.work_dir.c_str(), i, round);
-      std::filesystem::create_directories(r.work_dir);
-      auto result = run_real(r);
-      if (!result.ok()) return result.status();
-      const double n = static_cast<double>(result->measured_steps) * kRounds / 1e6;
-      interval_us[i] += result->seconds / n;
-      chief_us[i] += result->cpu_s.at(TaskId::chief()) / n;
-      worker_us[i] += result->cpu_s.at(TaskId::worker(0)) / n;
-      ps_us[i] += result->cpu_s.at(TaskId::ps(0)) / n;
+      auto step = run_control_cluster(o, sizes[i], format("%s/control%zu-%d", o.work_dir.c_str(), i, round));
+      if (!step.ok()) return step.status();
+      interval_us[i] += step->interval_us / kRounds;
+      chief_us[i] += step->chief_us / kRounds;
+      worker_us[i] += step->worker_us / kRounds;
+      ps_us[i] += step->ps_us / kRounds;
     }
   }
   // By interval: the sizes' steps take longer as they grow, but a slow spell
