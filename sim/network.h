@@ -78,8 +78,8 @@ struct MessageCosts {
   // once. (A reply's: PsServiceModel::reply_overlap.)
   CostCurve request_overlap;
   // A control message's side, beyond control_send / control_receive, by the
-  // time (ns) since its task's previous one in the same direction (ns; held
-  // level outside the curve): a process that slept is woken for it.
+  // time since its task's previous one in the same direction (both in ns;
+  // held level outside the curve): a process that slept is woken for it.
   CostCurve control_by_interval;
   bool zero() const {
     return data_send.zero() && data_receive.zero() && control_send.zero() && control_receive.zero() &&

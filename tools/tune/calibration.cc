@@ -848,17 +848,6 @@ void measure_duration_spread(const CalibrationOptions& o, scenario::CostProfile&
 
 // ---------------------------------------------------------------- control plane
 
-// Real one-worker, one-ps clusters training one n x n variable at batch 64,
-// n from 64 to 2048: steps of about 0.5 to 45 ms, which the grid's models'
-// span. The coordinator does nothing but the control plane, a closure sent
-// and its result received per step, so half its CPU per step is a message
-// side's price at that step's interval (MessageCosts.control_by_interval).
-// It grows with the interval: a busy process finds its next message already
-// there, one that slept is woken for each, and a longer sleep costs more to
-// wake from (0.19 ms a step at 1,400 steps/s, 0.45 at 255, 1.2 at 22 here,
-// 2026-11-30). One price at one pace was off by 2x on the grid's slower or
-// faster rows. Twice round the sizes, so that a slow spell reaches more than
-// one; each size the mean of its two.
 // One control cluster's figures, per step: its time and each role's CPU.
 struct ControlStep {
   double interval_us = 0, chief_us = 0, worker_us = 0, ps_us = 0;
@@ -886,6 +875,17 @@ StatusOr<ControlStep> run_control_cluster(const CalibrationOptions& o, std::int6
                      result->cpu_s.at(TaskId::worker(0)) / steps, result->cpu_s.at(TaskId::ps(0)) / steps};
 }
 
+// Real one-worker, one-ps clusters training one n x n variable at batch 64,
+// n from 64 to 2048: steps of about 0.5 to 45 ms, which the grid's models'
+// span. The coordinator does nothing but the control plane, a closure sent
+// and its result received per step, so half its CPU per step is a message
+// side's price at that step's interval (MessageCosts.control_by_interval).
+// It grows with the interval: a busy process finds its next message already
+// there, one that slept is woken for each, and a longer sleep costs more to
+// wake from (0.19 ms a step at 1,400 steps/s, 0.45 at 255, 1.2 at 22 here,
+// 2026-11-30). One price at one pace was off by 2x on the grid's slower or
+// faster rows. Twice round the sizes, so that a slow spell reaches more than
+// one; each size the mean of its two.
 Status measure_control(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
   const std::int64_t sizes[] = {64, 128, 256, 512, 1024, 2048};
   constexpr std::size_t kSizes = std::size(sizes);
