@@ -1,22 +1,19 @@
 #include "tools/subprocess.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/process/args.hpp>
-#include <boost/process/child.hpp>
-#include <boost/process/env.hpp>
-#include <boost/process/environment.hpp>
-#include <boost/process/exe.hpp>
-#include <boost/process/io.hpp>
-
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -46,9 +43,62 @@ ScratchDir::~ScratchDir() {
 
 Child::Child() = default;
 
+namespace {
+
+// The environment a child starts with: this process's, with `overrides`
+// ("K=V") replacing or adding entries.
+std::vector<std::string> child_environment(const std::vector<std::string>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) out.emplace_back(*e);
+  for (const auto& entry : overrides) {
+    const std::string name = entry.substr(0, entry.find('=')) + "=";
+    std::erase_if(out, [&name](const std::string& e) { return e.compare(0, name.size(), name) == 0; });
+    out.push_back(entry.find('=') == std::string::npos ? entry + "=" : entry);
+  }
+  return out;
+}
+
+// The char* array execve wants, pointing into `strings` (which must outlive it).
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// A started child's pid, or the errno of why it could not be started.
+struct Spawned {
+  pid_t pid = -1;
+  int error = 0;
+};
+
+// Starts `args` with stdin from /dev/null and stdout/stderr to the files.
+Spawned spawn(std::vector<std::string> args, std::vector<std::string> environment,
+                               const std::string& out_path, const std::string& err_path) {
+  posix_spawn_file_actions_t files;
+  posix_spawnattr_t attributes;
+  ::posix_spawn_file_actions_init(&files);
+  ::posix_spawnattr_init(&attributes);
+  ::posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&files, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::posix_spawn_file_actions_addopen(&files, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // The child starts with no signal blocked, whatever the spawning thread blocks.
+  sigset_t none;
+  sigemptyset(&none);
+  ::posix_spawnattr_setsigmask(&attributes, &none);
+  ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> argv = pointers(args), envp = pointers(environment);
+  pid_t pid = -1;
+  const int error = ::posix_spawn(&pid, argv[0], &files, &attributes, argv.data(), envp.data());
+  ::posix_spawnattr_destroy(&attributes);
+  ::posix_spawn_file_actions_destroy(&files);
+  return error != 0 ? Spawned{-1, error} : Spawned{pid, 0};
+}
+
+}  // namespace
+
 Child Child::start(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& dir,
                    const std::string& name) {
-  namespace bp = boost::process;
   Child c;
   // Output goes to files in `dir`, or in a temp dir of the child's own that
   // goes away with the handle.
@@ -56,28 +106,16 @@ Child Child::start(const std::vector<std::string>& args, const std::vector<std::
   const std::string where = dir.empty() ? c.owned_dir_ : dir;
   c.out_path_ = where + "/" + name + ".out";
   c.err_path_ = where + "/" + name + ".err";
-  bp::environment environment = boost::this_process::environment();
-  for (const auto& e : env) {
-    const auto eq = e.find('=');
-    // set(), not operator[]: Boost 1.74's find() behind operator[] compares a
-    // name against shorter entries past their end (ASan reports it).
-    environment.set(e.substr(0, eq), eq == std::string::npos ? std::string() : e.substr(eq + 1));
-  }
-  std::error_code ec;
-  if (!args.empty()) {
-    c.process_ = std::make_unique<bp::child>(
-        bp::exe = args[0], bp::args = std::vector<std::string>(args.begin() + 1, args.end()),
-        bp::std_out > c.out_path_, bp::std_err > c.err_path_, bp::std_in < bp::null, bp::env = environment, ec);
-  }
-  if (args.empty() || ec || !c.process_->valid()) {
+  const Spawned started =
+      args.empty() ? Spawned{-1, ENOENT} : spawn(args, child_environment(env), c.out_path_, c.err_path_);
+  if (started.error != 0) {
     // As a shell reports it: exit code 127, the reason where stderr would be.
-    c.process_.reset();
     c.exit_code_ = 127;
     std::ofstream(c.err_path_) << "cannot start " << (args.empty() ? std::string("(no program)") : args[0]) << ": "
-                               << (ec ? ec.message() : std::string("unknown error")) << "\n";
+                               << std::strerror(started.error) << "\n";
     return c;
   }
-  c.pid_ = c.process_->id();
+  c.pid_ = started.pid;
   return c;
 }
 
@@ -85,7 +123,6 @@ Child::Child(Child&& o) noexcept { *this = std::move(o); }
 Child& Child::operator=(Child&& o) noexcept {
   if (this != &o) {
     stop();
-    process_ = std::move(o.process_);
     pid_ = o.pid_;
     exit_code_ = o.exit_code_;
     out_path_ = std::move(o.out_path_);
@@ -110,13 +147,14 @@ void Child::remove_owned_dir() {
 
 bool Child::running() {
   if (pid_ <= 0) return false;
-  std::error_code ec;
-  if (process_->running(ec)) return true;
-  // Exited (and reaped by running()), or no longer ours to wait for.
-  const int status = process_->native_exit_code();
-  exit_code_ = ec ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  int status = 0;
+  pid_t reaped = 0;
+  do reaped = ::waitpid(pid_, &status, WNOHANG);
+  while (reaped < 0 && errno == EINTR);
+  if (reaped == 0) return true;
+  // Exited (and reaped now), or no longer ours to wait for (-1: ECHILD).
+  exit_code_ = reaped < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
   pid_ = -1;
-  process_.reset();
   return false;
 }
 

@@ -4,21 +4,23 @@
 // tune commands, and by the integration tests (tests/tools/process.h); output
 // captured to files, stopped when the handle goes away.
 //
-// Spawning is Boost.Process's (v1, header-only in Debian's Boost 1.74): it
-// opens the output files and builds argv and the environment before fork(),
-// so the child only duplicates descriptors and calls execve — what is safe
-// after fork() in a process that runs threads (gRPC's) — and it reports a
-// failed exec to the parent with its reason. Waiting with a timeout polls
-// (waitpid with WNOHANG): Boost 1.74's wait_for installs a process-wide
-// SIGCHLD handler, which a multi-threaded process must not do.
+// Spawning is posix_spawn(3): glibc starts the child in the parent's memory
+// (clone with CLONE_VM | CLONE_VFORK) with its own stack and every signal
+// handler reset, and the child only opens the output files and calls
+// execve — what is safe in a process that runs threads (gRPC's) — and a
+// failed exec comes back with its errno. fork() is not used on purpose: it
+// write-protects every page of this process for copy-on-write, and after the
+// child has exec'd each first write to a page still takes a fault. Measured
+// here (a Firecracker VM): about 12 us a page, so writing over a 32 MiB table
+// after starting a child cost 100 ms — the row probe read 1-8 us a row after
+// each real run instead of 0.08 (tools/tune/speed_probe.h), and a chief that
+// restarts a killed ps paid it on its whole working set. Waiting with a
+// timeout polls (waitpid with WNOHANG): no process-wide SIGCHLD handler,
+// which a multi-threaded process must not install.
 #include <chrono>
-#include <memory>
 #include <string>
 #include <vector>
 
-namespace boost::process {
-class child;
-}  // namespace boost::process
 
 namespace twinps::cli {
 
@@ -77,7 +79,6 @@ class Child {
   const std::string& out_file() const { return out_path_; }  // where out() is read from
 
  private:
-  std::unique_ptr<boost::process::child> process_;
   int pid_ = -1;
   int exit_code_ = -1;
   std::string out_path_, err_path_;
