@@ -73,8 +73,8 @@ struct Spawned {
 };
 
 // Starts `args` with stdin from /dev/null and stdout/stderr to the files.
-Spawned spawn(std::vector<std::string> args, std::vector<std::string> environment,
-                               const std::string& out_path, const std::string& err_path) {
+Spawned spawn(std::vector<std::string> args, std::vector<std::string> environment, const std::string& out_path,
+              const std::string& err_path) {
   posix_spawn_file_actions_t files;
   posix_spawnattr_t attributes;
   ::posix_spawn_file_actions_init(&files);
