@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdint>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -148,12 +148,12 @@ void Child::remove_owned_dir() {
 bool Child::running() {
   if (pid_ <= 0) return false;
   int status = 0;
-  pid_t reaped = 0;
-  do reaped = ::waitpid(pid_, &status, WNOHANG);
-  while (reaped < 0 && errno == EINTR);
+  pid_t reaped = ::waitpid(pid_, &status, WNOHANG);
+  while (reaped < 0 && errno == EINTR) reaped = ::waitpid(pid_, &status, WNOHANG);
   if (reaped == 0) return true;
   // Exited (and reaped now), or no longer ours to wait for (-1: ECHILD).
-  exit_code_ = reaped < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  const bool exited = reaped > 0 && WIFEXITED(status), killed = reaped > 0 && WIFSIGNALED(status);
+  exit_code_ = exited ? WEXITSTATUS(status) : killed ? 128 + WTERMSIG(status) : -1;
   pid_ = -1;
   return false;
 }

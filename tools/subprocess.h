@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-
 namespace twinps::cli {
 
 // This executable (to start it again in another role).
