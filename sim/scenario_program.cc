@@ -113,7 +113,11 @@ Task<Status> ScenarioProgram::train(ClusterCoordinator& c, Executor& ex, TaskSco
   callbacks.on_start = [this, start](const training::StartInfo& info) {
     result_.starts[static_cast<std::size_t>(start)].start_epoch = info.start_epoch;
   };
-  callbacks.on_epoch = [this](const training::EpochResult& e) { result_.epochs.push_back(e); };
+  callbacks.on_epoch = [this](const training::EpochResult& e) {
+    result_.epochs.push_back(e);
+    result_.epoch_marks.push_back(EpochMark{e.finished_at, hooks_.task_cpu ? hooks_.task_cpu() : std::vector<Duration>{},
+                                            hooks_.task_waiting ? hooks_.task_waiting() : std::vector<Duration>{}});
+  };
   // Faults timed from the program's start hit training, not the cluster's
   // creation, however long that takes (real processes under a sanitizer).
   callbacks.on_cluster_formed = [this] { started(); };

@@ -115,6 +115,14 @@ struct ActionRecord {
   std::vector<Duration> waiting_at_start, waiting_at_end;
 };
 
+// What the tasks had used when a `train` action's epoch ended (its
+// EpochResult at the same index of SimResult.epochs): an epoch of a model
+// spec is measured as a phase of a program is (tools/tune/real_run.h).
+struct EpochMark {
+  Time at = 0;  // the epoch's finished_at
+  std::vector<Duration> cpu, waiting;  // by slot, as ActionRecord.cpu_at_end and waiting_at_end
+};
+
 struct ValueRecord {
   int program_start = 0;
   std::string label;
@@ -159,6 +167,7 @@ struct SimResult {
   std::vector<PsReport> ps;
   std::vector<PushRecord> pushes;  // with record_invariants
   std::vector<training::EpochResult> epochs;  // trained by `train` actions
+  std::vector<EpochMark> epoch_marks;         // parallel to epochs
   std::optional<model::MetricValues> eval;    // the last `train` action's evaluation after training
   std::optional<std::int64_t> final_iterations;  // read from the stores at the end
   std::int64_t steps_made_up = 0;  // trainer steps trained again after ps recoveries (P14)

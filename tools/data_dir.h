@@ -1,6 +1,6 @@
 #pragma once
 // Where twinps finds the files it ships — scenarios/ with its models/ and
-// profiles/ — when a relative path given to it (or one of its defaults, such
+// profiles/, and the example specs examples/*/model.textproto — when a relative path given to it (or one of its defaults, such
 // as `tune --validate`'s models) does not exist from the current directory:
 //   1. --data-dir DIR, where a command offers it;
 //   2. the TWINPS_DATA_DIR environment variable;
@@ -8,7 +8,8 @@
 //      `cmake --install`, <build>/share/twinps in a build tree (linked to the
 //      sources at configure time).
 // Each directory holds the repository's layout: scenarios/tutorial.textproto,
-// scenarios/models/dense_heavy.textproto, scenarios/profiles/...
+// scenarios/models/dense_heavy.textproto, scenarios/profiles/...,
+// examples/ctr/model.textproto
 #include <string>
 #include <vector>
 

@@ -250,6 +250,7 @@ StatusOr<RealRun> run_real_scenario(const scenario::Scenario& s, const std::stri
   result.end_time = ex.now() - origin;
   // The result's times count from the program's start, as the simulator's do.
   for (auto& e : result.epochs) e.finished_at -= origin;
+  for (auto& m : result.epoch_marks) m.at -= origin;
 
   // The outcome, read as the simulator reads it.
   auto& st = result.starts.back();

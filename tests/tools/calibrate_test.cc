@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "sim/scenario_loader.h"
+#include "tests/core/rings_data.h"
 #include "tests/tools/process.h"
 #include "tests/tools/read_file.h"
 
@@ -277,6 +278,41 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
   EXPECT_EQ(rows, 2);
 }
 
+// A model spec is measured as users train it, by its own trainer on its own
+// data (the trainer's two epochs, the second measured), and predicted as
+// `twinps tune --model SPEC` predicts it.
+TEST(TuneValidateTest, AModelSpecIsMeasuredByItsOwnTrainer) {
+  const std::string dir = testing::temp_dir("validate-spec");
+  testing::write_rings_files(dir);
+  const std::string spec = write(dir + "/rings.textproto", testing::rings_spec("constant: 0.01"));
+  const std::string profile = write(dir + "/profile.textproto", kProfile);
+  Process p = twinps({"tune", "--validate", "--quick", "--model", spec, "--train-data", dir + "/train-*.csv",
+                      "--profile", profile, "--seconds", "0.5", "--csv", dir + "/validate.csv"});
+  ASSERT_TRUE(p.wait(240s)) << "validation did not finish";
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  EXPECT_NE(p.out().find("rings (spec)"), std::string::npos) << p.out();
+  std::ifstream csv(dir + "/validate.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    std::stringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 23u) << line;
+    EXPECT_EQ(f[0], "rings (spec)") << line;
+    // Two epochs of equal closures: as many warmed up as measured.
+    EXPECT_EQ(f[6], f[7]) << line;
+    EXPECT_GT(std::stod(f[7]), 0) << line;
+    EXPECT_GT(std::stod(f[8]), 0) << line;   // predicted
+    EXPECT_GT(std::stod(f[9]), 0) << line;   // measured
+    EXPECT_GT(std::stod(f[13]), 0) << line;  // measured CPU, workers: the trainer's steps ran there
+    EXPECT_GT(std::stod(f[14]), 0) << line;  // measured CPU, ps
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+}
+
 TEST(TuneValidateTest, BadInputExitsTwo) {
   const std::string dir = testing::temp_dir("validate-bad");
   const std::string model = write(dir + "/model.textproto", kModel);
@@ -287,6 +323,10 @@ TEST(TuneValidateTest, BadInputExitsTwo) {
       {"tune", "--validate", "--model", model, "--seconds", "0"},
       {"tune", "--validate", "--model", model, "--csv", dir + "/no/such/dir/out.csv"},
       {"tune", "--validate", "--model", model, "--data-plane", "carrier-pigeon"},
+      // Data without a spec to train on it, and a spec without data.
+      {"tune", "--validate", "--model", model, "--train-data", dir + "/train-*.csv"},
+      {"tune", "--validate", "--model", write(dir + "/spec.textproto", testing::rings_spec("constant: 0.01"))},
+      {"tune", "--validate", "--model", dir + "/spec.textproto", "--train-data", dir + "/none-*.csv"},
   };
   for (const auto& args : bad) {
     Process p = twinps(args);

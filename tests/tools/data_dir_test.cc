@@ -83,7 +83,8 @@ TEST(DataDirTest, CmakeInstallShipsTheDataAndTheInstalledBinaryFindsIt) {
                         "share/twinps/scenarios/models/dense_heavy.textproto",
                         "share/twinps/scenarios/models/embedding_heavy.textproto",
                         "share/twinps/scenarios/profiles/reference.textproto", "share/twinps/docs/semantics.md",
-                        "share/twinps/README.md"})
+                        "share/twinps/examples/ctr/model.textproto", "share/twinps/examples/fashion_mnist/model.textproto",
+                        "share/twinps/examples/tutorial/model.textproto", "share/twinps/README.md"})
     EXPECT_TRUE(fs::exists(fs::path(prefix) / f)) << f;
 
   const std::string installed = "'" + prefix + "/bin/twinps'";

@@ -4,6 +4,8 @@
 // predicted again later (--runs): with another cost profile, or another
 // build of the simulator, on the very same measured steps/s. The file is
 // scenario.MeasuredRuns (sim/scenario.proto) in text format.
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,12 @@ struct GridRun {
   GridConfig config;
   scenario::SyntheticModel model;
   std::vector<MeasuredRun> rounds;
+  // A model spec's configuration: the spec compiled with the configuration's
+  // partitioner and batch, and its data, which the real runs train (`model`
+  // is the synthetic model that times it). Not saved: a saved run is
+  // predicted from `model` alone.
+  std::shared_ptr<const model::CompiledModel> spec;
+  std::optional<training::DataSource> spec_data;
 };
 
 // Everything a validation measured: what the predictions are made for.

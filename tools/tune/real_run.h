@@ -8,11 +8,14 @@
 // the time from the second schedule to the end of its join.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/cluster/task_id.h"
+#include "core/model/compiled_model.h"
 #include "core/runtime/status.h"
+#include "core/training/data_source.h"
 #include "scenario.pb.h"  // generated from sim/scenario.proto
 
 namespace twinps::cli {
@@ -54,5 +57,25 @@ inline constexpr int kRealRunMaxTasks = 12;
 // Runs the model and measures it. UNAVAILABLE if the cluster cannot be
 // formed; the error of the run otherwise.
 StatusOr<RealRunResult> run_real(const RealRunOptions& options);
+
+// A model spec trained by its own trainer (core/training) on its own data,
+// on a real cluster as above: the program `twinps train` runs, measured as
+// the tuner's program is. The trainer runs two epochs of equal steps: the
+// first is the warm-up, the second is measured (from the first's end to its
+// own, CPU read at both ends). Their length: `steps_per_epoch`, else as
+// many steps as fill about `seconds` at the pace of a first, shorter run
+// of 4 closures per worker an epoch.
+struct SpecRunOptions {
+  std::shared_ptr<const model::CompiledModel> model;  // with its partitioner
+  training::DataSource train;
+  int workers = 1;
+  int ps = 1;
+  std::int64_t steps_per_epoch = 0;
+  double seconds = 2;
+  std::string data_plane = "tcp";
+  std::string work_dir;
+  bool measure_cpu = false;
+};
+StatusOr<RealRunResult> run_real_spec(const SpecRunOptions& options);
 
 }  // namespace twinps::cli

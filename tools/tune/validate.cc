@@ -12,13 +12,16 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "core/data/ctr_generator.h"
 #include "sim/scenario_loader.h"
+#include "sim/spec_workload.h"
 #include "sim/tuner.h"
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_dir.h"
 #include "tools/data_plane_flag.h"
 #include "tools/subprocess.h"
+#include "tools/training_flags.h"
 #include "tools/tune/calibration.h"
 #include "tools/tune/measured_runs.h"
 #include "tools/tune/real_run.h"
@@ -30,7 +33,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: twinps tune --validate [--profile FILE] [--rounds N] [--quick] [--csv FILE]\n"
     "                   [--model FILE]... [--seconds S] [--max-variable-mib M] [--data-plane P]\n"
-    "                   [--save-runs FILE]\n"
+    "                   [--save-runs FILE] [--train-data GLOB... [--train-labels GLOB...]]\n"
     "       twinps tune --validate --runs FILE --profile FILE [--csv FILE]\n"
     "\n"
     "Measures the simulation's fidelity on this machine: trains models on real `twinps serve` processes\n"
@@ -51,14 +54,20 @@ constexpr char kUsage[] =
     "own prices, as\n"
     "`twinps tune` would predict, is printed beside it; the shard picks use those.\n"
     "\n"
-    "The grid (34 configurations) uses the models of scenarios/models (from the current directory, else\n"
-    "--data-dir, $TWINPS_DATA_DIR or share/twinps beside the binary, where `cmake --install` puts them):\n"
-    "dense_heavy, embedding_heavy, many_small, one_large and sparse_embedding, odd worker and ps counts,\n"
-    "every partitioner, a straggling worker and batches beyond the calibration's; none of it is what\n"
-    "`twinps calibrate` measures (microbenchmarks, and one n x n variable on one worker and one ps).\n"
-    "With --model, each given model runs a small grid of its own instead. Variables larger than\n"
-    "--max-variable-mib are given fewer rows, in the real runs and the predictions alike. Without\n"
-    "--profile, `twinps calibrate` runs first. --quick: two configurations of the first model (tests).\n"
+    "The grid (49 configurations) uses the synthetic models of scenarios/models (from the current\n"
+    "directory, else --data-dir, $TWINPS_DATA_DIR or share/twinps beside the binary, where `cmake\n"
+    "--install` puts them): dense_heavy, embedding_heavy, many_small, one_large and sparse_embedding, odd\n"
+    "worker and ps counts, every partitioner, a straggling worker and batches beyond the calibration's;\n"
+    "and the example specs tutorial, fashion_mnist and ctr (examples/), each trained by its own trainer\n"
+    "on its own data (the tutorial's records, Debian's dataset-fashion-mnist, a click log of 200,000\n"
+    "examples generated first), two epochs of equal steps with the second measured, and predicted as\n"
+    "`twinps tune --model SPEC` predicts it (the synthetic model that times the spec). None of it is\n"
+    "what `twinps calibrate` measures (microbenchmarks, and one n x n variable on one worker and one ps).\n"
+    "With --model, each given model runs a small grid of its own instead; a model spec trains on\n"
+    "--train-data (and --train-labels for IDX). A synthetic model's variables larger than\n"
+    "--max-variable-mib are given fewer rows, in the real runs and the predictions alike (a spec's are\n"
+    "its own). Without --profile, `twinps calibrate` runs first. --quick: two configurations of the\n"
+    "first model (tests).\n"
     "\n"
     "The real runs use the plane the profile was measured over (its `data_plane`; tcp for a profile\n"
     "written before it was recorded): a profile's prices hold for its own plane only.\n"
@@ -120,9 +129,19 @@ RoleCpu measured_cpu(const RealRunResult& r) {
   return out;
 }
 
+// A model spec measured as users train it: its own trainer (core/training)
+// on its own data, two epochs of equal steps (tools/tune/real_run.h).
+struct SpecSource {
+  model::spec::ModelSpec spec;  // as loaded; each configuration sets its partitioner and batch
+  training::DataSource train;
+};
+
 struct Model {
-  std::string name;  // the file's stem
+  std::string name;  // the file's stem; an example spec's directory, "(spec)" after it
+  // What the simulation runs: a spec's is the synthetic model that times it
+  // (sim/spec_workload.h), as `twinps tune --model SPEC` predicts it.
   scenario::SyntheticModel model;
+  std::optional<SpecSource> spec;
 };
 
 constexpr auto kFixed = sim::PartitionerKind::kFixed;
@@ -151,6 +170,11 @@ std::vector<GridConfig> full_grid() {
       {2, 2, 2, kFixed, 1}, {2, 2, 2, kFixed, 2}, {2, 2, 2, kFixed, 4},
       {3, 1, 2, kFixed, 1}, {3, 1, 2, kFixed, 2}, {3, 1, 2, kFixed, 4},
       {4, 2, 2, kFixed, 1}, {4, 2, 2, kFixed, 2}, {4, 2, 2, kFixed, 4},
+      // The example specs (kExampleSpecs), each trained by its own trainer on
+      // its own data: one worker, an odd cluster, and shard picks.
+      {5, 1, 1, kFixed, 1}, {5, 3, 2, kFixed, 2}, {5, 2, 2, kFixed, 1}, {5, 2, 2, kFixed, 2}, {5, 2, 2, kFixed, 4},
+      {6, 1, 1, kFixed, 1}, {6, 3, 2, kMin, 2}, {6, 2, 2, kFixed, 1}, {6, 2, 2, kFixed, 2}, {6, 2, 2, kFixed, 4},
+      {7, 1, 1, kFixed, 1}, {7, 3, 2, kFixed, 2}, {7, 2, 2, kFixed, 1}, {7, 2, 2, kFixed, 2}, {7, 2, 2, kFixed, 4},
   };
 }
 
@@ -200,32 +224,110 @@ std::string extras(const GridConfig& c) {
 // What the command line asked for.
 struct ValidateOptions {
   std::vector<std::string> model_paths;
+  std::vector<std::string> train_data, train_labels;  // a model spec's (--model SPEC)
   std::string profile_path, csv_path, data_dir, data_plane, save_runs_path, runs_path;
   double seconds = 2, max_variable_mib = 32;
   int rounds = 1;
   bool quick = false, timing_only = false, dedicated_hosts = false;
 };
 
-// The models to measure (--model, else the default grid's), cut to
-// --max-variable-mib. nullopt after printing the problem.
-std::optional<std::vector<Model>> load_models(const ValidateOptions& o) {
+// A model spec and the data `twinps train` would read for it; errors name
+// the file, flag or record, as `twinps train`'s do.
+StatusOr<Model> load_spec_model(const std::string& name, const std::string& path, std::vector<std::string> train_data,
+                                std::vector<std::string> train_labels) {
+  ModelFlags flags;
+  flags.model_path = path;
+  flags.train_data = std::move(train_data);
+  flags.train_labels = std::move(train_labels);
+  auto run = load_model_run(flags, po::variables_map{}, /*need_train_data=*/true);
+  if (!run.ok()) return run.status();
+  auto timed = sim::synthetic_model_of(*run->model);
+  if (!timed.ok()) return Status(timed.status().code(), path + ": " + std::string(timed.status().message()));
+  return Model{name, std::move(*timed), SpecSource{run->spec, std::move(*run->train)}};
+}
+
+// The example specs of the default grid, with the data each example trains
+// on (examples/README.md): the tutorial's generated records, Debian's
+// Fashion-MNIST and a generated click log (written under `work_dir`).
+const char* const kExampleSpecs[] = {"tutorial", "fashion_mnist", "ctr"};
+constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+constexpr std::int64_t kCtrExamples = 200'000;
+
+StatusOr<Model> load_example_spec(const std::string& example, const ValidateOptions& o, const std::string& work_dir) {
+  const std::string path = find_data("examples/" + example + "/model.textproto", o.data_dir);
+  if (!std::filesystem::exists(path))
+    return absl::NotFoundError("examples/" + example + "/model.textproto: " + data_search_note(o.data_dir));
+  std::vector<std::string> data, labels;
+  if (example == "tutorial") {
+    data = {kBuiltinTutorialData};
+  } else if (example == "fashion_mnist") {
+    const std::string images = std::string(kFashionMnist) + "/train-images-idx3-ubyte.gz";
+    if (!std::filesystem::exists(images))
+      return absl::NotFoundError(images + " is missing: the example fashion_mnist trains on Debian's "
+                                 "dataset-fashion-mnist (apt-get install dataset-fashion-mnist)");
+    data = {images};
+    labels = {std::string(kFashionMnist) + "/train-labels-idx1-ubyte.gz"};
+  } else {
+    const std::string dir = work_dir + "/ctr-data";
+    std::filesystem::create_directories(dir);
+    data::CtrOptions co;
+    co.examples = kCtrExamples;
+    co.train_files = 4;
+    auto generated = data::generate_ctr(dir, co);
+    if (!generated.ok()) return generated.status();
+    data = {dir + "/train-*.tfrecord"};
+  }
+  return load_spec_model(example + " (spec)", path, std::move(data), std::move(labels));
+}
+
+// The models to measure (--model, else the default grid's: the synthetic
+// models, cut to --max-variable-mib, then the example specs). nullopt after
+// printing the problem.
+std::optional<std::vector<Model>> load_models(const ValidateOptions& o, const std::string& work_dir) {
   std::vector<std::string> paths = o.model_paths;
   if (paths.empty())
     for (const char* m : kGridModels) paths.push_back(std::string("scenarios/models/") + m + ".textproto");
   std::vector<Model> models;
+  auto refuse = [](const Status& s) -> std::optional<std::vector<Model>> {
+    print_error("tune --validate", s);
+    return std::nullopt;
+  };
   for (auto path : paths) {
     path = find_data(path, o.data_dir);
-    auto loaded = sim::load_model_file(path);
+    auto loaded = sim::load_timed_model_file(path);
     for (const auto& e : loaded.errors) std::fprintf(stderr, "twinps tune --validate: %s\n", e.to_string().c_str());
     if (!std::filesystem::exists(path))
       std::fprintf(stderr, "twinps tune --validate: %s\n", data_search_note(o.data_dir).c_str());
     if (!loaded.ok()) return std::nullopt;
-    Model m{std::filesystem::path(path).stem().string(), loaded.model};
+    // A spec is usually DIR/model.textproto: the directory names it.
+    const std::filesystem::path file(path);
+    const std::string name = file.stem() == "model" && file.has_parent_path()
+                                 ? std::filesystem::absolute(file).parent_path().filename().string()
+                                 : file.stem().string();
+    if (loaded.from_spec) {
+      auto spec = load_spec_model(name + " (spec)", path, o.train_data, o.train_labels);
+      if (!spec.ok()) return refuse(spec.status());
+      models.push_back(std::move(*spec));
+      continue;
+    }
+    Model m{name, loaded.model, std::nullopt};
     for (const auto& note : fit_variables(m.model, o.max_variable_mib * (1 << 20)))
       std::fprintf(stderr, "twinps tune --validate: %s: %s (--max-variable-mib %g)\n", m.name.c_str(), note.c_str(),
                    o.max_variable_mib);
     models.push_back(std::move(m));
   }
+  const bool any_spec = std::any_of(models.begin(), models.end(), [](const Model& m) { return m.spec.has_value(); });
+  if ((!o.train_data.empty() || !o.train_labels.empty()) && !any_spec) {
+    std::fprintf(stderr, "twinps tune --validate: --train-data and --train-labels are a model spec's data: give the "
+                 "spec with --model\n");
+    return std::nullopt;
+  }
+  if (o.model_paths.empty() && !o.quick)
+    for (const char* example : kExampleSpecs) {
+      auto spec = load_example_spec(example, o, work_dir);
+      if (!spec.ok()) return refuse(spec.status());
+      models.push_back(std::move(*spec));
+    }
   return models;
 }
 
@@ -248,6 +350,25 @@ std::optional<scenario::CostProfile> load_profile(const ValidateOptions& o, cons
   return loaded.profile;
 }
 
+// A spec's configuration: the spec with `partitioner` (the spec's and the
+// scenario's Partitioner messages have the same fields under the same
+// numbers) and `batch` (0: its own), compiled, and the synthetic model that
+// times it.
+StatusOr<GridRun> plan_spec_run(const SpecSource& source, const scenario::Partitioner& partitioner, int batch) {
+  model::spec::ModelSpec spec = source.spec;
+  spec.mutable_partitioner()->ParseFromString(partitioner.SerializeAsString());
+  if (batch > 0) spec.set_batch_size(batch);
+  auto compiled = model::CompiledModel::compile(spec);
+  if (!compiled.ok()) return compiled.status();
+  auto timed = sim::synthetic_model_of(**compiled);
+  if (!timed.ok()) return timed.status();
+  GridRun run;
+  run.model = std::move(*timed);
+  run.spec = *compiled;
+  run.spec_data = source.train;
+  return run;
+}
+
 // The configurations to run, each with its model made up (partitioner,
 // batch). No rounds yet.
 StatusOr<Measurement> plan_grid(const ValidateOptions& o, const std::vector<Model>& models) {
@@ -260,15 +381,52 @@ StatusOr<Measurement> plan_grid(const ValidateOptions& o, const std::vector<Mode
     const Model& model = models[static_cast<std::size_t>(c.model)];
     auto partitioner = sim::partitioner_for(model.model, c.kind, c.shards);
     if (!partitioner.ok()) return absl::InvalidArgumentError(model.name + ": " + describe(partitioner.status()));
-    GridRun run{c, model.model, {}};
-    *run.model.mutable_partitioner() = *partitioner;
-    if (c.batch > 0) run.model.set_batch_size(c.batch);
+    GridRun run{c, model.model, {}, nullptr, std::nullopt};
+    if (model.spec) {
+      auto planned = plan_spec_run(*model.spec, *partitioner, c.batch);
+      if (!planned.ok()) return absl::InvalidArgumentError(model.name + ": " + describe(planned.status()));
+      run = std::move(*planned);
+      run.config = c;
+    } else {
+      *run.model.mutable_partitioner() = *partitioner;
+      if (c.batch > 0) run.model.set_batch_size(c.batch);
+    }
     m.runs.push_back(std::move(run));
   }
   return m;
 }
 
 // ---------------------------------------------------------------- real runs
+
+// A synthetic model's real run: the tuner's program.
+RealRunOptions real_run_options(const GridRun& run, const ValidateOptions& o, const Measurement& m,
+                                const std::string& dir) {
+  RealRunOptions ro;
+  ro.model = run.model;
+  ro.workers = run.config.workers;
+  ro.ps = run.config.ps;
+  ro.seconds = o.seconds;
+  ro.measure_cpu = true;
+  ro.data_plane = m.data_plane;
+  if (run.config.straggler > 0) ro.stragglers.emplace_back(0, run.config.straggler);
+  ro.work_dir = dir;
+  return ro;
+}
+
+// A model spec's real run: its trainer.
+SpecRunOptions spec_run_options(const GridRun& run, const ValidateOptions& o, const Measurement& m,
+                                const std::string& dir) {
+  SpecRunOptions so;
+  so.model = run.spec;
+  so.train = *run.spec_data;
+  so.workers = run.config.workers;
+  so.ps = run.config.ps;
+  so.seconds = o.seconds;
+  so.measure_cpu = true;
+  so.data_plane = m.data_plane;
+  so.work_dir = dir;
+  return so;
+}
 
 // Runs the grid `o.rounds` times over, one configuration after another, the
 // machine's speed probed around each run. Each run's logs go under `work_dir`.
@@ -279,23 +437,16 @@ Status measure(const ValidateOptions& o, const std::string& work_dir, Measuremen
       GridRun& run = m.runs[i];
       const GridConfig& c = run.config;
       const std::string& name = m.model_names[static_cast<std::size_t>(c.model)];
-      RealRunOptions ro;
-      ro.model = run.model;
-      ro.workers = c.workers;
-      ro.ps = c.ps;
-      ro.seconds = o.seconds;
-      ro.measure_cpu = true;
-      ro.data_plane = m.data_plane;
-      if (c.straggler > 0) ro.stragglers.emplace_back(0, c.straggler);
-      ro.work_dir = work_dir + format("/%s-%zu-%d", name.c_str(), i, round);
-      std::filesystem::create_directories(ro.work_dir);
+      const std::string run_dir = work_dir + format("/%s-%zu-%d", name.substr(0, name.find(' ')).c_str(), i, round);
+      std::filesystem::create_directories(run_dir);
       std::fprintf(stderr, "twinps tune --validate: round %d/%d: %s %s %s %d shards %s: real run ...\n", round + 1,
                    o.rounds, name.c_str(), cluster_name(c).c_str(), sim::partitioner_name(c.kind), c.shards,
                    extras(c).c_str());
       const scenario::MachineSpeed before = probe_machine_speed();
-      auto real = run_real(ro);
+      auto real = run.spec ? run_real_spec(spec_run_options(run, o, m, run_dir))
+                           : run_real(real_run_options(run, o, m, run_dir));
       if (!real.ok())
-        return Status(real.status().code(), describe(real.status()) + " (logs in " + ro.work_dir + ")");
+        return Status(real.status().code(), describe(real.status()) + " (logs in " + run_dir + ")");
       const scenario::MachineSpeed after = probe_machine_speed();
       std::fprintf(stderr,
                    "twinps tune --validate:   %.2f steps/s; probes before/after: kernel basket %.0f/%.0f us, all cores "
@@ -388,7 +539,7 @@ using ModelNames = std::vector<std::string>;
 
 // The table, and the same as CSV when `csv` is open.
 void print_rows(const std::vector<Row>& rows, const ModelNames& names, std::ofstream& csv) {
-  std::printf("%-17s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s %14s %12s\n", "model", "cluster", "partition", "shards",
+  std::printf("%-20s %-8s %-9s %6s %-9s %8s %14s %14s %7s %8s %14s %12s\n", "model", "cluster", "partition", "shards",
               "extra", "closures", "predicted st/s", "measured st/s", "noise", "error", "speed c/m/r", "as calibrated");
   if (csv)
     csv << "model,workers,ps,partitioner,shards,extra,warmup,measured_closures,predicted_steps_per_s,"
@@ -398,7 +549,7 @@ void print_rows(const std::vector<Row>& rows, const ModelNames& names, std::ofst
            "speed_ratio_rows\n";
   for (const Row& r : rows) {
     const std::string& name = names[static_cast<std::size_t>(r.config.model)];
-    std::printf("%-17s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%% %4.2f/%4.2f/%4.2f %+11.1f%%\n",
+    std::printf("%-20s %-8s %-9s %6d %-9s %8d %14.2f %14.2f %6.1f%% %+7.1f%% %4.2f/%4.2f/%4.2f %+11.1f%%\n",
                 name.c_str(), cluster_name(r.config).c_str(), sim::partitioner_name(r.config.kind), r.config.shards,
                 extras(r.config).c_str(), r.measured, r.predicted, r.real, r.noise * 100, r.error_pct(),
                 r.speed.compute, r.speed.messages, r.speed.rows, r.calibrated_error_pct());
@@ -424,7 +575,7 @@ void print_rows(const std::vector<Row>& rows, const ModelNames& names, std::ofst
 // slowdown the speed probes found running on all of them at once).
 void print_cpu_breakdown(const std::vector<Row>& rows, const ModelNames& names) {
   std::printf("\nCPU per step, ms: measured / predicted (ratio), by role\n");
-  std::printf("%-17s %-8s %6s %-9s %22s %22s %22s %22s %16s %10s %7s\n", "model", "cluster", "shards", "extra",
+  std::printf("%-20s %-8s %6s %-9s %22s %22s %22s %22s %16s %10s %7s\n", "model", "cluster", "shards", "extra",
               "chief", "workers", "ps", "total", "cores busy", "no core", "usable");
   auto cell = [](double measured, double predicted) {
     return format("%7.3f / %7.3f (%4.2f)", measured * 1e3, predicted * 1e3, measured > 0 ? predicted / measured : 0);
@@ -433,7 +584,7 @@ void print_cpu_breakdown(const std::vector<Row>& rows, const ModelNames& names) 
     // Cores kept busy: CPU per step times steps per second.
     const std::string busy =
         format("%5.2f / %5.2f", r.real_cpu.total() * r.real, r.predicted_cpu.total() * r.predicted);
-    std::printf("%-17s %-8s %6d %-9s %22s %22s %22s %22s %16s %10.3f %7.2f\n",
+    std::printf("%-20s %-8s %6d %-9s %22s %22s %22s %22s %16s %10.3f %7.2f\n",
                 names[static_cast<std::size_t>(r.config.model)].c_str(), cluster_name(r.config).c_str(),
                 r.config.shards, extras(r.config).c_str(), cell(r.real_cpu.chief, r.predicted_cpu.chief).c_str(),
                 cell(r.real_cpu.workers, r.predicted_cpu.workers).c_str(),
@@ -498,7 +649,11 @@ int parse_options(int argc, char** argv, ValidateOptions& o) {
   po::options_description opts("twinps tune --validate options");
   opts.add_options()("help,h", "show this help")
       ("validate", "compare predictions with real runs (this mode)")
-      ("model", po::value(&o.model_paths)->composing(), "a synthetic model file (repeatable): its own small grid")
+      ("model", po::value(&o.model_paths)->composing(),
+       "a synthetic model or a model spec (repeatable): its own small grid; a spec trains on --train-data")
+      ("train-data", po::value(&o.train_data)->multitoken(),
+       "a model spec's training data (globs, as `twinps train --train-data`), or builtin:tutorial")
+      ("train-labels", po::value(&o.train_labels)->multitoken(), "IDX: the labels files of --train-data")
       ("profile", po::value(&o.profile_path), "a CostProfile (default: run `twinps calibrate` first)")
       ("data-plane", po::value(&o.data_plane)->notifier(one_of_data_planes()),
        "the real runs' plane, as `twinps serve --data-plane`; with --profile it must be the profile's own "
@@ -528,7 +683,8 @@ int parse_options(int argc, char** argv, ValidateOptions& o) {
   o.dedicated_hosts = vm.count("dedicated-hosts") > 0;
   if (!o.runs_path.empty()) {
     // The file says what ran and how: flags about running have nothing to act on.
-    for (const char* flag : {"model", "quick", "seconds", "rounds", "max-variable-mib", "save-runs", "data-plane"})
+    for (const char* flag : {"model", "quick", "seconds", "rounds", "max-variable-mib", "save-runs", "data-plane",
+                             "train-data", "train-labels"})
       if (vm.count(flag) && !vm[flag].defaulted()) {
         std::fprintf(stderr, "twinps tune --validate: --%s: --runs predicts runs already made; the file says what "
                      "ran\n", flag);
@@ -558,7 +714,7 @@ int obtain_measurement(const ValidateOptions& o, const std::string& work_dir, Me
     std::printf("runs of %s (%s)\n", o.runs_path.c_str(), m.measured_on.c_str());
     return -1;
   }
-  auto models = load_models(o);
+  auto models = load_models(o, work_dir);
   if (!models) return kExitBadInput;
   if (!o.profile_path.empty()) {
     auto p = load_profile(o, o.data_plane, "--data-plane", " or leave --data-plane out");
