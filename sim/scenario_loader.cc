@@ -357,6 +357,14 @@ void Validator::workload() {
   if (m.batch_size() < 1) error(p(m, "batch_size"), "must be at least 1");
   if (m.steps_per_closure() < 1) error(p(m, "steps_per_closure"), "must be at least 1");
   if (!(m.step_gflops() >= 0)) error(p(m, "step_gflops"), "must not be negative");
+  for (int i = 0; i < m.step_kernel_size(); ++i) {
+    const auto& k = m.step_kernel(i);
+    const Path kp = p(m, "step_kernel", i);
+    if (k.kind().empty()) error(kp(k, "kind"), "a kernel needs a kind");
+    if (!(k.flops() >= 0)) error(kp(k, "flops"), "must not be negative");
+    if (!(k.bytes() >= 0)) error(kp(k, "bytes"), "must not be negative");
+    if (!(k.inputs() >= 0)) error(kp(k, "inputs"), "must not be negative");
+  }
   if (m.examples_per_epoch() < 0) error(p(m, "examples_per_epoch"), "must not be negative");
   if (m.examples_per_epoch() > (std::int64_t{1} << 24))
     error(p(m, "examples_per_epoch"), "at most 2^24 examples (each has a row of the visits variable)");

@@ -38,6 +38,13 @@ StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel
   scenario::SyntheticModel out;
   out.set_batch_size(static_cast<std::int32_t>(spec.batch_size()));
   out.set_step_gflops(cost.train_flops / 1e9);
+  for (const KernelWork& k : model.graph().train_kernels(spec.batch_size())) {
+    auto* sk = out.add_step_kernel();
+    sk->set_kind(std::string(k.kind));
+    sk->set_flops(k.flops);
+    sk->set_bytes(k.bytes);
+    sk->set_inputs(k.inputs);
+  }
   out.set_steps_per_closure(static_cast<std::int32_t>(spec.training().steps_per_execution()));
   if (spec.has_partitioner()) *out.mutable_partitioner() = scenario_partitioner(spec.partitioner());
   if (spec.placement() == model::spec::AUTO) out.set_placement(scenario::AUTO);

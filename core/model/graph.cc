@@ -279,4 +279,35 @@ double ModelGraph::train_flops(std::int64_t batch) const {
   return flops + 4.0 * static_cast<double>(batch) * static_cast<double>(head_width());
 }
 
+std::vector<KernelWork> ModelGraph::train_kernels(std::int64_t batch) const {
+  const double records = static_cast<double>(batch);
+  std::vector<KernelWork> out;
+  out.reserve(nodes_.size() + 1);
+  for (const Node& n : nodes_) {
+    if (n.op) {
+      double param_bytes = 0, widths = 0;
+      for (int v : n.params)
+        param_bytes += 4.0 * static_cast<double>(num_elements(variables_[static_cast<std::size_t>(v)].shape));
+      bool reads_layers = false;  // backward() computes an input's gradient only for a layer's output
+      for (int r : n.reads) {
+        widths += static_cast<double>(width_[static_cast<std::size_t>(r)]);
+        reads_layers |= nodes_[static_cast<std::size_t>(r)].layer >= 0;
+      }
+      double flops = n.op->forward_flops(batch) + n.op->backward_flops(batch);
+      // A dense layer on the features alone skips x's gradient, a third of its arithmetic.
+      if (n.op->kind() == "dense" && !reads_layers)
+        flops -= 2.0 * records * widths * static_cast<double>(n.op->output_width());
+      out.push_back({n.op->kind(), flops, param_bytes, records * widths});
+    } else if (n.embedding) {
+      const int input = nodes_[static_cast<std::size_t>(n.reads[0])].input;
+      const double ids = records * ids_per_record(input);
+      out.push_back({kEmbeddingKernel, n.embedding->forward_flops(ids) + n.embedding->backward_flops(ids),
+                     4.0 * ids * static_cast<double>(n.embedding->output_width()), ids});
+    }
+  }
+  const double logits = records * static_cast<double>(head_width());
+  out.push_back({kLossKernel, 4.0 * logits, 0, logits});
+  return out;
+}
+
 }  // namespace twinps::model

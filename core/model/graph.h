@@ -16,11 +16,16 @@
 #include "core/model/features.h"
 #include "core/model/layers.h"
 #include "core/model/losses.h"
+#include "core/runtime/cost_model.h"
 #include "core/variables/initializers.h"
 #include "core/variables/partitioner.h"
 #include "model/model_spec.pb.h"
 
 namespace twinps::model {
+
+// The kernel kinds of ModelGraph::train_kernels beside the layers' own kinds.
+inline constexpr char kEmbeddingKernel[] = "embedding";
+inline constexpr char kLossKernel[] = "loss";
 
 class ModelGraph {
  public:
@@ -72,6 +77,16 @@ class ModelGraph {
   // categorical input holding its width (or mean_list_length) ids per record.
   double train_flops(std::int64_t batch) const;
   double eval_flops(std::int64_t batch) const;
+  // The same train step layer by layer, for cost models that price each
+  // kind of kernel apart (a dense layer's matrix products run slower at
+  // narrow shapes than their FLOPs say; an embedding's cost is per id
+  // looked up): one kernel per layer, its kind the layer's ("dense",
+  // "embedding", "concatenate" ...) and "loss" for the head, with the
+  // FLOPs its forward and backward pass do (train_flops less the input
+  // gradients of dense layers that read only features, never computed), the
+  // bytes of its parameters (an embedding's: the rows it gathers) and the
+  // input elements it reads (an embedding's: the ids).
+  std::vector<KernelWork> train_kernels(std::int64_t batch) const;
   // Ids per record of categorical input `input` (its width, or the declared
   // mean list length).
   double ids_per_record(int input) const;

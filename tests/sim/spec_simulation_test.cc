@@ -8,6 +8,7 @@
 // files (skipped, saying why, without them), shortened to a few closures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "inmemory/in_memory_cluster.h"
@@ -17,6 +18,7 @@
 #include "core/training/trainer.h"
 #include "sim/scenario_loader.h"
 #include "sim/simulation.h"
+#include "sim/tuner.h"
 #include "sim/workload.h"
 #include "tests/sim/test_paths.h"
 
@@ -278,6 +280,83 @@ TEST(SpecTimingTest, TheCtrSpecIsTimedWithItsOwnVariablesLayoutAndLookups) {
     }
   EXPECT_EQ(embeddings, 52);  // wide and deep, 26 each
   EXPECT_EQ(timed->steps_per_closure(), 10) << "the spec's training.steps_per_execution";
+}
+
+// The step layer by layer: one kernel per layer and the loss, their FLOPs
+// the step's, each dense layer with its weights and inputs, each embedding
+// with its ids; the synthetic model carries them as they are.
+TEST(SpecTimingTest, TheStepIsListedLayerByLayerAndCarriedOver) {
+  auto m = compile_file((testing::source_dir() / "examples/ctr/model.textproto").string());
+  ASSERT_TRUE(m);
+  const auto kernels = m->graph().train_kernels(m->batch_size());
+  double flops = 0;
+  int dense = 0, embeddings = 0;
+  for (const KernelWork& k : kernels) {
+    flops += k.flops;
+    if (k.kind == "embedding") {
+      ++embeddings;
+      EXPECT_EQ(k.inputs, 256) << "one id per record, batch 256";
+    }
+    if (k.kind == "dense") ++dense;
+  }
+  // The step's FLOPs: every dense layer here reads a layer's output (a
+  // concatenation), so each computes its input's gradient.
+  EXPECT_NEAR(flops, m->step_cost().train_flops, 1e-9 * flops);
+  EXPECT_EQ(embeddings, 52);
+  EXPECT_EQ(dense, 4);  // wide_dense, deep_1, deep_2, deep_logit
+  EXPECT_EQ(kernels.back().kind, "loss");
+  // deep_1: 221 inputs (13 dense features, 26 embeddings of 8) to 128 units, with bias.
+  const auto deep_1 = std::find_if(kernels.begin(), kernels.end(), [](const KernelWork& k) {
+    return k.kind == "dense" && k.bytes == 4.0 * (221 * 128 + 128);
+  });
+  ASSERT_NE(deep_1, kernels.end());
+  EXPECT_EQ(deep_1->inputs, 256.0 * 221);
+
+  auto timed = synthetic_model_of(*m);
+  ASSERT_TRUE(timed.ok());
+  ASSERT_EQ(static_cast<std::size_t>(timed->step_kernel_size()), kernels.size());
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const auto& k = timed->step_kernel(static_cast<int>(i));
+    EXPECT_EQ(k.kind(), kernels[i].kind);
+    EXPECT_EQ(k.flops(), kernels[i].flops);
+    EXPECT_EQ(k.bytes(), kernels[i].bytes);
+    EXPECT_EQ(k.inputs(), kernels[i].inputs);
+  }
+}
+
+// A spec's step is charged each layer kind's price where the profile has
+// one: a dearer "dense" price makes the same step slower by that price's
+// share, and a kind without a price is charged per GFLOP as before.
+TEST(SpecTimingTest, EachLayerKindIsChargedItsOwnPrice) {
+  auto m = compile_file((testing::source_dir() / "examples/fashion_mnist/model.textproto").string());
+  ASSERT_TRUE(m);
+  // The first layer reads the image, a feature: its backward pass computes no input gradient.
+  const auto kernels = m->graph().train_kernels(64);
+  ASSERT_EQ(kernels[0].kind, "dense");
+  EXPECT_DOUBLE_EQ(kernels[0].flops, 4.0 * 64 * 784 * 256 + 4.0 * 64 * 256);  // x W and dW; bias and ReLU, both ways
+  auto timed = synthetic_model_of(*m);
+  ASSERT_TRUE(timed.ok());
+  auto steps_per_second = [&](double dense_per_call_us) {
+    PredictRequest r;
+    r.model = *timed;
+    r.warmup = 2;
+    r.measured = 10;
+    r.profile.mutable_compute()->mutable_step_time()->set_constant_s(0);
+    r.profile.mutable_compute()->set_per_gflop_s(0.02);
+    auto* k = r.profile.mutable_compute()->add_kernel();
+    k->set_kind("dense");
+    k->set_per_gflop_s(0.02);
+    k->set_per_call_us(dense_per_call_us);
+    auto p = predict(r);
+    EXPECT_TRUE(p.ok()) << describe(p.status());
+    return p.ok() ? p->steps_per_second : 0;
+  };
+  const double at_gflop_price = steps_per_second(0);
+  const double dearer = steps_per_second(1000);  // 1 ms a dense layer: 3 ms more a step
+  ASSERT_GT(at_gflop_price, 0);
+  ASSERT_GT(dearer, 0);
+  // 3 dense layers: 3 ms more a step, 10 steps a closure.
+  EXPECT_NEAR(1 / dearer - 1 / at_gflop_price, 3e-3, 0.3e-3);
 }
 
 TEST(SpecTimingTest, ALayersOwnPartitionerAndBagsOfIdsCarryOver) {

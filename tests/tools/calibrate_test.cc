@@ -112,8 +112,19 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   }
   EXPECT_EQ(profile.messages().control_send().per_message_us(), 0);
   EXPECT_EQ(profile.messages().control_receive().per_message_us(), 0);
-  ASSERT_EQ(profile.compute().kernel_size(), 1);
+  // The synthetic gradient, then the layer kinds a model spec's step is priced by.
+  ASSERT_EQ(profile.compute().kernel_size(), 3);
   EXPECT_EQ(profile.compute().kernel(0).kind(), "gradient");
+  EXPECT_EQ(profile.compute().kernel(1).kind(), "dense");
+  EXPECT_EQ(profile.compute().kernel(2).kind(), "embedding");
+  for (int k = 1; k < 3; ++k) {
+    const auto& kernel = profile.compute().kernel(k);
+    // A layer costs something: some term of its price is positive, none negative.
+    EXPECT_GT(kernel.per_call_us() + kernel.per_gflop_s() + kernel.per_gib_s() + kernel.per_ginput_s(), 0)
+        << kernel.DebugString();
+    for (double v : {kernel.per_call_us(), kernel.per_gflop_s(), kernel.per_gib_s(), kernel.per_ginput_s()})
+      EXPECT_TRUE(std::isfinite(v) && v >= 0) << kernel.DebugString();
+  }
   EXPECT_TRUE(positive_finite(profile.compute().per_gflop_s()));
   // No per-model residue: a step's time is its causes'.
   EXPECT_EQ(profile.compute().step_time().constant_s(), 0);

@@ -17,10 +17,13 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <Eigen/Dense>
 #include <google/protobuf/text_format.h>
 
+#include "core/model/graph.h"
+#include "core/model/layers.h"
 #include "core/models/synthetic/synthetic.h"
 #include "core/runtime/block_on.h"
 #include "core/variables/sharded_variable.h"
@@ -723,20 +726,163 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
                     fit[0] * 1e6, fit[1], fit[2], fit[3], fit[4], cache / 1024);
 }
 
+// ---------------------------------------------------------------- a model spec's layers
+
+// CPU seconds per call of `call` on this thread, over about `seconds` of calls.
+template <typename Call>
+double cpu_seconds_per_call(double seconds, Call call) {
+  int n = 0;
+  const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
+  while (n < 3 || seconds_since(t0) < seconds) {
+    call();
+    ++n;
+  }
+  return (thread_cpu_seconds() - cpu0) / n;
+}
+
+// One layer kind's price from its calls at several shapes: each shape's
+// median over the repeats (which go round the shapes), fitted per call, per
+// GFLOP, per GiB of operands and per G input elements.
+template <typename Subject>
+void fit_layer_kind(const char* kind, const CalibrationOptions& o, std::vector<Subject>& subjects,
+                    scenario::CostProfile& p, std::string* report) {
+  std::vector<std::vector<double>> seconds(subjects.size());
+  for (int r = 0; r < o.repeats; ++r)
+    for (std::size_t i = 0; i < subjects.size(); ++i)
+      seconds[i].push_back(cpu_seconds_per_call(o.seconds_per_batch / 4, [&] { subjects[i].run(); }));
+  std::vector<std::vector<double>> x;
+  std::vector<double> y;
+  *report += format("layer kernels of kind \"%s\" (a model spec's train step, forward and backward):\n", kind);
+  for (std::size_t i = 0; i < subjects.size(); ++i) {
+    const KernelWork w = subjects[i].work();
+    x.push_back({1.0, w.flops / 1e9, w.bytes / (1 << 30), w.inputs / 1e9});
+    y.push_back(median(seconds[i]));
+    *report += format("  %-28s %9.5f GFLOP %8.1f KiB %9.0f inputs: %9.1f us\n", subjects[i].name.c_str(),
+                      w.flops / 1e9, w.bytes / 1024, w.inputs, y.back() * 1e6);
+  }
+  const auto fit = nonnegative_least_squares(x, y);
+  auto* k = p.mutable_compute()->add_kernel();
+  k->set_kind(kind);
+  k->set_per_call_us(fit[0] * 1e6);
+  k->set_per_gflop_s(fit[1]);
+  k->set_per_gib_s(fit[2]);
+  k->set_per_ginput_s(fit[3]);
+  *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements\n",
+                    fit[0] * 1e6, fit[1], fit[2], fit[3]);
+}
+
+// A dense layer (model::DenseLayer, ReLU, with bias) of `in` x `units` on
+// `batch` records: a forward and a backward pass, with the input's gradient
+// (a layer reading another's output) or without (a first layer, reading
+// the features).
+struct DenseSubject {
+  std::string name;
+  model::DenseLayer layer;
+  Matrix input, kernel, bias, out, dout, dinput;
+  std::vector<Matrix> dparams;
+  model::Saved saved;
+  bool input_gradient;
+  DenseSubject(int batch, Eigen::Index in, Eigen::Index units, bool input_gradient)
+      : name(format("dense %d x %lld -> %lld%s", batch, static_cast<long long>(in), static_cast<long long>(units),
+                    input_gradient ? "" : ", no dx")),
+        layer(in, units, model::Activation::kRelu, true),
+        input(Matrix::Random(batch, in)),
+        kernel(Matrix::Random(in, units) * 0.1f),
+        bias(Matrix::Zero(units, 1)),  // a vector of `units`: one column (param_shapes)
+        dout(Matrix::Random(batch, units)),
+        dinput(batch, in),
+        dparams(2),
+        input_gradient(input_gradient) {}
+  void run() {
+    const Matrix* inputs[] = {&input};
+    const Matrix* params[] = {&kernel, &bias};
+    layer.forward(inputs, params, out, saved, model::ForwardMode{});
+    dinput.setZero();
+    Matrix* dinputs[] = {input_gradient ? &dinput : nullptr};
+    layer.backward(inputs, params, out, dout, saved, dinputs, dparams);
+  }
+  KernelWork work() const {  // as model::ModelGraph::train_kernels describes it
+    const auto batch = input.rows();
+    double flops = layer.forward_flops(batch) + layer.backward_flops(batch);
+    if (!input_gradient) flops -= 2.0 * static_cast<double>(input.size() * kernel.cols());
+    return {"dense", flops, 4.0 * static_cast<double>(kernel.size() + bias.size()), static_cast<double>(input.size())};
+  }
+};
+
+// An embedding (model::EmbeddingLayer, SUM) of `dim` looked up by `batch`
+// records of `per_record` ids drawn uniformly from `vocabulary`: planning
+// the distinct rows, the forward and the backward pass.
+struct EmbeddingSubject {
+  std::string name;
+  model::EmbeddingLayer layer;
+  model::IdBags bags;
+  Matrix rows, out, dout, drows;
+  EmbeddingSubject(int batch, int per_record, Eigen::Index dim, std::int64_t vocabulary)
+      : name(format("embedding %d x %d ids of %lld, dim %lld", batch, per_record, static_cast<long long>(vocabulary),
+                    static_cast<long long>(dim))),
+        layer(dim, model::Combiner::kSum),
+        dout(Matrix::Random(batch, dim)) {
+    RandomStream random(static_cast<std::uint64_t>(vocabulary) * 31 + static_cast<std::uint64_t>(batch));
+    for (int r = 0; r < batch; ++r) {
+      for (int k = 0; k < per_record; ++k)
+        bags.ids.push_back(static_cast<std::int64_t>(random.next_u64() % static_cast<std::uint64_t>(vocabulary)));
+      bags.offsets.push_back(static_cast<std::int64_t>(bags.ids.size()));
+    }
+    rows = Matrix::Random(static_cast<Eigen::Index>(model::EmbeddingLayer::plan(bags).rows.size()), dim);
+  }
+  void run() {
+    const auto lookup = model::EmbeddingLayer::plan(bags);
+    layer.forward(bags, lookup, rows, out);
+    layer.backward(bags, lookup, dout, drows);
+  }
+  KernelWork work() const {
+    const auto ids = static_cast<double>(bags.ids.size());
+    return {model::kEmbeddingKernel, layer.forward_flops(ids) + layer.backward_flops(ids),
+            4.0 * ids * static_cast<double>(layer.output_width()), ids};
+  }
+};
+
+// The layer kinds a model spec's step is priced by (model::ModelGraph::
+// train_kernels): "dense" and "embedding", over shapes of the examples'
+// layers and beyond them. Kinds without a price (concatenate, add, the
+// loss) are charged at the GFLOP price.
+void measure_layer_kernels(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
+  std::vector<DenseSubject> dense;
+  for (auto [batch, in, units, dx] : std::vector<std::tuple<int, int, int, bool>>{{8, 16, 16, true},
+                                                                                  {32, 64, 1, true},
+                                                                                  {64, 784, 256, false},
+                                                                                  {64, 256, 128, true},
+                                                                                  {64, 128, 10, true},
+                                                                                  {256, 13, 1, false},
+                                                                                  {256, 221, 128, true},
+                                                                                  {256, 64, 1, true},
+                                                                                  {128, 512, 512, false},
+                                                                                  {128, 512, 512, true},
+                                                                                  {512, 64, 64, true},
+                                                                                  {1024, 256, 32, false}})
+    dense.emplace_back(batch, in, units, dx);
+  fit_layer_kind("dense", o, dense, p, report);
+  std::vector<EmbeddingSubject> embeddings;
+  for (auto [batch, per_record, dim, vocabulary] :
+       std::vector<std::tuple<int, int, int, std::int64_t>>{{256, 1, 1, 10},
+                                                            {256, 1, 8, 100000},
+                                                            {256, 1, 1, 1000000},
+                                                            {64, 4, 16, 1000},
+                                                            {1024, 1, 64, 1000000},
+                                                            {512, 8, 8, 10000},
+                                                            {32, 1, 2, 4}})
+    embeddings.emplace_back(batch, per_record, dim, vocabulary);
+  fit_layer_kind(model::kEmbeddingKernel, o, embeddings, p, report);
+}
+
 // ---------------------------------------------------------------- assembly
 
 // Thread CPU seconds per call of `copy`, over about `seconds` of calls.
 template <typename Copy>
 double copy_cpu_seconds(double seconds, Copy copy) {
-  int n = 0;
   double sink = 0;
-  const auto t0 = Clock::now();
-  const double cpu0 = thread_cpu_seconds();
-  while (n < 3 || seconds_since(t0) < seconds) {
-    sink += copy();
-    ++n;
-  }
-  const double t = (thread_cpu_seconds() - cpu0) / n;
+  const double t = cpu_seconds_per_call(seconds, [&] { sink += copy(); });
   return std::isfinite(sink) ? t : 0;  // reading the result keeps the copy from being optimised away
 }
 
@@ -969,6 +1115,7 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   double row_reference_us = 0;
   if (Status s = measure_calls(o, p, &row_reference_us, &report); !s.ok()) return s;
   measure_compute(o, p, &report);
+  measure_layer_kernels(o, p, &report);
   measure_assembly(o, p, &report);
   measure_duration_spread(o, p, &report);
   const scenario::MachineSpeed between = probe_compute_speed(probe_seconds / 2);

@@ -73,6 +73,13 @@ struct ModelSpec {
   // spec's CompiledModel::step_cost().train_flops), charged at the cost
   // model's per-GFLOP price, instead of the gradient kernels described above.
   double flops_per_step = 0;
+  // With flops_per_step: the same step kernel by kernel (a model spec's
+  // layers), priced by kind where the cost model knows the kind.
+  struct StepKernel {
+    std::string kind;
+    double flops = 0, bytes = 0, inputs = 0;
+  };
+  std::vector<StepKernel> step_kernels;
   // Shards placed by core/variables/auto_placement.h (priced with
   // `placement_prices`) instead of round-robin in creation order.
   bool auto_placement = false;
