@@ -50,7 +50,8 @@ void SimCostModel::pop_factor(int worker, double factor) {
 }
 
 double KernelPrice::seconds(const KernelWork& k) const {
-  double s = per_call_s + per_gflop_s * k.flops / 1e9 + per_gib_s * k.bytes / double(1 << 30) + per_ginput_s * k.inputs / 1e9;
+  double s = per_call_s + per_gflop_s * k.flops / 1e9 + per_gib_s * k.bytes / double(1 << 30) +
+             per_ginput_s * k.inputs / 1e9 + per_record_s * k.records;
   // Operands: the weights and the input the kernel builds (floats).
   const double operands = k.bytes + 4.0 * k.inputs;
   if (cache_bytes > 0 && operands > cache_bytes)

@@ -26,8 +26,8 @@ struct Distribution {
 };
 
 // What one kind of kernel costs: per call, per GFLOP, per GiB moved, per
-// 1e9 input elements built, and per GFLOP per doubling of its operands beyond
-// a core's cache (scenario.KernelPrice).
+// 1e9 input elements built, per GFLOP per doubling of its operands beyond
+// a core's cache, and per record read (scenario.KernelPrice).
 struct KernelPrice {
   double per_call_s = 0;
   double per_gflop_s = 0;
@@ -35,6 +35,7 @@ struct KernelPrice {
   double per_ginput_s = 0;
   double per_gflop_per_doubling_s = 0;
   double cache_bytes = 0;
+  double per_record_s = 0;
 
   double seconds(const KernelWork& k) const;
 };

@@ -364,6 +364,7 @@ void Validator::workload() {
     if (!(k.flops() >= 0)) error(kp(k, "flops"), "must not be negative");
     if (!(k.bytes() >= 0)) error(kp(k, "bytes"), "must not be negative");
     if (!(k.inputs() >= 0)) error(kp(k, "inputs"), "must not be negative");
+    if (!(k.records() >= 0)) error(kp(k, "records"), "must not be negative");
   }
   if (m.examples_per_epoch() < 0) error(p(m, "examples_per_epoch"), "must not be negative");
   if (m.examples_per_epoch() > (std::int64_t{1} << 24))
@@ -394,6 +395,7 @@ void Validator::compute() {
     time_ok(kp(k, "per_gflop_s"), k.per_gflop_s(), "per_gflop_s");
     time_ok(kp(k, "per_gib_s"), k.per_gib_s(), "per_gib_s");
     time_ok(kp(k, "per_ginput_s"), k.per_ginput_s(), "per_ginput_s");
+    time_ok(kp(k, "per_record_us"), k.per_record_us(), "per_record_us");
     time_ok(kp(k, "per_gflop_per_doubling_s"), k.per_gflop_per_doubling_s(), "per_gflop_per_doubling_s");
     if (!(k.cache_bytes() >= 0) || !std::isfinite(k.cache_bytes()))
       error(kp(k, "cache_bytes"), "cache_bytes must be a finite size >= 0");

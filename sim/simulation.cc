@@ -436,7 +436,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   for (const auto& s : sc.compute().straggler()) cost->set_base_factor(s.worker(), s.factor());
   for (const auto& k : sc.compute().kernel())
     cost->set_kernel_price(k.kind(), KernelPrice{k.per_call_us() * 1e-6, k.per_gflop_s(), k.per_gib_s(), k.per_ginput_s(),
-                                                 k.per_gflop_per_doubling_s(), k.cache_bytes()});
+                                                 k.per_gflop_per_doubling_s(), k.cache_bytes(), k.per_record_us() * 1e-6});
   cost->set_hosts(hosts.get());
   cost->set_copy_curve(cost_curve(sc.messages().data_assembly()));
   worker_starts.assign(static_cast<std::size_t>(shape.workers), 1);

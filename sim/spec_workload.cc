@@ -31,19 +31,22 @@ scenario::Optimizer::Kind optimizer_kind(OptimizerConfig::Kind kind) {
 
 }  // namespace
 
-StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel& model) {
+StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel& model, std::string_view read_kernel) {
   const auto& spec = model.spec();
   const auto& variables = model.graph().variables();
   const model::StepCost& cost = model.step_cost();
   scenario::SyntheticModel out;
   out.set_batch_size(static_cast<std::int32_t>(spec.batch_size()));
   out.set_step_gflops(cost.train_flops / 1e9);
-  for (const KernelWork& k : model.graph().train_kernels(spec.batch_size())) {
+  std::vector<KernelWork> kernels = model.graph().train_kernels(spec.batch_size());
+  if (!read_kernel.empty()) kernels.push_back(model.graph().read_kernel(read_kernel, spec.batch_size()));
+  for (const KernelWork& k : kernels) {
     auto* sk = out.add_step_kernel();
     sk->set_kind(std::string(k.kind));
     sk->set_flops(k.flops);
     sk->set_bytes(k.bytes);
     sk->set_inputs(k.inputs);
+    if (k.records > 0) sk->set_records(k.records);
   }
   out.set_steps_per_closure(static_cast<std::int32_t>(spec.training().steps_per_execution()));
   if (spec.has_partitioner()) *out.mutable_partitioner() = scenario_partitioner(spec.partitioner());

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config/text_proto.h"
@@ -49,8 +50,12 @@ struct SpecWorkload {
 
 // The synthetic model that times `model`'s train step. Metric accumulators
 // are left out (a few floats per step). INVALID_ARGUMENT when a partitioner
-// of the spec cannot be expressed (none today).
-StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel& model);
+// of the spec cannot be expressed (none today). `read_kernel`: how the
+// data is read (training::DataSource::read_kernel), whose price the step
+// then includes; empty when the data is unknown (the input layer's
+// mapping is charged either way).
+StatusOr<scenario::SyntheticModel> synthetic_model_of(const model::CompiledModel& model,
+                                                      std::string_view read_kernel = {});
 
 }  // namespace twinps::sim
 

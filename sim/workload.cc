@@ -28,7 +28,7 @@ StatusOr<synthetic::ModelSpec> model_spec(const scenario::SyntheticModel& model,
   spec.batch_size = model.batch_size();
   spec.flops_per_step = model.step_gflops() * 1e9;
   for (const auto& k : model.step_kernel())
-    spec.step_kernels.push_back({k.kind(), k.flops(), k.bytes(), k.inputs()});
+    spec.step_kernels.push_back({k.kind(), k.flops(), k.bytes(), k.inputs(), k.records()});
   spec.steps_per_closure = model.steps_per_closure();
   spec.examples_per_epoch = model.examples_per_epoch();
   spec.exactly_once = model.visitation() == scenario::EXACTLY_ONCE;

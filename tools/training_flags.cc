@@ -309,6 +309,15 @@ StatusOr<ModelRun> load_model_run(const ModelFlags& f, const po::variables_map& 
   return run;
 }
 
+StatusOr<ModelRun> load_spec_and_data(const std::string& model_path, std::vector<std::string> train_data,
+                                      std::vector<std::string> train_labels) {
+  ModelFlags flags;
+  flags.model_path = model_path;
+  flags.train_data = std::move(train_data);
+  flags.train_labels = std::move(train_labels);
+  return load_model_run(flags, po::variables_map{}, /*need_train_data=*/true);
+}
+
 Status probe_data(const model::CompiledModel& model, const training::DataSource& source, const std::string& flag) {
   FunctionRegistry registry;
   training::register_data_functions(registry);

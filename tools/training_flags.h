@@ -71,6 +71,11 @@ struct ModelRun {
 // (several lines for a spec with several problems): the caller prints it
 // and exits 2.
 StatusOr<ModelRun> load_model_run(const ModelFlags& flags, const po::variables_map& vm, bool need_train_data);
+// A spec file (empty: the built-in tutorial) and its training data, loaded as
+// `twinps train --model PATH --train-data ... [--train-labels ...]` loads
+// them, every other flag at its default.
+StatusOr<ModelRun> load_spec_and_data(const std::string& model_path, std::vector<std::string> train_data,
+                                      std::vector<std::string> train_labels = {});
 
 // The spec alone: --model's file or the built-in tutorial, with the overrides.
 StatusOr<model::spec::ModelSpec> load_spec(const ModelFlags& flags, const po::variables_map& vm,

@@ -76,6 +76,17 @@ std::string list_numbers(const std::vector<ShardPiece>& pieces) {
 
 }  // namespace
 
+std::string_view read_kernel(FileDatasetSpec::Format format, std::string_view first_path) {
+  const bool gz = ends_with(first_path, ".gz");
+  switch (format) {
+    case FileDatasetSpec::CSV: return gz ? "read/csv.gz" : "read/csv";
+    case FileDatasetSpec::LIBSVM: return gz ? "read/libsvm.gz" : "read/libsvm";
+    case FileDatasetSpec::IDX: return gz ? "read/idx.gz" : "read/idx";
+    case FileDatasetSpec::TFRECORD: return gz ? "read/tfrecord.gz" : "read/tfrecord";
+    default: return {};
+  }
+}
+
 StatusOr<std::vector<std::string>> expand_patterns(const std::vector<std::string>& patterns) {
   std::set<std::string> out;
   for (const auto& pattern : patterns) {
@@ -260,6 +271,9 @@ class FileIterator final : public RecordIteratorResource {
 
   const Schema& schema() const override { return schema_; }
   const ReadStats& stats() const override { return stats_; }
+  std::string_view read_kernel() const override {
+    return files_.empty() ? std::string_view{} : data::read_kernel(format_, files_.front().path);
+  }
 
   StatusOr<RecordBatch> next() override {
     if (!failed_.ok()) return failed_;

@@ -54,6 +54,10 @@ Schema schema_from_columns(const google::protobuf::RepeatedPtrField<ColumnProto>
 // Sets the spec's columns to the schema's.
 void set_columns(const Schema& schema, FileDatasetSpec& spec);
 
+// The kernel kind reading `format` from files like `first_path` is priced by
+// ("read/tfrecord", "read/idx.gz": RecordIteratorResource::read_kernel).
+std::string_view read_kernel(FileDatasetSpec::Format format, std::string_view first_path);
+
 // Opens a reader for one file of a spec. `file_index` goes into origins.
 StatusOr<std::unique_ptr<RecordReader>> open_reader(const FileDatasetSpec& spec, FileDatasetSpec::Format format,
                                                     const Schema& schema, const DataFile& file,

@@ -32,6 +32,7 @@ class InMemoryRecordIterator final : public RecordIteratorResource {
 
   const Schema& schema() const override { return schema_; }
   const ReadStats& stats() const override { return stats_; }
+  std::string_view read_kernel() const override { return kReadMemoryKernel; }
 
   StatusOr<RecordBatch> next() override {
     const auto n = static_cast<std::size_t>(records_->size);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/data/records.h"
@@ -35,7 +36,14 @@ class RecordIteratorResource : public Resource {
   virtual StatusOr<RecordBatch> next() = 0;
   virtual const Schema& schema() const = 0;
   virtual const ReadStats& stats() const = 0;
+  // The kernel kind a cost model prices this iterator's batches by: "read/"
+  // and the format, with ".gz" for compressed files ("read/tfrecord.gz",
+  // file_dataset.h's read_kernel), or kReadMemoryKernel; empty: unpriced.
+  virtual std::string_view read_kernel() const { return {}; }
 };
+
+// Records taken from memory (the tutorial's generated records).
+inline constexpr char kReadMemoryKernel[] = "read/memory";
 
 class RecordDatasetResource : public Resource {
  public:

@@ -373,7 +373,8 @@ Task<StatusOr<double>> CompiledModel::run_train_steps(StepContext& ctx, data::Re
   double loss = 0;
   for (std::int64_t i = 0;; ++i) {
     const Features& f = batch->features;
-    const std::vector<KernelWork> kernels = graph_->train_kernels(f.batch);
+    std::vector<KernelWork> kernels = graph_->train_kernels(f.batch);
+    if (const auto read = iterator.read_kernel(); !read.empty()) kernels.push_back(graph_->read_kernel(read, f.batch));
     co_await ctx.compute(ComputeCost{"model/train_step", f.batch, graph_->train_flops(f.batch), kernels});
     const ModelGraph::Params params = params_from(*pulled, reads, std::move(batch->lookups));
     RandomStream step_random = ctx.random().fork("step", static_cast<std::uint64_t>(i));

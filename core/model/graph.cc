@@ -282,7 +282,14 @@ double ModelGraph::train_flops(std::int64_t batch) const {
 std::vector<KernelWork> ModelGraph::train_kernels(std::int64_t batch) const {
   const double records = static_cast<double>(batch);
   std::vector<KernelWork> out;
-  out.reserve(nodes_.size() + 1);
+  out.reserve(nodes_.size() + 3);
+  double dense_values = 0, ids = 0;
+  for (int i = 0; i < spec_.input_size(); ++i) {
+    if (spec_.input(i).has_dense()) dense_values += records * spec_.input(i).dense().width();
+    if (spec_.input(i).has_categorical()) ids += records * ids_per_record(i);
+  }
+  if (dense_values > 0) out.push_back({kDenseFeaturesKernel, 0, 4.0 * dense_values, dense_values, records});
+  if (ids > 0) out.push_back({kCategoricalFeaturesKernel, 0, 8.0 * ids, ids, records});
   for (const Node& n : nodes_) {
     if (n.op) {
       double param_bytes = 0, widths = 0;
@@ -308,6 +315,15 @@ std::vector<KernelWork> ModelGraph::train_kernels(std::int64_t batch) const {
   const double logits = records * static_cast<double>(head_width());
   out.push_back({kLossKernel, 4.0 * logits, 0, logits});
   return out;
+}
+
+KernelWork ModelGraph::read_kernel(std::string_view read_kernel, std::int64_t batch) const {
+  const double records = static_cast<double>(batch);
+  const double columns = spec_.input_size() + 1.0;  // and the label's
+  double values = spec_.label().width();
+  for (int i = 0; i < spec_.input_size(); ++i)
+    values += spec_.input(i).has_dense() ? spec_.input(i).dense().width() : ids_per_record(i);
+  return {read_kernel, 0, 4.0 * records * values, records * columns, records};
 }
 
 }  // namespace twinps::model

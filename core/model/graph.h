@@ -26,6 +26,10 @@ namespace twinps::model {
 // The kernel kinds of ModelGraph::train_kernels beside the layers' own kinds.
 inline constexpr char kEmbeddingKernel[] = "embedding";
 inline constexpr char kLossKernel[] = "loss";
+// The input layer (FeatureMapper::map): dense values scaled into matrices,
+// and categorical values turned into ids (vocabulary, hash or identity).
+inline constexpr char kDenseFeaturesKernel[] = "features/dense";
+inline constexpr char kCategoricalFeaturesKernel[] = "features/categorical";
 
 class ModelGraph {
  public:
@@ -85,8 +89,18 @@ class ModelGraph {
   // FLOPs its forward and backward pass do (train_flops less the input
   // gradients of dense layers that read only features, never computed), the
   // bytes of its parameters (an embedding's: the rows it gathers) and the
-  // input elements it reads (an embedding's: the ids).
+  // input elements it reads (an embedding's: the ids). Before the layers,
+  // the input layer's kernels: the dense values and the categorical ids it
+  // maps, with the records.
   std::vector<KernelWork> train_kernels(std::int64_t batch) const;
+  // Reading `batch` records for this model as `read_kernel` reads them
+  // (RecordIteratorResource::read_kernel). A reader's work is per record,
+  // per field and per value (a tf.train.Example's features are a map of
+  // named lists, a CSV line's fields are split first): its inputs are the
+  // fields it parses (records x the model's columns, the label's included)
+  // and its bytes the values they hold, 4 bytes each (the inputs' widths or
+  // mean list lengths, and the label's).
+  KernelWork read_kernel(std::string_view read_kernel, std::int64_t batch) const;
   // Ids per record of categorical input `input` (its width, or the declared
   // mean list length).
   double ids_per_record(int input) const;

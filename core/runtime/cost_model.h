@@ -25,6 +25,9 @@ struct KernelWork {
   // gradient's batch x rows input): work that grows with batch x rows
   // whatever the width, which FLOPs and bytes alone cannot price.
   double inputs = 0;
+  // Records it reads or maps (an input pipeline's kernels: a record's framing
+  // and parsing cost the same whatever its values).
+  double records = 0;
 };
 
 struct ComputeCost {

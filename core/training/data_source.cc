@@ -40,6 +40,7 @@ StatusOr<DataSource> file_data(data::FileDatasetSpec spec) {
   DataSource source;
   source.function = data::kFileDatasetFunction;
   source.records = records;
+  source.read_kernel = data::read_kernel((*whole)->format(), (*whole)->files().front().path);
   const std::size_t files = (*whole)->files().size();
   source.description = std::to_string(files) + " " + format_label((*whole)->format()) + " file" +
                        (files == 1 ? "" : "s") + " matching " + joined_patterns(spec) + ", " +
@@ -61,6 +62,7 @@ DataSource tutorial_data(std::uint64_t seed, std::int64_t records, std::int64_t 
   DataSource source;
   source.function = tutorial::kRecordsFunction;
   source.records = records;
+  source.read_kernel = data::kReadMemoryKernel;
   source.description = std::to_string(records) + " generated tutorial records (seed " + std::to_string(seed) + ")";
   source.args = [seed, records, shuffle_buffer](const DatasetRequest& r) {
     return tutorial::records_args(seed, records, r.batch_size, r.shuffle ? shuffle_buffer : 0, r.repeat);

@@ -37,6 +37,10 @@ struct DataSource {
   std::int64_t records = -1;
   // For summaries ("3 CSV files matching data/train-*.csv, 2,000 records").
   std::string description;
+  // The kernel kind a batch's reading is priced by (RecordIteratorResource::
+  // read_kernel of the iterators it makes): a prediction of a run on this
+  // data charges it.
+  std::string read_kernel;
 };
 
 // Files (core/data/file_dataset.h). The spec's patterns, format, columns,

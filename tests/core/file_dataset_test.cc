@@ -323,6 +323,26 @@ TEST(FileDatasetTest, IdxPairsFromGlobs) {
   EXPECT_EQ(labels, (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
 }
 
+// A cost model prices reading a batch by its format, compression included:
+// the simulator charges a run on this data what calibrate measured reading it.
+TEST(FileDatasetTest, AnIteratorNamesTheKernelItsReadingIsPricedBy) {
+  ScratchDir dir;
+  auto kind_of = [&](const FileDatasetSpec& spec) {
+    auto ds = FileDataset::create(spec, 0, 1);
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return ds.ok() ? std::string((*ds)->make_iterator(RandomStream(1))->read_kernel()) : std::string();
+  };
+  EXPECT_EQ(kind_of(id_spec(write_id_files(dir, 2, 10))), "read/csv");
+  ASSERT_TRUE(write_idx_ubyte(dir.file("t-images-idx3-ubyte.gz"), {2, 1, 1}, {7, 8}).ok());
+  ASSERT_TRUE(write_idx_ubyte(dir.file("t-labels-idx1-ubyte.gz"), {2}, {0, 1}).ok());
+  FileDatasetSpec idx;
+  idx.add_patterns(dir.file("t-images-*"));
+  idx.mutable_idx()->add_labels_patterns(dir.file("t-labels-*"));
+  EXPECT_EQ(kind_of(idx), "read/idx.gz");
+  EXPECT_EQ(read_kernel(FileDatasetSpec::TFRECORD, "/data/train-00000.tfrecord"), "read/tfrecord");
+  EXPECT_EQ(read_kernel(FileDatasetSpec::LIBSVM, "a.svm.gz"), "read/libsvm.gz");
+}
+
 // ---------------------------------------------------------------- through the coordinator
 
 struct ClusterHarness {

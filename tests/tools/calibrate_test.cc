@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "sim/scenario_loader.h"
 #include "tests/core/rings_data.h"
@@ -112,17 +114,22 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   }
   EXPECT_EQ(profile.messages().control_send().per_message_us(), 0);
   EXPECT_EQ(profile.messages().control_receive().per_message_us(), 0);
-  // The synthetic gradient, then the layer kinds a model spec's step is priced by.
-  ASSERT_EQ(profile.compute().kernel_size(), 3);
-  EXPECT_EQ(profile.compute().kernel(0).kind(), "gradient");
-  EXPECT_EQ(profile.compute().kernel(1).kind(), "dense");
-  EXPECT_EQ(profile.compute().kernel(2).kind(), "embedding");
-  for (int k = 1; k < 3; ++k) {
+  // The synthetic gradient, the layer kinds a model spec's step is priced by,
+  // then its input pipeline: reading each format, and the input layer.
+  std::vector<std::string> kinds;
+  for (const auto& kernel : profile.compute().kernel()) kinds.push_back(kernel.kind());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"gradient", "dense", "embedding", "read/csv", "read/csv.gz", "read/idx",
+                                             "read/idx.gz", "read/memory", "read/tfrecord", "read/tfrecord.gz",
+                                             "features/dense", "features/categorical"}));
+  for (int k = 1; k < profile.compute().kernel_size(); ++k) {
     const auto& kernel = profile.compute().kernel(k);
-    // A layer costs something: some term of its price is positive, none negative.
-    EXPECT_GT(kernel.per_call_us() + kernel.per_gflop_s() + kernel.per_gib_s() + kernel.per_ginput_s(), 0)
+    // A kernel costs something: some term of its price is positive, none negative.
+    EXPECT_GT(kernel.per_call_us() + kernel.per_gflop_s() + kernel.per_gib_s() + kernel.per_ginput_s() +
+                  kernel.per_record_us(),
+              0)
         << kernel.DebugString();
-    for (double v : {kernel.per_call_us(), kernel.per_gflop_s(), kernel.per_gib_s(), kernel.per_ginput_s()})
+    for (double v : {kernel.per_call_us(), kernel.per_gflop_s(), kernel.per_gib_s(), kernel.per_ginput_s(),
+                     kernel.per_record_us()})
       EXPECT_TRUE(std::isfinite(v) && v >= 0) << kernel.DebugString();
   }
   EXPECT_TRUE(positive_finite(profile.compute().per_gflop_s()));

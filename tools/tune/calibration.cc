@@ -34,6 +34,8 @@
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
 #include "tools/process_cluster.h"
+#include "tools/tune/input_kernels.h"
+#include "tools/tune/kernel_fit.h"
 #include "tools/tune/real_run.h"
 #include "tools/tune/speed_probe.h"
 
@@ -80,52 +82,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-
-// Least squares in relative terms: the coefficients b minimising the sum of
-// ((X b - y) / y)^2, so that a 20 us call weighs as much as a 4 ms one.
-std::vector<double> least_squares(const std::vector<std::vector<double>>& x, const std::vector<double>& y) {
-  Eigen::MatrixXd a(static_cast<Eigen::Index>(x.size()), static_cast<Eigen::Index>(x.at(0).size()));
-  Eigen::VectorXd b(static_cast<Eigen::Index>(y.size()));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double w = y[i] > 0 ? 1 / y[i] : 1;
-    for (std::size_t j = 0; j < x[i].size(); ++j)
-      a(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = w * x[i][j];
-    b(static_cast<Eigen::Index>(i)) = w * y[i];
-  }
-  const Eigen::VectorXd coef = a.colPivHouseholderQr().solve(b);
-  return std::vector<double>(coef.data(), coef.data() + coef.size());
-}
-
-// Least squares whose coefficients are all >= 0: a regressor whose
-// coefficient comes out negative (noise on a term too small to see) is
-// dropped and the rest fitted again.
-std::vector<double> nonnegative_least_squares(const std::vector<std::vector<double>>& x, const std::vector<double>& y) {
-  const std::size_t k = x.at(0).size();
-  std::vector<bool> used(k, true);
-  for (std::size_t round = 0; round < k; ++round) {
-    std::vector<std::size_t> cols;
-    for (std::size_t j = 0; j < k; ++j)
-      if (used[j]) cols.push_back(j);
-    std::vector<std::vector<double>> xs;
-    for (const auto& row : x) {
-      std::vector<double> r;
-      for (std::size_t j : cols) r.push_back(row[j]);
-      xs.push_back(std::move(r));
-    }
-    const auto fit = least_squares(xs, y);
-    std::vector<double> out(k, 0);
-    bool negative = false;
-    for (std::size_t i = 0; i < cols.size(); ++i) {
-      out[cols[i]] = fit[i];
-      if (fit[i] < 0) {
-        used[cols[i]] = false;
-        negative = true;
-      }
-    }
-    if (!negative) return out;
-  }
-  return std::vector<double>(k, 0);
-}
 
 // ---------------------------------------------------------------- calls
 
@@ -728,50 +684,6 @@ void measure_compute(const CalibrationOptions& o, scenario::CostProfile& p, std:
 
 // ---------------------------------------------------------------- a model spec's layers
 
-// CPU seconds per call of `call` on this thread, over about `seconds` of calls.
-template <typename Call>
-double cpu_seconds_per_call(double seconds, Call call) {
-  int n = 0;
-  const auto t0 = Clock::now();
-  const double cpu0 = thread_cpu_seconds();
-  while (n < 3 || seconds_since(t0) < seconds) {
-    call();
-    ++n;
-  }
-  return (thread_cpu_seconds() - cpu0) / n;
-}
-
-// One layer kind's price from its calls at several shapes: each shape's
-// median over the repeats (which go round the shapes), fitted per call, per
-// GFLOP, per GiB of operands and per G input elements.
-template <typename Subject>
-void fit_layer_kind(const char* kind, const CalibrationOptions& o, std::vector<Subject>& subjects,
-                    scenario::CostProfile& p, std::string* report) {
-  std::vector<std::vector<double>> seconds(subjects.size());
-  for (int r = 0; r < o.repeats; ++r)
-    for (std::size_t i = 0; i < subjects.size(); ++i)
-      seconds[i].push_back(cpu_seconds_per_call(o.seconds_per_batch / 4, [&] { subjects[i].run(); }));
-  std::vector<std::vector<double>> x;
-  std::vector<double> y;
-  *report += format("layer kernels of kind \"%s\" (a model spec's train step, forward and backward):\n", kind);
-  for (std::size_t i = 0; i < subjects.size(); ++i) {
-    const KernelWork w = subjects[i].work();
-    x.push_back({1.0, w.flops / 1e9, w.bytes / (1 << 30), w.inputs / 1e9});
-    y.push_back(median(seconds[i]));
-    *report += format("  %-28s %9.5f GFLOP %8.1f KiB %9.0f inputs: %9.1f us\n", subjects[i].name.c_str(),
-                      w.flops / 1e9, w.bytes / 1024, w.inputs, y.back() * 1e6);
-  }
-  const auto fit = nonnegative_least_squares(x, y);
-  auto* k = p.mutable_compute()->add_kernel();
-  k->set_kind(kind);
-  k->set_per_call_us(fit[0] * 1e6);
-  k->set_per_gflop_s(fit[1]);
-  k->set_per_gib_s(fit[2]);
-  k->set_per_ginput_s(fit[3]);
-  *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements\n",
-                    fit[0] * 1e6, fit[1], fit[2], fit[3]);
-}
-
 // A dense layer (model::DenseLayer, ReLU, with bias) of `in` x `units` on
 // `batch` records: a forward and a backward pass, with the input's gradient
 // (a layer reading another's output) or without (a first layer, reading
@@ -862,7 +774,7 @@ void measure_layer_kernels(const CalibrationOptions& o, scenario::CostProfile& p
                                                                                   {512, 64, 64, true},
                                                                                   {1024, 256, 32, false}})
     dense.emplace_back(batch, in, units, dx);
-  fit_layer_kind("dense", o, dense, p, report);
+  measure_kernel_kind("dense", o.repeats, o.seconds_per_batch / 4, dense, p, report);
   std::vector<EmbeddingSubject> embeddings;
   for (auto [batch, per_record, dim, vocabulary] :
        std::vector<std::tuple<int, int, int, std::int64_t>>{{256, 1, 1, 10},
@@ -873,7 +785,7 @@ void measure_layer_kernels(const CalibrationOptions& o, scenario::CostProfile& p
                                                             {512, 8, 8, 10000},
                                                             {32, 1, 2, 4}})
     embeddings.emplace_back(batch, per_record, dim, vocabulary);
-  fit_layer_kind(model::kEmbeddingKernel, o, embeddings, p, report);
+  measure_kernel_kind(model::kEmbeddingKernel, o.repeats, o.seconds_per_batch / 4, embeddings, p, report);
 }
 
 // ---------------------------------------------------------------- assembly
@@ -1116,6 +1028,7 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   if (Status s = measure_calls(o, p, &row_reference_us, &report); !s.ok()) return s;
   measure_compute(o, p, &report);
   measure_layer_kernels(o, p, &report);
+  if (Status s = measure_input_kernels(o, p, &report); !s.ok()) return s;
   measure_assembly(o, p, &report);
   measure_duration_spread(o, p, &report);
   const scenario::MachineSpeed between = probe_compute_speed(probe_seconds / 2);

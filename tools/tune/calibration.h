@@ -41,6 +41,11 @@
 //     built whatever the width; per GFLOP per doubling of weights and input
 //     beyond a core's own cache), the repeats going round the shapes so that
 //     a slow spell of the machine costs each shape one repeat;
+//   - compute.kernel "dense", "embedding": a model spec's layers, the
+//     layers' own code at several shapes (tools/tune/kernel_fit.h's fit);
+//     "read/<format>", "features/dense", "features/categorical": its input
+//     pipeline, files of every format read through the trainer's data
+//     source and mapped by its input layer (tools/tune/input_kernels.h);
 //   - hosts.cores: usable cores, the machine's cores over the slowdown of
 //     compute_gradient run on all of them at once; hosts.scheduler TICKED
 //     with the kernel's tick (the coarse clock's resolution, one jiffy);

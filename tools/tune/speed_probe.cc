@@ -171,6 +171,7 @@ void scale(scenario::Compute& c, double f) {
     k.set_per_gflop_s(k.per_gflop_s() * f);
     k.set_per_gib_s(k.per_gib_s() * f);
     k.set_per_ginput_s(k.per_ginput_s() * f);
+    if (k.has_per_record_us()) k.set_per_record_us(k.per_record_us() * f);
     if (k.has_per_gflop_per_doubling_s()) k.set_per_gflop_per_doubling_s(k.per_gflop_per_doubling_s() * f);
   }
 }

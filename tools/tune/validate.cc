@@ -235,13 +235,9 @@ struct ValidateOptions {
 // the file, flag or record, as `twinps train`'s do.
 StatusOr<Model> load_spec_model(const std::string& name, const std::string& path, std::vector<std::string> train_data,
                                 std::vector<std::string> train_labels) {
-  ModelFlags flags;
-  flags.model_path = path;
-  flags.train_data = std::move(train_data);
-  flags.train_labels = std::move(train_labels);
-  auto run = load_model_run(flags, po::variables_map{}, /*need_train_data=*/true);
+  auto run = load_spec_and_data(path, std::move(train_data), std::move(train_labels));
   if (!run.ok()) return run.status();
-  auto timed = sim::synthetic_model_of(*run->model);
+  auto timed = sim::synthetic_model_of(*run->model, run->train->read_kernel);
   if (!timed.ok()) return Status(timed.status().code(), path + ": " + std::string(timed.status().message()));
   return Model{name, std::move(*timed), SpecSource{run->spec, std::move(*run->train)}};
 }
@@ -360,7 +356,7 @@ StatusOr<GridRun> plan_spec_run(const SpecSource& source, const scenario::Partit
   if (batch > 0) spec.set_batch_size(batch);
   auto compiled = model::CompiledModel::compile(spec);
   if (!compiled.ok()) return compiled.status();
-  auto timed = sim::synthetic_model_of(**compiled);
+  auto timed = sim::synthetic_model_of(**compiled, source.train.read_kernel);
   if (!timed.ok()) return timed.status();
   GridRun run;
   run.model = std::move(*timed);

@@ -371,7 +371,7 @@ Task<Status> Workload::step(StepContext& ctx, const std::vector<std::int64_t>& e
     // A model spec's step: its own FLOPs and layers, not the synthetic gradients'.
     std::vector<KernelWork> layers;
     layers.reserve(spec_.step_kernels.size());
-    for (const auto& k : spec_.step_kernels) layers.push_back(KernelWork{k.kind, k.flops, k.bytes, k.inputs});
+    for (const auto& k : spec_.step_kernels) layers.push_back(KernelWork{k.kind, k.flops, k.bytes, k.inputs, k.records});
     co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, spec_.flops_per_step, layers});
   } else {
     co_await ctx.compute(ComputeCost{"synthetic/train_step", spec_.batch_size, flops, kernels});

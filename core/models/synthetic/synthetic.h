@@ -77,7 +77,7 @@ struct ModelSpec {
   // layers), priced by kind where the cost model knows the kind.
   struct StepKernel {
     std::string kind;
-    double flops = 0, bytes = 0, inputs = 0;
+    double flops = 0, bytes = 0, inputs = 0, records = 0;
   };
   std::vector<StepKernel> step_kernels;
   // Shards placed by core/variables/auto_placement.h (priced with
