@@ -42,6 +42,8 @@ Process tune(std::vector<std::string> args) {
   return Process::start(std::move(args));
 }
 
+std::string tutorial_spec() { return (sim::testing::source_dir() / "examples" / "tutorial" / "model.textproto").string(); }
+
 constexpr char kModel[] = R"(
 batch_size: 32
 variable { name: "emb" shape: [20000, 16] rows_per_step: 64 zipf_exponent: 1.1 }
@@ -163,6 +165,12 @@ TEST(TuneCliTest, BadInputExitsTwoNamingTheProblem) {
        "--hosts: \"cloud\" is not dedicated, one, bin-pack:N or spread:N"},
       {{"--model", model, "--workers", "4", "--hosts", "spread:0"}, "--hosts: \"0\" is not a whole number"},
       {{"--model", model, "--workers", "4", "--cores", "0"}, "--cores must be positive"},
+      {{"--model", model, "--workers", "4", "--train-data", "builtin:tutorial"},
+       "--train-data and --train-labels are a model spec's data"},
+      {{"--model", tutorial_spec(), "--workers", "4", "--train-data", dir + "/nothing-*.tfrecord"},
+       "--train-data: no files match"},
+      {{"--model", tutorial_spec(), "--workers", "4", "--train-labels", dir + "/labels"},
+       "--train-labels needs --train-data"},
   };
   for (const auto& c : cases) {
     std::string what;
@@ -203,6 +211,40 @@ TEST(TuneCliTest, SweepsTheCtrExamplesModelSpec) {
   }
   // Two ps share the 26 tables' traffic: faster than one.
   EXPECT_GT(best_two_ps, one_ps_one_shard);
+}
+
+// The step_p50_s column of a one-configuration sweep's CSV.
+double swept_step_p50_s(const std::string& csv_path) {
+  const auto csv = lines(csv_path);
+  if (csv.size() != 2u) return -1;
+  return std::stod(split(csv[1])[5]);
+}
+
+// With --train-data a spec's step also reads its batch as that data is read:
+// the tutorial's generated records are priced as read/memory, batch x the
+// profile's price a record longer than without data.
+TEST(TuneCliTest, ASpecsTrainDataPricesReadingItsBatches) {
+  const std::string dir = testing::temp_dir("tune-read");
+  const std::string profile =
+      write(dir + "/profile.textproto", "compute { kernel { kind: \"read/memory\" per_record_us: 500 } }\n");
+  const std::vector<std::string> one = {"--model", tutorial_spec(), "--workers", "2", "--ps", "1", "--shards", "1",
+                                        "--partitioners", "fixed", "--placements", "round_robin",
+                                        "--profile", profile};
+  std::vector<std::string> without = one, with = one;
+  without.insert(without.end(), {"--csv", dir + "/without.csv"});
+  with.insert(with.end(), {"--csv", dir + "/with.csv", "--train-data", "builtin:tutorial"});
+  Process a = tune(without);
+  ASSERT_TRUE(a.wait(120s));
+  ASSERT_EQ(a.exit_code(), 0) << a.err();
+  EXPECT_NE(a.out().find("reading its batches is not priced"), std::string::npos) << a.out();
+  Process b = tune(with);
+  ASSERT_TRUE(b.wait(120s));
+  ASSERT_EQ(b.exit_code(), 0) << b.err();
+  EXPECT_NE(b.out().find("data: read as read/memory"), std::string::npos) << b.out();
+  EXPECT_NE(b.out().find("batch 8"), std::string::npos) << b.out();
+  const double step_without = swept_step_p50_s(dir + "/without.csv"), step_with = swept_step_p50_s(dir + "/with.csv");
+  ASSERT_GT(step_without, 0);
+  EXPECT_NEAR(step_with - step_without, 8 * 500e-6, 0.05 * 8 * 500e-6) << step_without << " -> " << step_with;
 }
 
 TEST(TuneCliTest, ABadModelSpecExitsTwoNamingFileLineAndColumn) {

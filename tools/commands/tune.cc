@@ -23,6 +23,7 @@
 #include "sim/tuner.h"
 #include "tools/cli.h"
 #include "tools/data_dir.h"
+#include "tools/training_flags.h"
 #include "tools/commands/commands.h"
 #include "tools/tune/validate.h"
 
@@ -35,6 +36,7 @@ constexpr char kUsage[] =
     "                   [--partitioners fixed,min_size,max_size] [--placements round_robin,auto]\n"
     "                   [--profile FILE] [--bandwidth-gbps G] [--hosts H] [--cores C]\n"
     "                   [--seed S] [--tolerance F] [--csv FILE] [--top K]\n"
+    "                   [--train-data GLOB... [--train-labels GLOB...]]\n"
     "       twinps tune --validate [options]   (twinps tune --validate --help)\n"
     "\n"
     "Predicts, by timing-only simulation of the whole cluster (the same coordinator, workers,\n"
@@ -47,6 +49,9 @@ constexpr char kUsage[] =
     "timed from its own variables, shard layout (a layer's own partitioner is kept), FLOPs per\n"
     "step and, for each embedding, batch x ids-per-record lookups per step drawn from its\n"
     "declared access distribution (access { zipf_exponent }).\n"
+    "With --train-data (and --train-labels for IDX), as `twinps train` takes them, a spec's\n"
+    "step also pays for reading its batch as that data is read (read/<format>: records,\n"
+    "fields and bytes, priced by the profile); without it, reading is not priced.\n"
     "\n"
     "Shard counts are of the model's largest variable (in bytes). So that the three\n"
     "partitioner kinds are compared at the same shard counts, the size-based ones get the\n"
@@ -240,6 +245,41 @@ bool write_csv(std::ofstream& csv, const sim::SweepResult& r) {
   return static_cast<bool>(csv);
 }
 
+// With --train-data a spec's timed model also reads its batches as that
+// data is read (DataSource::read_kernel), which is checked against the spec
+// as `twinps train` checks it. `note` says what reading costs in the sweep.
+int price_reading(const std::string& model_path, bool from_spec, std::vector<std::string> train_data,
+                  std::vector<std::string> train_labels, scenario::SyntheticModel& timed, std::string& note) {
+  if (train_data.empty()) {
+    if (!train_labels.empty()) {
+      std::fprintf(stderr, "twinps tune: --train-labels needs --train-data (the IDX images they label)\n");
+      return kExitBadInput;
+    }
+    if (from_spec) note = "data: not given (--train-data): reading its batches is not priced\n";
+    return kExitOk;
+  }
+  if (!from_spec) {
+    std::fprintf(stderr, "twinps tune: --train-data and --train-labels are a model spec's data; %s is a synthetic "
+                 "model\n", model_path.c_str());
+    return kExitBadInput;
+  }
+  auto run = load_spec_and_data(model_path, std::move(train_data), std::move(train_labels));
+  if (!run.ok()) {
+    print_error("tune", run.status());
+    return exit_code_for(run.status());
+  }
+  auto with_reading = sim::synthetic_model_of(*run->model, run->train->read_kernel);
+  if (!with_reading.ok()) {
+    print_error("tune", with_reading.status());
+    return exit_code_for(with_reading.status());
+  }
+  timed = std::move(*with_reading);
+  note = run->train->read_kernel.empty()
+             ? "data: its reader has no price of its own: reading is not priced\n"
+             : format("data: read as %s, priced per record, field and byte\n", run->train->read_kernel.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_tune(int argc, char** argv) {
@@ -249,6 +289,7 @@ int run_tune(int argc, char** argv) {
   std::string model_path, profile_path, ps_list = "1,2,4,8", shard_list = "1,2,4,8,16",
                                         kinds = "fixed,min_size,max_size", placements = "round_robin,auto", csv_path,
                                         hosts;
+  std::vector<std::string> train_data, train_labels;
   sim::SweepRequest req;
   double bandwidth_gbps = 0, cores = 0;
   int top = 10;
@@ -276,6 +317,10 @@ int run_tune(int argc, char** argv) {
        "prefer fewer ps within this fraction of the fastest")
       ("csv", po::value(&csv_path), "write every configuration to this CSV file")
       ("top", value_or(&top, top)->notifier(at_least(0)), "rows to print (0: all); the recommended one always is")
+      ("train-data", po::value(&train_data)->multitoken(),
+       "a model spec's training data (globs, as `twinps train --train-data`), or builtin:tutorial: its reading is "
+       "priced")
+      ("train-labels", po::value(&train_labels)->multitoken(), "IDX: the labels files of --train-data")
       ("validate",
        "instead of a sweep: measure the simulation's fidelity against real runs on this machine (see twinps tune "
        "--validate --help)");
@@ -297,6 +342,11 @@ int run_tune(int argc, char** argv) {
     return kExitBadInput;
   }
   req.model = model.model;
+  std::string data_note;
+  if (int rc = price_reading(model_path, model.from_spec, std::move(train_data), std::move(train_labels), req.model,
+                             data_note);
+      rc != kExitOk)
+    return rc;
   std::string costs = "the schema's defaults (no --profile)";
   if (!profile_path.empty()) {
     profile_path = find_data(profile_path);
@@ -325,9 +375,9 @@ int run_tune(int argc, char** argv) {
     }
   }
 
-  std::printf("model: %s (%s%d variables, batch %d); %d workers\ncosts: %s\nhosts: %s\n\n", model_path.c_str(),
+  std::printf("model: %s (%s%d variables, batch %d); %d workers\n%scosts: %s\nhosts: %s\n\n", model_path.c_str(),
               model.from_spec ? format("model spec, %.3g GFLOP per step, ", req.model.step_gflops()).c_str() : "",
-              req.model.variable_size(), req.model.batch_size(), req.workers, costs.c_str(),
+              req.model.variable_size(), req.model.batch_size(), req.workers, data_note.c_str(), costs.c_str(),
               hosts_string(req.profile.hosts()).c_str());
   std::fflush(stdout);
   const bool tty = ::isatty(STDERR_FILENO);
