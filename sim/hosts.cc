@@ -39,6 +39,16 @@ HostModel::HostModel(ClusterShape shape, HostOptions options, Executor& executor
     for (int h = 0; h < num_hosts_; ++h) cpu_.push_back(fluid_.add_resource(options_.cores));
   }
   unlimited_busy_.assign(static_cast<std::size_t>(num_hosts_), 0);
+  crowding_price_.assign(static_cast<std::size_t>(num_hosts_), 0);
+  if (limited() && !options_.crowded_message.empty()) {
+    std::vector<int> on_host(static_cast<std::size_t>(num_hosts_), 0);
+    for (int i = 0; i < tasks; ++i) ++on_host[static_cast<std::size_t>(host_of(i))];
+    for (int h = 0; h < num_hosts_; ++h) {
+      const double per_core = on_host[static_cast<std::size_t>(h)] / options_.cores;
+      crowding_price_[static_cast<std::size_t>(h)] =
+          std::max<Duration>(0, std::llround(level_curve_cost(options_.crowded_message, per_core)));
+    }
+  }
   tasks_ = std::vector<TaskThreads>(static_cast<std::size_t>(tasks));
   for (auto& t : tasks_) t.running.resize(1);
 }
@@ -59,13 +69,14 @@ void HostModel::set_threads(int slot, int threads) {
   if (t.running.size() < static_cast<std::size_t>(t.threads)) t.running.resize(static_cast<std::size_t>(t.threads));
 }
 
-void HostModel::run(int slot, Duration work, Callback done) {
-  tasks_[static_cast<std::size_t>(slot)].queue.push_back(CpuJob{std::max<Duration>(work, 0), nullptr, std::move(done)});
+void HostModel::run(int slot, Duration work, Callback done, JobKind kind) {
+  tasks_[static_cast<std::size_t>(slot)].queue.push_back(
+      CpuJob{std::max<Duration>(work, 0), nullptr, std::move(done), kind});
   start_next(slot);
 }
 
-void HostModel::run_when_started(int slot, UniqueFunction<Duration()> begin, Callback done) {
-  tasks_[static_cast<std::size_t>(slot)].queue.push_back(CpuJob{0, std::move(begin), std::move(done)});
+void HostModel::run_when_started(int slot, UniqueFunction<Duration()> begin, Callback done, JobKind kind) {
+  tasks_[static_cast<std::size_t>(slot)].queue.push_back(CpuJob{0, std::move(begin), std::move(done), kind});
   start_next(slot);
 }
 
@@ -84,6 +95,9 @@ void HostModel::start_next(int slot) {
       if (epoch != t.epoch) return;
       r.timer = kNoTimer;
     }
+    // A priced message job on a crowded host also refills the caches others
+    // filled (HostOptions::crowded_message); a job of no work is no wake-up.
+    if (job.kind == JobKind::kMessage && job.work > 0) job.work += crowding_price(slot);
     const Duration work = drawn(job.work);
     auto finish = [this, slot, epoch, which, work, done = std::move(job.done)]() mutable {
       finished(slot, epoch, which, work);

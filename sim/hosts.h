@@ -31,6 +31,7 @@
 #include "core/coordinator/cluster_coordinator.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/random.h"
+#include "sim/cost_curve.h"
 #include "sim/fluid.h"
 #include "sim/ticked_cores.h"
 
@@ -57,7 +58,15 @@ struct HostOptions {
   // mean 1 (Hosts.duration_spread); 0: exactly its work.
   double duration_spread = 0;
   std::uint64_t seed = 0;  // of those draws
+  // (tasks on the host per core, ns): what a message job costs beyond its
+  // price on a host that crowded (Hosts.crowded_message); hosts whose
+  // cores are not counted (`cores` 0) pay nothing.
+  CostCurve crowded_message = {};
 };
+
+// What a CPU job does: handling a message pays the host's crowding price
+// (HostOptions::crowded_message), compute does not.
+enum class JobKind { kCompute, kMessage };
 
 class HostModel {
  public:
@@ -73,10 +82,13 @@ class HostModel {
   void set_threads(int slot, int threads);
   // Runs `work` of CPU time (what it takes on an idle core) on one of the
   // task's threads, after the jobs queued before it; `done` when finished.
-  void run(int slot, Duration work, Callback done);
+  void run(int slot, Duration work, Callback done, JobKind kind = JobKind::kCompute);
   // The same for work known only when a thread takes the job: `begin` runs
   // then (a ps applies the request as its service starts) and returns it.
-  void run_when_started(int slot, UniqueFunction<Duration()> begin, Callback done);
+  void run_when_started(int slot, UniqueFunction<Duration()> begin, Callback done, JobKind kind = JobKind::kCompute);
+  // What a message job of the task in `slot` costs beyond its price
+  // (HostOptions::crowded_message at its host's tasks per core).
+  Duration crowding_price(int slot) const { return crowding_price_[static_cast<std::size_t>(host_of(slot))]; }
   // The task died: its queued and running jobs vanish, their callbacks never run.
   void reset(int slot);
 
@@ -90,6 +102,7 @@ class HostModel {
     Duration work;
     UniqueFunction<Duration()> begin;
     Callback done;
+    JobKind kind = JobKind::kCompute;
   };
   struct Running {
     FluidSystem::ActivityId activity = FluidSystem::kNoActivity;
@@ -125,6 +138,7 @@ class HostModel {
   RandomStream durations_;           // options_.duration_spread's draws
   std::vector<TaskThreads> tasks_;
   std::vector<Duration> unlimited_busy_;  // by host, when not limited
+  std::vector<Duration> crowding_price_;  // by host
 };
 
 }  // namespace twinps::sim

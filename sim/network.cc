@@ -261,7 +261,7 @@ bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape
   auto receive = [this, b, receive_ns, by_interval, arrived = std::move(arrived)]() mutable {
     const Duration receive_cpu = receive_ns + (by_interval ? control_interval_price(last_control_received_, b) : 0);
     if (receive_cpu > 0) {
-      hosts_->run(b, receive_cpu, std::move(arrived));
+      hosts_->run(b, receive_cpu, std::move(arrived), JobKind::kMessage);
     } else {
       arrived();
     }
@@ -275,13 +275,16 @@ bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape
   // with it; the sender's thread spends the rest while the receiver reads.
   const Duration overlap = shape.data_plane ? stream_overlap(options_.cpu.request_overlap, bytes, send_ns) : 0;
   if (overlap == 0) {
-    hosts_->run(a, send_ns, std::move(go));
+    hosts_->run(a, send_ns, std::move(go), JobKind::kMessage);
     return true;
   }
-  hosts_->run(a, send_ns - overlap, [this, a, overlap, go = std::move(go)]() mutable {
-    hosts_->run(a, overlap, [] {});
-    go();
-  });
+  hosts_->run(
+      a, send_ns - overlap,
+      [this, a, overlap, go = std::move(go)]() mutable {
+        hosts_->run(a, overlap, [] {});  // the same message's rest: no second wake-up
+        go();
+      },
+      JobKind::kMessage);
   return true;
 }
 

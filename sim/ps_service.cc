@@ -160,12 +160,15 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     });
     return served->service - served->overlap;  // 0 if the handler has not answered yet
   };
-  hosts_->run_when_started(slot, std::move(begin), [this, slot, served] {
-    served->job_done = true;
-    if (!served->result) return;
-    served->respond(std::move(*served->result));
-    if (served->overlap > 0) hosts_->run(slot, served->overlap, [] {});
-  });
+  hosts_->run_when_started(
+      slot, std::move(begin),
+      [this, slot, served] {
+        served->job_done = true;
+        if (!served->result) return;
+        served->respond(std::move(*served->result));
+        if (served->overlap > 0) hosts_->run(slot, served->overlap, [] {});
+      },
+      JobKind::kMessage);
 }
 
 void PsServiceTransport::arrive(IncomingCall call, Responder respond) {

@@ -441,6 +441,16 @@ void Validator::hosts() {
   if (!(h.tick_us() > 0) || !std::isfinite(h.tick_us())) error(p(h, "tick_us"), "must be positive (the kernel's tick, 1 / CONFIG_HZ)");
   if (!(h.duration_spread() >= 0 && h.duration_spread() <= 1))
     error(p(h, "duration_spread"), "must be within [0, 1] (a log-normal sigma; 0: every job takes exactly its price)");
+  double last = 0;
+  for (int i = 0; i < h.crowded_message_size(); ++i) {
+    const auto& c = h.crowded_message(i);
+    const Path cp = p(h, "crowded_message", i);
+    if (!(c.tasks_per_core() > last) || !std::isfinite(c.tasks_per_core()))
+      error(cp(c, "tasks_per_core"), "must be positive, finite and above the previous point's (got " +
+                                         num(c.tasks_per_core()) + ")");
+    time_ok(cp(c, "us"), c.us(), "us");
+    last = c.tasks_per_core();
+  }
 }
 
 void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {

@@ -146,6 +146,7 @@ HostOptions host_options(const scenario::Hosts& h) {
   if (h.scheduler() == scenario::Hosts::TICKED) o.scheduler = HostOptions::Scheduler::kTicked;
   o.tick = static_cast<Duration>(std::llround(h.tick_us() * 1e3));
   o.duration_spread = h.duration_spread();
+  for (const auto& point : h.crowded_message()) o.crowded_message.emplace_back(point.tasks_per_core(), point.us() * 1e3);
   return o;
 }
 

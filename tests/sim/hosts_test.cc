@@ -252,6 +252,51 @@ TEST(NetworkFlowTest, AControlMessagePaysForTheTimeItsTaskWentWithoutOne) {
   EXPECT_EQ(bed.hosts.task_cpu(0), 20000 + 8000 + 2720) << "the chief paid its sends";
 }
 
+// On a crowded host each job handling a message costs the crowding price
+// beyond its own (HostOptions::crowded_message, by tasks per core; held level
+// outside the curve), and compute jobs do not. 4 tasks on one host of 2
+// cores: 2 tasks a core, half-way between 0 us at 1.5 and 10 us at 2.5.
+TEST(HostsTest, AMessageJobOnACrowdedHostPaysTheCrowdingPrice) {
+  const CostCurve crowding = {{1.5, 0}, {2.5, 10000}};
+  NetworkOptions o;
+  o.cpu.control_send.per_message_ns = 10000;
+  o.cpu.control_receive.per_message_ns = 20000;
+  o.loopback_latency = 5000;
+  HostOptions one_host{HostOptions::Placement::kOneHost, 1, 2};
+  one_host.crowded_message = crowding;
+  Bed bed(ClusterShape{2, 1}, one_host, o);
+  EXPECT_EQ(bed.hosts.crowding_price(0), 5000);
+  Time arrived = -1, computed = -1;
+  // chief -> worker:0: 10 + 5 us to send, 5 us of loopback, 20 + 5 us to receive.
+  bed.send(TaskId::chief(), TaskId::worker(0), 100, arrived, /*data_plane=*/false);
+  // worker:1 computes 10 us at once, on the other core.
+  bed.hosts.run(2, 10000, [&] { computed = bed.engine.now(); });
+  bed.engine.run();
+  EXPECT_EQ(arrived, 15000 + 5000 + 25000);
+  EXPECT_EQ(computed, 10000);
+  EXPECT_EQ(bed.hosts.task_cpu(0), 15000);
+  EXPECT_EQ(bed.hosts.task_cpu(1), 25000);
+  EXPECT_EQ(bed.hosts.task_cpu(2), 10000) << "compute pays no crowding price";
+
+  // The same curve at 1.5 tasks a core or fewer (held level: 0), and on a host
+  // whose cores are not counted: nothing.
+  HostOptions dedicated{HostOptions::Placement::kOnePerHost, 1, 2};
+  dedicated.crowded_message = crowding;
+  HostOptions uncounted{HostOptions::Placement::kOneHost, 1, 0};
+  uncounted.crowded_message = crowding;
+  HostOptions three_a_core{HostOptions::Placement::kOneHost, 1, 4.0 / 3};
+  three_a_core.crowded_message = crowding;
+  for (const auto& [options, price] : std::vector<std::pair<HostOptions, Duration>>{
+           {dedicated, 0}, {uncounted, 0}, {three_a_core, 10000}}) {
+    Bed other(ClusterShape{2, 1}, options, o);
+    EXPECT_EQ(other.hosts.crowding_price(0), price);
+    Time at = -1;
+    other.send(TaskId::chief(), TaskId::worker(0), 100, at, false);
+    other.engine.run();
+    EXPECT_EQ(other.hosts.task_cpu(1), 20000 + price);
+  }
+}
+
 // Over a stream a large message reaches its receiver before the sender is
 // done copying it (MessageCosts::request_overlap): the sender's last 12 us
 // run beside the receiver's 20.
@@ -341,6 +386,41 @@ TEST(HostsTest, ACpuBoundClusterOnOneHostScalesWithItsCores) {
   auto p = predict(r);
   ASSERT_TRUE(p.ok());
   EXPECT_NEAR(p->steps_per_second, 400, 20);
+}
+
+// A whole prediction pays the crowding price once per message job: a
+// synthetic step of one variable is, for its ps, a pull and a push served
+// (2 jobs), and for the coordinator a closure sent and its result received
+// (2). 4 tasks on 2 cores: 2 a core, the curve's 50 us.
+TEST(HostsTest, APredictionPaysTheCrowdingPriceOncePerMessageJob) {
+  PredictRequest r;
+  auto* v = r.model.add_variable();
+  v->set_name("w");
+  v->add_shape(8);
+  v->add_shape(8);
+  r.workers = 2;
+  r.ps = 1;
+  r.warmup = 8;
+  r.measured = 40;
+  r.profile.mutable_compute()->mutable_step_time()->set_constant_s(0.001);
+  r.profile.mutable_ps_service()->set_per_request_us(10);
+  for (auto* side : {r.profile.mutable_messages()->mutable_data_send(), r.profile.mutable_messages()->mutable_data_receive(),
+                     r.profile.mutable_messages()->mutable_control_send(),
+                     r.profile.mutable_messages()->mutable_control_receive()})
+    side->set_per_message_us(5);
+  r.profile.mutable_hosts()->set_placement(scenario::Hosts::ONE_HOST);
+  r.profile.mutable_hosts()->set_cores(2);
+  auto plain = predict(r);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto* point = r.profile.mutable_hosts()->add_crowded_message();
+  point->set_tasks_per_core(2);
+  point->set_us(50);
+  auto crowded = predict(r);
+  ASSERT_TRUE(crowded.ok()) << crowded.status();
+  EXPECT_NEAR(crowded->ps_cpu_per_step_s - plain->ps_cpu_per_step_s, 2 * 50e-6, 1e-9);
+  EXPECT_NEAR(crowded->chief_cpu_per_step_s - plain->chief_cpu_per_step_s, 2 * 50e-6, 1e-9);
+  EXPECT_GT(crowded->worker_cpu_per_step_s - plain->worker_cpu_per_step_s, 4 * 50e-6);
+  EXPECT_LT(crowded->steps_per_second, plain->steps_per_second);
 }
 
 }  // namespace

@@ -117,6 +117,21 @@ TEST(ScenarioLoaderTest, ControlIntervalCurveNeedsIncreasingIntervals) {
   EXPECT_EQ(first_error(head + "control_by_interval { interval_us: 4000 us: 200 } }\n"), "");
 }
 
+// The crowding curve over tasks per core: increasing from above 0, costs not
+// negative, each error naming its point.
+TEST(ScenarioLoaderTest, CrowdingCurveNeedsIncreasingTasksPerCore) {
+  const std::string head = std::string(kValid) + "hosts { crowded_message { tasks_per_core: 2 us: 10 } ";
+  EXPECT_EQ(first_error(head + "crowded_message { tasks_per_core: 1.5 us: 20 } }\n"),
+            "f.textproto:6:72: hosts.crowded_message[1].tasks_per_core: must be positive, finite and above the "
+            "previous point's (got 1.5)");
+  EXPECT_EQ(first_error(head + "crowded_message { tasks_per_core: 3 us: -1 } }\n"),
+            "f.textproto:6:90: hosts.crowded_message[1].us: us must not be negative (got -1)");
+  EXPECT_EQ(first_error(std::string(kValid) + "hosts { crowded_message { tasks_per_core: 0 us: 1 } }\n"),
+            "f.textproto:6:27: hosts.crowded_message[0].tasks_per_core: must be positive, finite and above the "
+            "previous point's (got 0)");
+  EXPECT_EQ(first_error(head + "crowded_message { tasks_per_core: 3 us: 20 } }\n"), "");
+}
+
 TEST(ScenarioLoaderTest, ForSecondsNeedsAPaceBeforeItAndNoCount) {
   const std::string head = "cluster { workers: 1 ps: 1 } model { variable { name: \"w\" shape: [1] } }\n";
   EXPECT_EQ(first_error(head + "program { schedule { for_s: 2 } }\n"),

@@ -114,6 +114,16 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   }
   EXPECT_EQ(profile.messages().control_send().per_message_us(), 0);
   EXPECT_EQ(profile.messages().control_receive().per_message_us(), 0);
+  // A crowded host: a message job's price beyond its own at 1, 2, 3, 4 and 6
+  // workers and one ps, by tasks per core; the 1-worker cluster is the zero.
+  const auto& crowding = profile.hosts().crowded_message();
+  ASSERT_EQ(crowding.size(), 5);
+  EXPECT_NEAR(crowding[0].tasks_per_core(), 3 / profile.hosts().cores(), 1e-9);
+  EXPECT_EQ(crowding[0].us(), 0);
+  for (int i = 1; i < crowding.size(); ++i) {
+    EXPECT_GT(crowding[i].tasks_per_core(), crowding[i - 1].tasks_per_core());
+    EXPECT_TRUE(std::isfinite(crowding[i].us()) && crowding[i].us() >= 0) << crowding[i].DebugString();
+  }
   // The synthetic gradient, the layer kinds a model spec's step is priced by,
   // then its input pipeline: reading each format, and the input layer.
   std::vector<std::string> kinds;

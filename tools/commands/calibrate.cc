@@ -30,10 +30,12 @@ constexpr const char* kUsage =
     "control plane's CPU by the time between a task's messages (one-worker clusters at six\n"
     "paces), the loopback's latency, the gradient kernel's price, a model spec's layers (dense,\n"
     "embedding) and input pipeline (reading each data format, mapping features), the usable\n"
-    "cores — with real `twinps serve` processes on loopback, and writes a CostProfile for\n"
-    "scenarios' `cost_profile` and `twinps tune --profile`. Takes about two and a half minutes.\n"
-    "With --times N it measures N times and keeps each price's median; --median-of does the\n"
-    "same for profiles already written, measuring nothing.";
+    "cores, and what a message costs more on a crowded host (clusters of 1 to 6 workers) —\n"
+    "with real `twinps serve` processes on loopback, and writes a CostProfile for\n"
+    "scenarios' `cost_profile` and `twinps tune --profile`. Takes about four minutes.\n"
+    "With --times N it measures N times and keeps each price's median (--times 3 for\n"
+    "`tune --validate`: the crowding price moves between calibrations); --median-of does\n"
+    "the same for profiles already written, measuring nothing.";
 
 // Every calibration in turn, then the median of their prices; the report is
 // each one's, in order.

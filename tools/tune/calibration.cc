@@ -30,6 +30,7 @@
 #include "core/worker/parameter_client.h"
 #include "net/grpc_transport.h"
 #include "sim/cost_curve.h"
+#include "sim/tuner.h"
 #include "sim/workload.h"
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
@@ -999,6 +1000,101 @@ double largest_variable_bytes(const scenario::SyntheticModel& m) {
   return most;
 }
 
+// ---------------------------------------------------------------- a crowded host
+
+// The simulation's CPU per step of `workers` workers and one ps on this
+// machine's one host, summed over the tasks, with the profile as it stands.
+StatusOr<double> predicted_cpu_per_step(const scenario::SyntheticModel& model, int workers,
+                                        const scenario::CostProfile& p) {
+  sim::PredictRequest r;
+  r.model = model;
+  r.workers = workers;
+  r.ps = 1;
+  r.profile = p;
+  r.profile.mutable_hosts()->set_placement(scenario::Hosts::ONE_HOST);
+  auto predicted = sim::predict(r);
+  if (!predicted.ok()) return predicted.status();
+  return predicted->chief_cpu_per_step_s + predicted->worker_cpu_per_step_s + predicted->ps_cpu_per_step_s;
+}
+
+// Real clusters of one tiny variable (64 x 64, batch 64) and one ps, with
+// 1, 2, 3, 4 and 6 workers: 3 to 8 tasks on this machine's cores. Each step
+// is the same work whatever the workers (a closure, a pull, a push, its
+// result), and its processes sleep and are woken about as often for it (12-14
+// voluntary context switches a step here), but its CPU grows with the tasks:
+// 0.50 ms with 3 and 0.71 with 5 (2026-11-30), as each woken process finds
+// its caches filled by more others. The CPU a step takes beyond the
+// simulation's, less the 1-worker cluster's excess, spread over the message
+// jobs the simulation counts in the step, is the price of a message job at
+// that many tasks per core (Hosts.crowded_message). The 1-worker cluster is
+// where the message prices' own measurements ran (three tasks at most), so it
+// is the curve's zero. Three times round the sizes, each the mean of its
+// three: a cluster's CPU a step moved by a quarter between runs minutes apart,
+// and the price is a difference of two of them.
+Status measure_crowding(const CalibrationOptions& o, scenario::CostProfile& p, std::string* report) {
+  const int workers[] = {1, 2, 3, 4, 6};
+  constexpr std::size_t kSizes = std::size(workers);
+  constexpr int kRounds = 3;
+  scenario::SyntheticModel model;
+  model.set_batch_size(64);
+  auto* v = model.add_variable();
+  v->set_name("w");
+  v->add_shape(64);
+  v->add_shape(64);
+  std::vector<double> measured_us(kSizes);
+  for (int round = 0; round < kRounds; ++round)
+    for (std::size_t i = 0; i < kSizes; ++i) {
+      RealRunOptions r;
+      r.model = model;
+      r.workers = workers[i];
+      r.ps = 1;
+      r.warmup = 10 * workers[i];  // as the control clusters': connections made, allocators warm
+      r.seconds = std::max(0.5, 1.5 * o.seconds_per_batch * o.repeats);
+      r.data_plane = o.data_plane;
+      r.measure_cpu = true;
+      r.work_dir = format("%s/crowd%zu-%d", o.work_dir.c_str(), i, round);
+      std::filesystem::create_directories(r.work_dir);
+      auto run = run_real(r);
+      if (!run.ok()) return run.status();
+      double cpu_s = 0;
+      for (const auto& [task, s] : run->cpu_s) cpu_s += s;
+      measured_us[i] += cpu_s / static_cast<double>(run->measured_steps) * 1e6 / kRounds;
+    }
+  // Message jobs a step, as the simulation counts them: its CPU a step with
+  // every message job priced 20 us more, less without, over 20 us. (At 1 us
+  // the jobs' drawn durations and the control plane's prices by interval,
+  // which move with the schedule, blurred the count by a fifth.)
+  constexpr double kProbeUs = 20;
+  scenario::CostProfile without = p, probe = p;
+  without.mutable_hosts()->clear_crowded_message();
+  probe.mutable_hosts()->clear_crowded_message();
+  auto* flat = probe.mutable_hosts()->add_crowded_message();
+  flat->set_tasks_per_core(1);
+  flat->set_us(kProbeUs);
+  const double cores = p.hosts().cores();
+  *report += format("a crowded host: one 64 x 64 variable, batch 64, 1 ps (CPU a step over all tasks, the mean of %d "
+                    "clusters each; %.2f usable cores):\n", kRounds, cores);
+  p.mutable_hosts()->clear_crowded_message();
+  double base_excess_us = 0;
+  for (std::size_t i = 0; i < kSizes; ++i) {
+    auto predicted = predicted_cpu_per_step(model, workers[i], without);
+    auto priced = predicted.ok() ? predicted_cpu_per_step(model, workers[i], probe) : predicted;
+    if (!priced.ok()) return priced.status();
+    const double predicted_us = *predicted * 1e6, jobs = (*priced - *predicted) * 1e6 / kProbeUs;
+    const double excess_us = measured_us[i] - predicted_us;
+    if (i == 0) base_excess_us = excess_us;
+    const double price_us = jobs > 0 ? std::max(0.0, (excess_us - base_excess_us) / jobs) : 0;
+    const double per_core = (workers[i] + 2) / cores;
+    auto* point = p.mutable_hosts()->add_crowded_message();
+    point->set_tasks_per_core(per_core);
+    point->set_us(price_us);
+    *report += format("  %d workers (%.2f tasks a core): %7.1f us a step measured, %7.1f simulated (%.1f message jobs)"
+                      " -> %.2f us a message job\n",
+                      workers[i], per_core, measured_us[i], predicted_us, jobs, price_us);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
@@ -1066,6 +1162,8 @@ StatusOr<Calibration> calibrate(const CalibrationOptions& options) {
   report += format("loopback latency: %.2f us a message (the probes' hand-off, mean of both)\n", latency_us);
   p.mutable_compute()->set_per_example_s(0);  // a synthetic step's work is all in its kernels
   p.mutable_compute()->mutable_step_time()->set_constant_s(0);  // every cost above has its cause
+  // Last: it compares real clusters with the simulation at the prices above.
+  if (Status s = measure_crowding(o, p, &report); !s.ok()) return s;
   report += "load average after: " + load_average() + "\n";
   return out;
 }

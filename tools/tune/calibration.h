@@ -54,6 +54,14 @@
 //     while the other cores run it too (a busy host): the log-normal sigma
 //     of each (half the 16th-84th percentile distance of the log times),
 //     the median of the three;
+//   - hosts.crowded_message: real clusters of one 64 x 64 variable and one
+//     ps with 1, 2, 3, 4 and 6 workers (3 to 8 tasks on this machine's
+//     cores), the same work a step in each: the CPU a step beyond the
+//     simulation's at the prices above, less the 1-worker cluster's excess,
+//     over the message jobs the simulation counts in a step, is a message
+//     job's price at that many tasks per core (a woken process finds its
+//     caches filled by more others; 0 with three tasks, where the message
+//     prices were measured); last, as it simulates with every other price;
 //   - speed: the reference probes of tools/tune/speed_probe.h, so that a
 //     later run can tell how much faster or slower the machine has become:
 //     the compute probe taken before, between and after the measurements
