@@ -59,7 +59,7 @@ struct HostOptions {
   double duration_spread = 0;
   std::uint64_t seed = 0;  // of those draws
   // (tasks on the host per core, ns): what a message job costs beyond its
-  // price on a host that crowded (Hosts.crowded_message); hosts whose
+  // price on a crowded host (Hosts.crowded_message); hosts whose
   // cores are not counted (`cores` 0) pay nothing.
   CostCurve crowded_message = {};
 };
