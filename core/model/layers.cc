@@ -1,6 +1,8 @@
 #include "core/model/layers.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <absl/container/flat_hash_map.h>
 
@@ -165,17 +167,33 @@ double DotInteractionLayer::forward_flops(std::int64_t batch) const {
 EmbeddingLayer::Lookup EmbeddingLayer::plan(const IdBags& bags) {
   Lookup lookup;
   lookup.slot.reserve(bags.ids.size());
-  // Rows are listed in order of first appearance, so the plan is the same on
-  // every run whatever the map's own order. A hash map, not an ordered one:
-  // this runs for every embedding of every step; with a tree (a node per
-  // distinct id) it took the ctr example's worker 1.0 of 4.4 ms a step
-  // in-process, with this 0.18.
+  // A hash map, not an ordered one: this runs for every embedding of every
+  // step; with a tree (a node per distinct id) it took the ctr example's
+  // worker 1.0 of 4.4 ms a step in-process, with this 0.18.
   absl::flat_hash_map<std::int64_t, std::int64_t> slot_of;
   slot_of.reserve(bags.ids.size());
   for (std::int64_t id : bags.ids) {
     auto [it, inserted] = slot_of.emplace(id, static_cast<std::int64_t>(lookup.rows.size()));
     if (inserted) lookup.rows.push_back(id);
     lookup.slot.push_back(it->second);
+  }
+  // The rows ascending, so the plan is the same on every run whatever the
+  // map's own order, and so that what the step does with them next costs no
+  // sort of its own: routing the pull to shards (plan_lookup) and cutting the
+  // gradient's rows into shards (split_sparse) take ascending distinct ids in
+  // one pass. Sorting here once took the ctr example's workers from two sorts
+  // and a binary search per id to one sort (docs/fidelity.md).
+  if (!std::is_sorted(lookup.rows.begin(), lookup.rows.end())) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> by_id;  // (id, its slot in first-seen order)
+    by_id.reserve(lookup.rows.size());
+    for (std::size_t i = 0; i < lookup.rows.size(); ++i) by_id.emplace_back(lookup.rows[i], static_cast<std::int64_t>(i));
+    std::sort(by_id.begin(), by_id.end());
+    std::vector<std::int64_t> new_slot(by_id.size());
+    for (std::size_t i = 0; i < by_id.size(); ++i) {
+      lookup.rows[i] = by_id[i].first;
+      new_slot[static_cast<std::size_t>(by_id[i].second)] = static_cast<std::int64_t>(i);
+    }
+    for (std::int64_t& s : lookup.slot) s = new_slot[static_cast<std::size_t>(s)];
   }
   return lookup;
 }

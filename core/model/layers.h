@@ -185,7 +185,7 @@ class EmbeddingLayer {
   Combiner combiner() const { return combiner_; }
 
   struct Lookup {
-    RowIds rows;                    // the distinct ids, in order of first appearance
+    RowIds rows;                    // the distinct ids, ascending
     std::vector<std::int64_t> slot;  // for each id of the bags, its index in `rows`
   };
   static Lookup plan(const IdBags& bags);

@@ -399,7 +399,13 @@ Status Optimizer::apply_sparse(Matrix& value, std::vector<Matrix>& slots, const 
                                         ") is outside [0, " + std::to_string(value.rows()) + ")");
   if (step < 0) return absl::InvalidArgumentError("step must be >= 0, got " + std::to_string(step));
 
-  const SparseRows g = sum_duplicate_rows(rows, grad);
+  // A worker's push comes ascending and distinct (split_sparse orders each
+  // shard's rows): applied as it is, with no sort and no copy.
+  SparseRows summed;
+  const bool distinct = ascending_distinct(rows);
+  if (!distinct) summed = sum_duplicate_rows(rows, grad);
+  const RowIds& g_rows = distinct ? rows : summed.rows;
+  const Matrix& g_values = distinct ? grad : summed.values;
   const Coefficients k = coefficients(config_, learning_rate(step), step);
 
   if (config_.kind == OptimizerConfig::Kind::kAdam && !config_.lazy_adam) {
@@ -409,9 +415,9 @@ Status Optimizer::apply_sparse(Matrix& value, std::vector<Matrix>& slots, const 
     Matrix& v = slots[1];
     m *= k.beta_1;
     v *= k.beta_2;
-    for (std::size_t i = 0; i < g.rows.size(); ++i) {
-      const auto r = static_cast<Eigen::Index>(g.rows[i]);
-      const auto gi = g.values.row(static_cast<Eigen::Index>(i)).array();
+    for (std::size_t i = 0; i < g_rows.size(); ++i) {
+      const auto r = static_cast<Eigen::Index>(g_rows[i]);
+      const auto gi = g_values.row(static_cast<Eigen::Index>(i)).array();
       m.row(r).array() += (1 - k.beta_1) * gi;
       v.row(r).array() += (1 - k.beta_2) * gi.square();
     }
@@ -423,18 +429,18 @@ Status Optimizer::apply_sparse(Matrix& value, std::vector<Matrix>& slots, const 
   // on them, scatter them back. Untouched rows and their slots stay as they are.
   auto gather = [&](const Matrix& m) {
     Matrix out;
-    gather_rows(m, g.rows, out);
+    gather_rows(m, g_rows, out);
     return out;
   };
   auto scatter = [&](const Matrix& rows, Matrix& m) {
-    for (std::size_t i = 0; i < g.rows.size(); ++i)
-      m.row(static_cast<Eigen::Index>(g.rows[i])) = rows.row(static_cast<Eigen::Index>(i));
+    for (std::size_t i = 0; i < g_rows.size(); ++i)
+      m.row(static_cast<Eigen::Index>(g_rows[i])) = rows.row(static_cast<Eigen::Index>(i));
   };
   Matrix touched = gather(value);
   std::vector<Matrix> touched_slots;
   touched_slots.reserve(slots.size());
   for (const Matrix& s : slots) touched_slots.push_back(gather(s));
-  apply_rule(config_, k, touched, touched_slots, g.values);
+  apply_rule(config_, k, touched, touched_slots, g_values);
   scatter(touched, value);
   for (std::size_t i = 0; i < slots.size(); ++i) scatter(touched_slots[i], slots[i]);
   return absl::OkStatus();

@@ -15,6 +15,15 @@ using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using RowIds = std::vector<std::int64_t>;
 using Shape = std::vector<std::int64_t>;
 
+// Whether every id is greater than the one before it: an embedding's rows
+// as its plan lists them, and each shard's rows as a worker cuts a push.
+// Routing and applying such rows needs no sort and no summing of repeats.
+inline bool ascending_distinct(const RowIds& ids) {
+  for (std::size_t i = 1; i < ids.size(); ++i)
+    if (ids[i] <= ids[i - 1]) return false;
+  return true;
+}
+
 inline std::int64_t num_elements(const Shape& s) {
   std::int64_t n = 1;
   for (auto d : s) n *= d;

@@ -111,10 +111,14 @@ namespace {
 // Routes every id (into `where`) and groups the distinct local rows by shard;
 // `gather_of_shard[s]` is the index of shard s's gather (when it has one).
 // Counts first so each shard's list is allocated once: this runs for every
-// sparse read and write of a step, timing-only ones included.
+// sparse read and write of a step, timing-only ones included. Sets
+// `ids_in_order` when the ids were ascending and distinct (so each shard's
+// rows needed no sort, and the i-th id routed to a shard is that gather's
+// i-th row).
 StatusOr<std::vector<ShardGather>> group_by_shard(const VariableLayout& layout, const RowIds& ids,
                                                   std::vector<RowLocation>& where,
-                                                  std::vector<std::size_t>& gather_of_shard) {
+                                                  std::vector<std::size_t>& gather_of_shard,
+                                                  bool& ids_in_order) {
   TWINPS_RETURN_IF_ERROR(validate_layout(layout));
   const Router route(layout);
   where.resize(ids.size());
@@ -133,6 +137,9 @@ StatusOr<std::vector<ShardGather>> group_by_shard(const VariableLayout& layout, 
     gather_of_shard[s] = gathers.size() - 1;
   }
   for (const RowLocation& loc : where) gathers[gather_of_shard[loc.shard]].local_rows.push_back(loc.local_row);
+  // Shards hold ranges of rows in order, so ascending ids route to ascending rows.
+  ids_in_order = ascending_distinct(ids);
+  if (ids_in_order) return gathers;
   for (ShardGather& g : gathers) {
     RowIds& rows = g.local_rows;
     if (!std::is_sorted(rows.begin(), rows.end())) std::sort(rows.begin(), rows.end());
@@ -146,21 +153,28 @@ StatusOr<std::vector<ShardGather>> group_by_shard(const VariableLayout& layout, 
 StatusOr<std::vector<ShardGather>> shard_gathers(const VariableLayout& layout, const RowIds& ids) {
   std::vector<RowLocation> where;
   std::vector<std::size_t> gather_of_shard;
-  return group_by_shard(layout, ids, where, gather_of_shard);
+  bool ids_in_order = false;
+  return group_by_shard(layout, ids, where, gather_of_shard, ids_in_order);
 }
 
 StatusOr<LookupPlan> plan_lookup(const VariableLayout& layout, const RowIds& ids) {
   std::vector<RowLocation> where;
   std::vector<std::size_t> gather_of_shard;
-  auto gathers = group_by_shard(layout, ids, where, gather_of_shard);
+  bool ids_in_order = false;
+  auto gathers = group_by_shard(layout, ids, where, gather_of_shard, ids_in_order);
   if (!gathers.ok()) return gathers.status();
   LookupPlan plan{layout.name, layout.cols(), std::move(*gathers), {}};
   plan.sources.reserve(ids.size());
+  // Ascending distinct ids (an embedding's plan gives them so) fill each
+  // gather in order; others look their row up in it.
+  std::vector<std::size_t> next_in_gather(plan.gathers.size(), 0);
   for (const RowLocation& loc : where) {
     const std::size_t g = gather_of_shard[loc.shard];
     const RowIds& rows = plan.gathers[g].local_rows;
-    const auto pos = std::lower_bound(rows.begin(), rows.end(), loc.local_row) - rows.begin();
-    plan.sources.push_back(LookupPlan::Source{g, static_cast<std::size_t>(pos)});
+    const std::size_t pos =
+        ids_in_order ? next_in_gather[g]++
+                     : static_cast<std::size_t>(std::lower_bound(rows.begin(), rows.end(), loc.local_row) - rows.begin());
+    plan.sources.push_back(LookupPlan::Source{g, pos});
   }
   return plan;
 }
@@ -240,10 +254,13 @@ StatusOr<std::vector<ShardUpdate>> split_sparse(const VariableLayout& layout, co
     entries.push_back(Entry{route(rows[i]), i});
   }
   // Stable, so that repeats of a row are summed in input order: the same
-  // input always gives bit-identical sums.
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  // input always gives bit-identical sums. Ascending rows (an embedding's
+  // gradient) are in order already: shards hold ranges of rows in order.
+  auto by_location = [](const Entry& a, const Entry& b) {
     return std::tie(a.loc.shard, a.loc.local_row) < std::tie(b.loc.shard, b.loc.local_row);
-  });
+  };
+  if (!std::is_sorted(entries.begin(), entries.end(), by_location))
+    std::stable_sort(entries.begin(), entries.end(), by_location);
 
   std::vector<ShardUpdate> out;
   std::size_t i = 0;

@@ -1,6 +1,10 @@
 #include "tests/core/matrix_literal.h"
 #include "core/variables/sharded_variable.h"
 
+#include <algorithm>
+#include <numeric>
+#include <random>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -231,6 +235,66 @@ TEST(SplitSparseTest, UntouchedShardsAreLeftOut) {
   auto none = split_sparse(v, {}, Matrix());
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// An embedding's plan hands ParameterClient ascending distinct ids, which
+// plan_lookup and split_sparse route in one pass without a sort: the result
+// must be what the same ids in any order, repeated, give.
+TEST(SplitSparseTest, AscendingDistinctIdsGiveWhatAnyOrderGives) {
+  VariableLayout uneven = make_layout("emb", {50, 3}, 3);  // an automatic placement's ranges
+  uneven.shards[0].rows = 7;
+  uneven.shards[1].row_offset = 7;
+  uneven.shards[1].rows = 30;
+  uneven.shards[2].row_offset = 37;
+  uneven.shards[2].rows = 13;
+  std::mt19937 random(3);
+  for (const VariableLayout& v : {make_layout("emb", {50, 3}, 4), uneven}) {
+    SCOPED_TRACE(v.shards.size());
+    RowIds ascending;
+    for (std::int64_t id = 0; id < 50; ++id)
+      if (random() % 3 == 0) ascending.push_back(id);
+    RowIds any_order = ascending;
+    any_order.insert(any_order.end(), ascending.begin(), ascending.begin() + 3);  // repeats
+    std::shuffle(any_order.begin(), any_order.end(), random);
+
+    const Matrix table = counting(50, 3);
+    auto gather = [&](const VariableLayout& layout) {
+      return [&](const ShardGather& g) -> StatusOr<Matrix> {
+        RowIds global;
+        for (std::int64_t r : g.local_rows) global.push_back(layout.shards[g.shard].row_offset + r);
+        return gather_rows(table, global);
+      };
+    };
+    auto fast = embedding_lookup(v, ascending, gather(v));
+    ASSERT_TRUE(fast.ok()) << fast.status();
+    EXPECT_EQ(*fast, *gather_rows(table, ascending));
+    auto slow = embedding_lookup(v, any_order, gather(v));
+    ASSERT_TRUE(slow.ok()) << slow.status();
+    EXPECT_EQ(*slow, *gather_rows(table, any_order));
+    EXPECT_EQ(plan_lookup(v, ascending)->gathers.size(), plan_lookup(v, any_order)->gathers.size());
+
+    // The same gradient rows, ascending and shuffled: the same updates.
+    Matrix values(static_cast<Eigen::Index>(ascending.size()), 3);
+    for (Eigen::Index i = 0; i < values.rows(); ++i) values.row(i).setConstant(static_cast<float>(ascending[static_cast<std::size_t>(i)]));
+    std::vector<std::size_t> order(ascending.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), random);
+    RowIds shuffled;
+    Matrix shuffled_values(values.rows(), 3);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      shuffled.push_back(ascending[order[i]]);
+      shuffled_values.row(static_cast<Eigen::Index>(i)) = values.row(static_cast<Eigen::Index>(order[i]));
+    }
+    auto in_order = split_sparse(v, ascending, values);
+    auto out_of_order = split_sparse(v, shuffled, shuffled_values);
+    ASSERT_TRUE(in_order.ok() && out_of_order.ok());
+    ASSERT_EQ(in_order->size(), out_of_order->size());
+    for (std::size_t i = 0; i < in_order->size(); ++i) {
+      EXPECT_EQ((*in_order)[i].shard, (*out_of_order)[i].shard);
+      EXPECT_EQ((*in_order)[i].update.rows, (*out_of_order)[i].update.rows);
+      EXPECT_EQ((*in_order)[i].update.values, (*out_of_order)[i].update.values);
+    }
+  }
 }
 
 TEST(SplitSparseTest, MismatchesAreErrors) {
