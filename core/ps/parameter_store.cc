@@ -1,7 +1,6 @@
 #include "core/ps/parameter_store.h"
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
 
 namespace twinps {
@@ -64,7 +63,7 @@ constexpr std::size_t kArrivingBlockFloats = 16 << 10;
 
 std::size_t distinct(const RowIds& ids) {
   // Workers send each shard's rows distinct and ascending: count without a copy.
-  if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<>()) == ids.end()) return ids.size();
+  if (ascending_distinct(ids)) return ids.size();
   RowIds sorted = ids;
   std::sort(sorted.begin(), sorted.end());
   return static_cast<std::size_t>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());

@@ -220,6 +220,29 @@ TEST(CalibrateTest, MedianOfProfilesTakesEachPricesMedian) {
   EXPECT_NE(text.find("# profile 2 of 3: " + b + " (a machine)"), std::string::npos) << text;
 }
 
+// A price one calibration left unset (its fit came out 0, so it wrote none)
+// is its default, 0, among the others: per_record_us 3 / unset / 5 -> 3.
+TEST(CalibrateTest, MedianOfProfilesTakesAnUnsetPriceAsItsDefault) {
+  const std::string dir = testing::temp_dir("calibrate-median-unset");
+  auto kernel = [](const std::string& per_record) {
+    return price_profile(10, 1, 300) + "compute { kernel { kind: \"read/tfrecord\" per_call_us: 1" + per_record + " } }\n";
+  };
+  const std::string a = write(dir + "/a.textproto", kernel(" per_record_us: 3"));
+  const std::string b = write(dir + "/b.textproto", kernel(""));
+  const std::string c = write(dir + "/c.textproto", kernel(" per_record_us: 5"));
+  const std::string out = dir + "/median.textproto";
+  Process p = twinps({"calibrate", "--median-of", a, b, c, "--out", out});
+  ASSERT_TRUE(p.wait(30s));
+  ASSERT_EQ(p.exit_code(), 0) << p.err();
+  auto loaded = sim::load_profile_file(out);
+  ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].to_string());
+  ASSERT_EQ(loaded.profile.compute().kernel_size(), 1);
+  EXPECT_EQ(loaded.profile.compute().kernel(0).per_record_us(), 3);
+  Process reversed = twinps({"calibrate", "--median-of", b, a, c, "--out", dir + "/reversed.textproto"});
+  ASSERT_TRUE(reversed.wait(30s));
+  ASSERT_EQ(reversed.exit_code(), 0) << reversed.err() << ": the first profile may be the one without it";
+}
+
 // Profiles that do not price the same things, or flags about measuring,
 // are refused naming what differs; nothing is written.
 TEST(CalibrateTest, MedianOfProfilesThatDifferExitsTwo) {

@@ -78,7 +78,9 @@ void fit_kernel_kind(const std::string& kind, const std::vector<KernelSample>& s
   k->set_per_gflop_s(fit[1]);
   k->set_per_gib_s(fit[2]);
   k->set_per_ginput_s(fit[3]);
-  if (fit[4] > 0) k->set_per_record_us(fit[4] * 1e6);
+  // Set even at 0: `calibrate --times 3` merges profiles field by field, and
+  // a price one calibration fits to 0 and another does not is still one price.
+  k->set_per_record_us(fit[4] * 1e6);
   *report += format("  fit: %.2f us per call + %.4f s per GFLOP + %.4f s per GiB + %.4f s per G input elements + %.3f us "
                     "per record\n",
                     fit[0] * 1e6, fit[1], fit[2], fit[3], fit[4] * 1e6);

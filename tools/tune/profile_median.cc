@@ -81,10 +81,16 @@ Status MedianMerge::merge(pb::Message& out, const std::vector<const pb::Message*
 Status MedianMerge::field(pb::Message& out, const std::vector<const pb::Message*>& in, const pb::FieldDescriptor& f,
                           const std::string& path) {
   const bool present = in[0]->GetReflection()->HasField(*in[0], &f);
-  for (std::size_t i = 1; i < in.size(); ++i)
-    if (in[i]->GetReflection()->HasField(*in[i], &f) != present)
+  bool any = present;
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    const bool here_too = in[i]->GetReflection()->HasField(*in[i], &f);
+    any |= here_too;
+    // A price left unset is its default (a fit that came out 0 in one
+    // calibration of three); anything else must be set in all or none.
+    if (here_too != present && !is_number(f))
       return differs(i, path, present ? "not set, where the first profile sets it" : "set, where the first profile is not");
-  if (!present) return absl::OkStatus();
+  }
+  if (!any) return absl::OkStatus();
   if (f.cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
     std::vector<const pb::Message*> sub;
     for (const pb::Message* m : in) sub.push_back(&m->GetReflection()->GetMessage(*m, &f));
