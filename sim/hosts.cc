@@ -40,6 +40,7 @@ HostModel::HostModel(ClusterShape shape, HostOptions options, Executor& executor
   }
   unlimited_busy_.assign(static_cast<std::size_t>(num_hosts_), 0);
   crowding_price_.assign(static_cast<std::size_t>(num_hosts_), 0);
+  sharing_jobs_.assign(static_cast<std::size_t>(num_hosts_), 0);
   if (limited() && !options_.crowded_message.empty()) {
     std::vector<int> on_host(static_cast<std::size_t>(num_hosts_), 0);
     for (int i = 0; i < tasks; ++i) ++on_host[static_cast<std::size_t>(host_of(i))];
@@ -111,6 +112,7 @@ void HostModel::start_next(int slot) {
     } else if (limited() && work > 0) {
       const int cpu = cpu_[static_cast<std::size_t>(host_of(slot))];
       r.activity = fluid_.start(static_cast<double>(work), std::span<const int>(&cpu, 1), 1.0, 1.0, std::move(finish));
+      ++sharing_jobs_[static_cast<std::size_t>(host_of(slot))];
     } else {
       unlimited_busy_[static_cast<std::size_t>(host_of(slot))] += work;
       r.timer = ex_.post_after(work, std::move(finish));
@@ -130,6 +132,7 @@ Duration HostModel::drawn(Duration work) {
 void HostModel::finished(int slot, std::uint64_t epoch, std::size_t which, Duration work) {
   auto& t = tasks_[static_cast<std::size_t>(slot)];
   if (epoch != t.epoch) return;
+  if (t.running[which].activity != FluidSystem::kNoActivity) --sharing_jobs_[static_cast<std::size_t>(host_of(slot))];
   t.running[which] = Running{};
   t.charged += work;
   start_next(slot);
@@ -141,10 +144,20 @@ void HostModel::reset(int slot) {
   t.queue.clear();
   for (Running& r : t.running) {
     if (r.ticked != TickedCores::kNoJob) ticked_[static_cast<std::size_t>(host_of(slot))].cancel(r.ticked);
-    if (r.activity != FluidSystem::kNoActivity) fluid_.cancel(r.activity);
+    if (r.activity != FluidSystem::kNoActivity) {
+      fluid_.cancel(r.activity);
+      --sharing_jobs_[static_cast<std::size_t>(host_of(slot))];
+    }
     if (r.timer != kNoTimer && r.timer != kReserved) ex_.cancel(r.timer);
     r = Running{};
   }
+}
+
+bool HostModel::idle_core(int slot) const {
+  const auto host = static_cast<std::size_t>(host_of(slot));
+  if (ticked()) return ticked_[host].idle_cores() > 0;
+  if (limited()) return static_cast<double>(sharing_jobs_[host]) < options_.cores;
+  return true;
 }
 
 double HostModel::cpu_ns(int host) const {

@@ -89,6 +89,10 @@ class HostModel {
   // What a message job of the task in `slot` costs beyond its price
   // (HostOptions::crowded_message at its host's tasks per core).
   Duration crowding_price(int slot) const { return crowding_price_[static_cast<std::size_t>(host_of(slot))]; }
+  // Whether a core of the task's host runs nothing now: a thread woken then
+  // wakes a sleeping core. A host whose cores are not counted has one for
+  // every thread, so always.
+  bool idle_core(int slot) const;
   // The task died: its queued and running jobs vanish, their callbacks never run.
   void reset(int slot);
 
@@ -139,6 +143,7 @@ class HostModel {
   std::vector<TaskThreads> tasks_;
   std::vector<Duration> unlimited_busy_;  // by host, when not limited
   std::vector<Duration> crowding_price_;  // by host
+  std::vector<int> sharing_jobs_;         // by host (limited, processor sharing): jobs running
 };
 
 }  // namespace twinps::sim

@@ -219,8 +219,9 @@ void NetworkModel::set_link_capacity(int link) {
   for (int dir = 0; dir < 2; ++dir) fluid_->set_capacity(directed_[static_cast<std::size_t>(2 * link + dir)].resource, bytes_per_ns);
 }
 
-double MessageCpu::ns(const MessageShape& m) const {
-  double t = per_message_ns + per_item_ns * static_cast<double>(m.items) + per_row_ns * static_cast<double>(m.rows);
+double MessageCpu::ns(const MessageShape& m, bool busy_host) const {
+  const double fixed = busy_host && per_message_on_busy_host_ns ? *per_message_on_busy_host_ns : per_message_ns;
+  double t = fixed + per_item_ns * static_cast<double>(m.items) + per_row_ns * static_cast<double>(m.rows);
   const double b = static_cast<double>(m.bytes);
   if (bytes_curve.empty()) return t + per_kib_ns * b / 1024.0;
   return t + curve_cost(bytes_curve, b);
@@ -238,6 +239,8 @@ Duration NetworkModel::control_interval_price(std::vector<Time>& last, int task_
   const double interval = previous == kNoControlMessage ? std::numeric_limits<double>::infinity()
                                                         : static_cast<double>(now - previous);
   previous = now;
+  const auto& busy = options_.cpu.control_on_busy_host;
+  if (busy && !hosts_->idle_core(task_slot)) return static_cast<Duration>(std::llround(*busy));
   return static_cast<Duration>(std::llround(level_curve_cost(options_.cpu.control_by_interval, interval)));
 }
 
@@ -252,13 +255,14 @@ bool NetworkModel::send(const TaskId& from, const TaskId& to, const MessageShape
   // A ps's side of a data-plane call is its service time (sim/ps_service.h).
   const bool from_ps = shape.data_plane && from.job == Job::kPs, to_ps = shape.data_plane && to.job == Job::kPs;
   const bool by_interval = hosts_ && !shape.data_plane && !options_.cpu.control_by_interval.empty();
-  auto send_ns = hosts_ && !from_ps ? static_cast<Duration>(std::llround(out.ns(shape))) : 0;
+  auto send_ns = hosts_ && !from_ps ? static_cast<Duration>(std::llround(out.ns(shape, !hosts_->idle_core(a)))) : 0;
   if (by_interval) send_ns += control_interval_price(last_control_sent_, a);
-  const auto receive_ns = hosts_ && !to_ps ? static_cast<Duration>(std::llround(in.ns(shape))) : 0;
   const std::size_t bytes = shape.bytes;
   // Receiver's CPU, then the handler. A control message's interval on the
-  // receiving side is known when it arrives.
-  auto receive = [this, b, receive_ns, by_interval, arrived = std::move(arrived)]() mutable {
+  // receiving side, and whether its host has an idle core, are known when it
+  // arrives.
+  auto receive = [this, b, &in, shape, priced = hosts_ && !to_ps, by_interval, arrived = std::move(arrived)]() mutable {
+    const auto receive_ns = priced ? static_cast<Duration>(std::llround(in.ns(shape, !hosts_->idle_core(b)))) : 0;
     const Duration receive_cpu = receive_ns + (by_interval ? control_interval_price(last_control_received_, b) : 0);
     if (receive_cpu > 0) {
       hosts_->run(b, receive_cpu, std::move(arrived), JobKind::kMessage);

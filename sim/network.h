@@ -56,11 +56,14 @@ struct LinkParams {
 // copies and caches make it other than proportional), or per_kib_ns alone.
 struct MessageCpu {
   double per_message_ns = 0;
+  // In its place when no core of the side's host is idle at the time
+  // (MessageCpu.per_message_on_busy_host_us in sim/scenario.proto).
+  std::optional<double> per_message_on_busy_host_ns;
   double per_item_ns = 0;
   double per_row_ns = 0;
   double per_kib_ns = 0;
   CostCurve bytes_curve;  // replaces per_kib_ns when set
-  double ns(const MessageShape& m) const;
+  double ns(const MessageShape& m, bool busy_host = false) const;
   bool zero() const { return per_message_ns == 0 && per_item_ns == 0 && per_row_ns == 0 && per_kib_ns == 0 && bytes_curve.empty(); }
 };
 
@@ -81,6 +84,11 @@ struct MessageCosts {
   // time since its task's previous one in the same direction (both in ns;
   // held level outside the curve): a process that slept is woken for it.
   CostCurve control_by_interval;
+  // Such a side's price instead, when its host has no idle core at the time
+  // (ns): a process woken then takes a core from a running one, where one
+  // woken beside an idle core wakes that core first (a halted virtual CPU
+  // wakes through its hypervisor). Unset: by interval on any host.
+  std::optional<double> control_on_busy_host;
   bool zero() const {
     return data_send.zero() && data_receive.zero() && control_send.zero() && control_receive.zero() &&
            control_by_interval.empty();

@@ -37,6 +37,8 @@
 #include "core/runtime/executor.h"
 #include "core/runtime/trace.h"
 #include "core/runtime/transport.h"
+#include <optional>
+
 #include "sim/cost_curve.h"
 
 namespace twinps::sim {
@@ -46,6 +48,9 @@ class HostModel;
 
 struct PsServiceModel {
   Duration per_request = 20 * kMicrosecond;
+  // In its place for a request whose service starts with no idle core on
+  // the ps's host (PsService.per_request_on_busy_host_us).
+  std::optional<Duration> per_request_on_busy_host;
   double per_byte_ns = 0.2 * 1000.0 / 1024.0;  // 0.2 us per KiB
   double per_row_ns = 50;
   int threads = 1;
@@ -71,9 +76,11 @@ struct PsServiceModel {
   // MessageCosts::request_overlap for the request's).
   CostCurve reply_overlap;
   // Service time of a request and its reply. `row_bytes`: the values of the
-  // rows read or written by id; `pushed_row_bytes`: those a push scatters.
+  // rows read or written by id; `pushed_row_bytes`: those a push scatters;
+  // `busy_host`: no core of the ps's host was idle as it started.
   Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,
-                   bool push, std::size_t row_bytes = 0, std::size_t pushed_row_bytes = 0) const;
+                   bool push, std::size_t row_bytes = 0, std::size_t pushed_row_bytes = 0,
+                   bool busy_host = false) const;
 };
 
 // The values of a request's rows read or written by id: a sparse push's rows,

@@ -416,6 +416,8 @@ void Validator::service() {
   const auto& v = s_.ps_service();
   const Path p = root_(s_, "ps_service");
   time_ok(p(v, "per_request_us"), v.per_request_us(), "per_request_us");
+  if (v.has_per_request_on_busy_host_us())
+    time_ok(p(v, "per_request_on_busy_host_us"), v.per_request_on_busy_host_us(), "per_request_on_busy_host_us");
   time_ok(p(v, "per_kib_us"), v.per_kib_us(), "per_kib_us");
   time_ok(p(v, "per_row_us"), v.per_row_us(), "per_row_us");
   if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");
@@ -455,6 +457,8 @@ void Validator::hosts() {
 
 void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {
   time_ok(p(m, "per_message_us"), m.per_message_us(), "per_message_us");
+  if (m.has_per_message_on_busy_host_us())
+    time_ok(p(m, "per_message_on_busy_host_us"), m.per_message_on_busy_host_us(), "per_message_on_busy_host_us");
   time_ok(p(m, "per_item_us"), m.per_item_us(), "per_item_us");
   time_ok(p(m, "per_row_us"), m.per_row_us(), "per_row_us");
   time_ok(p(m, "per_kib_us"), m.per_kib_us(), "per_kib_us");
@@ -494,6 +498,7 @@ void Validator::messages() {
     time_ok(cp(c, "us"), c.us(), "us");
     last = c.interval_us();
   }
+  if (m.has_control_on_busy_host_us()) time_ok(p(m, "control_on_busy_host_us"), m.control_on_busy_host_us(), "control_on_busy_host_us");
 }
 
 void Validator::coordinator() {

@@ -126,6 +126,7 @@ CostCurve cost_curve(const google::protobuf::RepeatedPtrField<scenario::BytesCos
 MessageCpu message_cpu(const scenario::MessageCpu& m) {
   MessageCpu out;
   out.per_message_ns = m.per_message_us() * 1e3;
+  if (m.has_per_message_on_busy_host_us()) out.per_message_on_busy_host_ns = m.per_message_on_busy_host_us() * 1e3;
   out.per_item_ns = m.per_item_us() * 1e3;
   out.per_row_ns = m.per_row_us() * 1e3;
   out.per_kib_ns = m.per_kib_us() * 1e3;
@@ -396,6 +397,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     net.cpu.request_overlap = cost_curve(m.data_request_overlap());
     for (const auto& point : m.control_by_interval())
       net.cpu.control_by_interval.emplace_back(point.interval_us() * 1e3, point.us() * 1e3);
+    if (m.has_control_on_busy_host_us()) net.cpu.control_on_busy_host = m.control_on_busy_host_us() * 1e3;
   }
   const bool with_hosts = sc.has_hosts() || sc.has_messages();
   if (with_hosts || net.model == NetworkOptions::Model::kFlow) fluid = std::make_unique<FluidSystem>(late);
@@ -445,6 +447,8 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   // Parameter-server service.
   const auto& ps = sc.ps_service();
   ps_model.per_request = from_seconds(ps.per_request_us() * 1e-6);
+  if (ps.has_per_request_on_busy_host_us())
+    ps_model.per_request_on_busy_host = from_seconds(ps.per_request_on_busy_host_us() * 1e-6);
   ps_model.per_byte_ns = ps.per_kib_us() * 1000.0 / 1024.0;
   ps_model.per_row_ns = ps.per_row_us() * 1000.0;
   ps_model.per_row_byte_ns = ps.per_row_kib_us() * 1000.0 / 1024.0;

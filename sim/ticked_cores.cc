@@ -210,6 +210,12 @@ double TickedCores::busy_ns() const {
   return busy;
 }
 
+int TickedCores::idle_cores() const {
+  int n = 0;
+  for (const Core& c : cores_) n += c.current ? 0 : 1;
+  return n;
+}
+
 std::size_t TickedCores::queued() const {
   std::size_t n = 0;
   for (const Core& c : cores_) n += c.queue.size();

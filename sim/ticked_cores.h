@@ -69,6 +69,8 @@ class TickedCores {
   double busy_ns() const;
   // Jobs waiting in a queue now (for tests).
   std::size_t queued() const;
+  // Cores that run nothing now.
+  int idle_cores() const;
 
  private:
   struct Job {

@@ -252,6 +252,55 @@ TEST(NetworkFlowTest, AControlMessagePaysForTheTimeItsTaskWentWithoutOne) {
   EXPECT_EQ(bed.hosts.task_cpu(0), 20000 + 8000 + 2720) << "the chief paid its sends";
 }
 
+// With every core of its host running a job, a control message's side costs
+// MessageCosts::control_on_busy_host (2 us) instead of its interval's price
+// (20 us, the curve held level): there is no sleeping core to wake. One host
+// of 2 cores shared evenly; workers 1 and 2 compute 100 us from 0 or not.
+//   both busy: the chief's send 2 us at 2/3 of a core (3 jobs on 2 cores)
+//              -> 3 us; worker 0's receive from 3 us, again 2 us at 2/3 -> 6 us
+//   one busy:  a core idle: 20 us each side at full speed (2 jobs) -> 40 us
+//   none:      the same 40 us
+TEST(NetworkFlowTest, AMessageOnAHostWithNoIdleCorePaysTheBusyHostPrice) {
+  NetworkOptions o;
+  o.cpu.control_by_interval = {{10000, 20000}};
+  o.cpu.control_on_busy_host = 2000;
+  for (const auto& [computing, arrival] : std::vector<std::pair<int, Time>>{{2, 6000}, {1, 40000}, {0, 40000}}) {
+    Bed bed(ClusterShape{3, 0}, {HostOptions::Placement::kOneHost, 1, 2}, o);
+    for (int w = 1; w <= computing; ++w) bed.hosts.run(1 + w, 100000, [] {});
+    EXPECT_EQ(bed.hosts.idle_core(0), computing < 2);
+    Time at = -1;
+    bed.send(TaskId::chief(), TaskId::worker(0), 100, at, /*data_plane=*/false);
+    bed.engine.run();
+    EXPECT_EQ(at, arrival) << computing << " workers computing";
+    EXPECT_EQ(bed.hosts.task_cpu(1), computing == 2 ? 2000 : 20000) << computing << " workers computing";
+    EXPECT_TRUE(bed.hosts.idle_core(0)) << "the jobs ended";
+  }
+  // A data-plane message's sides the same by MessageCpu::per_message_on_busy_host_ns.
+  NetworkOptions data;
+  for (MessageCpu* side : {&data.cpu.data_send, &data.cpu.data_receive}) {
+    side->per_message_ns = 20000;
+    side->per_message_on_busy_host_ns = 2000;
+  }
+  for (const auto& [computing, arrival] : std::vector<std::pair<int, Time>>{{2, 6000}, {1, 40000}}) {
+    Bed bed(ClusterShape{3, 0}, {HostOptions::Placement::kOneHost, 1, 2}, data);
+    for (int w = 1; w <= computing; ++w) bed.hosts.run(1 + w, 100000, [] {});
+    Time at = -1;
+    bed.send(TaskId::chief(), TaskId::worker(0), 100, at, /*data_plane=*/true);
+    bed.engine.run();
+    EXPECT_EQ(at, arrival) << computing << " workers computing, the data plane";
+  }
+  // Ticked cores count their idle cores the same way.
+  HostOptions ticked{HostOptions::Placement::kOneHost, 1, 2};
+  ticked.scheduler = HostOptions::Scheduler::kTicked;
+  Bed bed(ClusterShape{3, 0}, ticked, o);
+  bed.hosts.run(2, 100000, [] {});
+  EXPECT_TRUE(bed.hosts.idle_core(0));
+  bed.hosts.run(3, 100000, [] {});
+  EXPECT_FALSE(bed.hosts.idle_core(0));
+  bed.engine.run();
+  EXPECT_TRUE(bed.hosts.idle_core(0));
+}
+
 // On a crowded host each job handling a message costs the crowding price
 // beyond its own (HostOptions::crowded_message, by tasks per core; held level
 // outside the curve), and compute jobs do not. 4 tasks on one host of 2

@@ -80,6 +80,18 @@ TEST(PsServiceModelTest, RowsPushedPayTheOptimizersPerRowApply) {
   EXPECT_EQ(m.service(1000, 0, 0, 1, /*push=*/true), 10 * kMicrosecond);  // a dense push scatters no rows
 }
 
+// A request served while no core of the ps's host is idle pays
+// per_request_on_busy_host in place of per_request, and the rest as before;
+// unset, per_request either way.
+TEST(PsServiceModelTest, ARequestOnABusyHostPaysTheBusyHostsFixedPrice) {
+  PsServiceModel m = ten_us_a_request();
+  m.per_row_ns = 5;
+  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, /*busy_host=*/true), 10 * kMicrosecond + 500);
+  m.per_request_on_busy_host = 4 * kMicrosecond;
+  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, /*busy_host=*/true), 4 * kMicrosecond + 500);
+  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, /*busy_host=*/false), 10 * kMicrosecond + 500);
+}
+
 // A measured curve, by hand: linear from (0, 0) through its points, and
 // beyond the last by the last segment's slope.
 TEST(CostCurveTest, InterpolatesFromZeroAndExtendsTheLastSlope) {
@@ -323,6 +335,21 @@ TEST(PsServiceTest, OnAHostAReplyLeavesItsOverlapBeforeTheServiceEnds) {
     PsOnHost f(1, o);
     f.model.reply_overlap = {{1, 40000}, {1e12, 40000}};
     EXPECT_EQ(f.pull(), 151000);
+  }
+}
+
+// Whether the ps's host has an idle core is read as its service starts: on
+// one core with the chief computing, the request pays the busy host's 30 us
+// (at half the core: 60 us) instead of 100 us alone.
+TEST(PsServiceTest, OnABusyHostARequestPaysTheBusyHostsFixedPrice) {
+  NetworkOptions o;
+  o.loopback_latency = 1000;
+  for (const bool chief_computes : {false, true}) {
+    PsOnHost f(/*cores=*/1, o);
+    f.model.per_request_on_busy_host = 30 * kMicrosecond;
+    if (chief_computes) f.hosts.run(0, 1000 * kMicrosecond, [] {});
+    EXPECT_EQ(f.pull(), chief_computes ? 1000 + 60000 + 1000 : 1000 + 100000 + 1000);
+    EXPECT_EQ(f.hosts.task_cpu(f.hosts.slot(TaskId::ps(0))), (chief_computes ? 30 : 100) * kMicrosecond);
   }
 }
 

@@ -103,7 +103,8 @@ TEST(ScenarioLoaderTest, OverlapCurvesAreCheckedAsTheOtherCurves) {
 }
 
 // The control plane's curve over intervals: intervals increasing from 0,
-// costs not negative, each error naming its point.
+// costs not negative, each error naming its point; the busy host's prices
+// not negative either.
 TEST(ScenarioLoaderTest, ControlIntervalCurveNeedsIncreasingIntervals) {
   const std::string head = std::string(kValid) + "messages { control_by_interval { interval_us: 500 us: 90 } ";
   EXPECT_EQ(first_error(head + "control_by_interval { interval_us: 400 us: 120 } }\n"),
@@ -115,6 +116,15 @@ TEST(ScenarioLoaderTest, ControlIntervalCurveNeedsIncreasingIntervals) {
             "f.textproto:6:34: messages.control_by_interval[0].interval_us: must be >= 0, finite and above the "
             "previous point's (got -1)");
   EXPECT_EQ(first_error(head + "control_by_interval { interval_us: 4000 us: 200 } }\n"), "");
+  EXPECT_EQ(first_error(head + "control_on_busy_host_us: -3 }\n"),
+            "f.textproto:6:60: messages.control_on_busy_host_us: control_on_busy_host_us must not be negative (got -3)");
+  EXPECT_EQ(first_error(std::string(kValid) + "messages { data_send { per_message_on_busy_host_us: -2 } }\n"),
+            "f.textproto:6:24: messages.data_send.per_message_on_busy_host_us: per_message_on_busy_host_us must not be "
+            "negative (got -2)");
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_request_on_busy_host_us: -1 }\n"),
+            "f.textproto:6:14: ps_service.per_request_on_busy_host_us: per_request_on_busy_host_us must not be negative "
+            "(got -1)");
+  EXPECT_EQ(first_error(head + "control_on_busy_host_us: 40 }\n"), "");
 }
 
 // The crowding curve over tasks per core: increasing from above 0, costs not

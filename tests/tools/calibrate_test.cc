@@ -114,6 +114,12 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   }
   EXPECT_EQ(profile.messages().control_send().per_message_us(), 0);
   EXPECT_EQ(profile.messages().control_receive().per_message_us(), 0);
+  // The fastest pace again beside a spinner on every core: a side's price on a busy host.
+  EXPECT_TRUE(positive_finite(profile.messages().control_on_busy_host_us()));
+  // The one-float call again with no core idle: the fixed prices on a busy host.
+  EXPECT_TRUE(positive_finite(profile.ps_service().per_request_on_busy_host_us()));
+  EXPECT_TRUE(positive_finite(profile.messages().data_send().per_message_on_busy_host_us()));
+  EXPECT_TRUE(positive_finite(profile.messages().data_receive().per_message_on_busy_host_us()));
   // A crowded host: a message job's price beyond its own at 1, 2, 3, 4 and 6
   // workers and one ps, by tasks per core; the 1-worker cluster is the zero.
   const auto& crowding = profile.hosts().crowded_message();
@@ -158,6 +164,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_NE(text.find("both ends at once"), std::string::npos) << text;
   EXPECT_NE(text.find("concat_shards of a read"), std::string::npos) << text;
   EXPECT_NE(text.find("half the coordinator's"), std::string::npos) << text;
+  EXPECT_NE(text.find("a message side on a busy host"), std::string::npos) << text;
 }
 
 TEST(CalibrateTest, BadInputExitsTwo) {
@@ -172,6 +179,7 @@ TEST(CalibrateTest, BadInputExitsTwo) {
       {"calibrate", "--out", dir + "/no/such/dir/profile.textproto"},
       {"calibrate", "--no-such-flag"},
       {"calibrate", "--times", "0"},
+      {"calibrate", "--idle-spinner", "0"},
   };
   for (const auto& args : bad) {
     Process p = twinps(args);

@@ -16,6 +16,7 @@
 #include "tools/commands/commands.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
+#include "tools/tune/idle_spinners.h"
 #include "tools/tune/profile_median.h"
 
 namespace twinps::cli {
@@ -129,6 +130,7 @@ int run_calibrate(int argc, char** argv) {
   std::string out_path, model_path;
   std::vector<std::string> median_of;
   int times = 1;
+  double spin_seconds = 0;
   CalibrationOptions o;
   po::options_description opts("twinps calibrate options");
   opts.add_options()("help,h", "show this help")
@@ -148,9 +150,13 @@ int run_calibrate(int argc, char** argv) {
       ("median-of", po::value(&median_of)->multitoken(),
        "measure nothing: write the median, price by price, of these profiles (written by `twinps calibrate` "
        "with the same settings, on one machine)")
-      ("verbose,v", "print each measurement as it is taken");
+      ("verbose,v", "print each measurement as it is taken")
+      ("idle-spinner", po::value(&spin_seconds)->notifier(in_range(1.0, 3600.0)),
+       "(what calibrate starts, one per core, to keep every core busy) spin at the lowest priority, SCHED_IDLE, "
+       "for this many seconds");
   po::variables_map vm;
   if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
+  if (vm.count("idle-spinner")) return spin_at_idle_priority(spin_seconds) == 0 ? kExitOk : kExitFailed;
   if (vm.count("median-of")) {
     // The files say what was measured: flags about measuring have nothing to act on.
     for (const char* flag : {"model", "max-mib", "repeats", "batch-seconds", "data-plane", "times", "verbose"})

@@ -7,7 +7,9 @@
 // never fitted from a configuration being validated (there is no per-model
 // residue):
 //   - ps_service: a parameter server's CPU time per call (all its threads,
-//     /proc schedstat) for a one-float pull (per_request), dense pulls from
+//     /proc schedstat) for a one-float pull (per_request; again beside a
+//     spinner of the lowest priority on every core, tools/tune/
+//     idle_spinners.h, for per_request_on_busy_host), dense pulls from
 //     4 KiB up to the largest tensor (bytes_curve: allocation, copies and
 //     caches make it other than proportional; swept three times, seconds
 //     apart, each point keeping the median of the three), dense pushes of
@@ -19,8 +21,9 @@
 //     through the two widths);
 //   - messages.data_send / data_receive: the caller's CPU for the same calls
 //     (this process's thread: ParameterClient over the data plane, as a
-//     worker runs it): per message, per item, per row, and a bytes curve for
-//     what it sends (pushes) and what it receives (pulls);
+//     worker runs it): per message (and per message on a busy host, as the
+//     ps's), per item, per row, and a bytes curve for what it sends (pushes)
+//     and what it receives (pulls);
 //   - messages.data_assembly: a worker's own copies of a variable of several
 //     shards (concat_shards of a read, split_dense of a gradient, two shards),
 //     timed on this thread over the same sizes, the mean of the two;
@@ -31,6 +34,9 @@
 //     interval, each of the four a step (RunClosure over gRPC); the longer
 //     a process slept, the more a message costs it (0.19 ms a step at
 //     1,400 steps/s, 1.2 ms at 22 here);
+//   - messages.control_on_busy_host_us: the fastest of those clusters
+//     beside a spinner of the lowest priority on every core
+//     (tools/tune/idle_spinners.h): a side's price when no core is idle;
 //   - network.loopback_latency_us: the speed probe's hand-off, the wall time
 //     of a one-byte round trip between two threads that is neither's CPU,
 //     per way (the kernel's wake-up of a sleeping reader; on a virtual
