@@ -160,6 +160,11 @@ bool HostModel::idle_core(int slot) const {
   return true;
 }
 
+bool HostModel::awake(int slot) const {
+  const auto& t = tasks_[static_cast<std::size_t>(slot)];
+  return !t.queue.empty() || std::any_of(t.running.begin(), t.running.end(), [](const Running& r) { return r.busy(); });
+}
+
 double HostModel::cpu_ns(int host) const {
   if (ticked()) return ticked_[static_cast<std::size_t>(host)].busy_ns();
   if (limited()) return fluid_.busy_ns(cpu_[static_cast<std::size_t>(host)]) * options_.cores;

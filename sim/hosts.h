@@ -93,6 +93,10 @@ class HostModel {
   // wakes a sleeping core. A host whose cores are not counted has one for
   // every thread, so always.
   bool idle_core(int slot) const;
+  // Whether the task is working now (a job of it running or queued): a
+  // message that arrives then is taken by a thread that never went to
+  // sleep, so nothing wakes for it.
+  bool awake(int slot) const;
   // The task died: its queued and running jobs vanish, their callbacks never run.
   void reset(int slot);
 

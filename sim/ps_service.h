@@ -46,11 +46,20 @@ namespace twinps::sim {
 class NetworkModel;
 class HostModel;
 
+// What a request woke on arriving, which decides its fixed price: a ps
+// that slept, beside an idle core of its host or with every core busy, or
+// nothing (the ps was working: its thread takes the request without
+// sleeping).
+enum class Wake { kIdleCore, kBusyCore, kNothing };
+
 struct PsServiceModel {
   Duration per_request = 20 * kMicrosecond;
   // In its place for a request whose service starts with no idle core on
   // the ps's host (PsService.per_request_on_busy_host_us).
   std::optional<Duration> per_request_on_busy_host;
+  // In its place for a request that arrives while the ps is working
+  // (PsService.per_request_when_awake_us); before the busy host's.
+  std::optional<Duration> per_request_when_awake;
   double per_byte_ns = 0.2 * 1000.0 / 1024.0;  // 0.2 us per KiB
   double per_row_ns = 50;
   int threads = 1;
@@ -77,10 +86,12 @@ struct PsServiceModel {
   CostCurve reply_overlap;
   // Service time of a request and its reply. `row_bytes`: the values of the
   // rows read or written by id; `pushed_row_bytes`: those a push scatters;
-  // `busy_host`: no core of the ps's host was idle as it started.
+  // `woke`: what the request woke (its fixed price).
   Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,
                    bool push, std::size_t row_bytes = 0, std::size_t pushed_row_bytes = 0,
-                   bool busy_host = false) const;
+                   Wake woke = Wake::kIdleCore) const;
+  // The fixed price of a request that woke `woke`.
+  Duration fixed_price(Wake woke) const;
 };
 
 // The values of a request's rows read or written by id: a sparse push's rows,

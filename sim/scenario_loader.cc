@@ -418,6 +418,8 @@ void Validator::service() {
   time_ok(p(v, "per_request_us"), v.per_request_us(), "per_request_us");
   if (v.has_per_request_on_busy_host_us())
     time_ok(p(v, "per_request_on_busy_host_us"), v.per_request_on_busy_host_us(), "per_request_on_busy_host_us");
+  if (v.has_per_request_when_awake_us())
+    time_ok(p(v, "per_request_when_awake_us"), v.per_request_when_awake_us(), "per_request_when_awake_us");
   time_ok(p(v, "per_kib_us"), v.per_kib_us(), "per_kib_us");
   time_ok(p(v, "per_row_us"), v.per_row_us(), "per_row_us");
   if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");

@@ -301,6 +301,25 @@ TEST(NetworkFlowTest, AMessageOnAHostWithNoIdleCorePaysTheBusyHostPrice) {
   EXPECT_TRUE(bed.hosts.idle_core(0));
 }
 
+// A task is awake while a job of its own runs or waits, whatever the other
+// tasks do: worker 0 (slot 1) with one job running and one queued behind it,
+// worker 1 (slot 2) computing beside it on the one core.
+TEST(HostsTest, ATaskIsAwakeWhileAJobOfItsOwnRunsOrWaits) {
+  NetworkOptions o;
+  Bed bed(ClusterShape{2, 0}, {HostOptions::Placement::kOneHost, 1, 1}, o);
+  EXPECT_FALSE(bed.hosts.awake(1));
+  bed.hosts.run(2, 500000, [] {});
+  EXPECT_FALSE(bed.hosts.awake(1)) << "another task's job";
+  std::vector<bool> awake_after;
+  bed.hosts.run(1, 100000, [&] { awake_after.push_back(bed.hosts.awake(1)); });
+  bed.hosts.run(1, 100000, [&] { awake_after.push_back(bed.hosts.awake(1)); });
+  EXPECT_TRUE(bed.hosts.awake(1));
+  bed.engine.run();
+  // When the first ends the second runs; when the second ends, nothing.
+  EXPECT_EQ(awake_after, (std::vector<bool>{true, false}));
+  EXPECT_FALSE(bed.hosts.awake(1));
+}
+
 // On a crowded host each job handling a message costs the crowding price
 // beyond its own (HostOptions::crowded_message, by tasks per core; held level
 // outside the curve), and compute jobs do not. 4 tasks on one host of 2

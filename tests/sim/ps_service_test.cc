@@ -86,10 +86,10 @@ TEST(PsServiceModelTest, RowsPushedPayTheOptimizersPerRowApply) {
 TEST(PsServiceModelTest, ARequestOnABusyHostPaysTheBusyHostsFixedPrice) {
   PsServiceModel m = ten_us_a_request();
   m.per_row_ns = 5;
-  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, /*busy_host=*/true), 10 * kMicrosecond + 500);
+  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, Wake::kBusyCore), 10 * kMicrosecond + 500);
   m.per_request_on_busy_host = 4 * kMicrosecond;
-  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, /*busy_host=*/true), 4 * kMicrosecond + 500);
-  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, /*busy_host=*/false), 10 * kMicrosecond + 500);
+  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, Wake::kBusyCore), 4 * kMicrosecond + 500);
+  EXPECT_EQ(m.service(1000, 0, 100, 1, false, 0, 0, Wake::kIdleCore), 10 * kMicrosecond + 500);
 }
 
 // A measured curve, by hand: linear from (0, 0) through its points, and
@@ -335,6 +335,29 @@ TEST(PsServiceTest, OnAHostAReplyLeavesItsOverlapBeforeTheServiceEnds) {
     PsOnHost f(1, o);
     f.model.reply_overlap = {{1, 40000}, {1e12, 40000}};
     EXPECT_EQ(f.pull(), 151000);
+  }
+}
+
+// Two pulls sent at once: the first wakes the ps (100 us); the second
+// arrives while the ps serves the first, waits behind it and pays
+// per_request_when_awake (30 us) instead; unset, 100 us as well. Cores are
+// not counted here (a core a thread).
+TEST(PsServiceTest, ARequestThatArrivesWhileThePsWorksPaysTheAwakePrice) {
+  NetworkOptions o;
+  o.loopback_latency = 1000;
+  for (const bool priced : {false, true}) {
+    PsOnHost f(/*cores=*/0, o);
+    if (priced) f.model.per_request_when_awake = 30 * kMicrosecond;
+    std::vector<Time> at;
+    for (int i = 0; i < 2; ++i)
+      f.worker->call(TaskId::ps(0), PullRequest{{PullItem{1, true, {}}}}, {}, [&](StatusOr<Response> r) {
+        EXPECT_TRUE(r.ok()) << r.status();
+        at.push_back(f.engine.now());
+      });
+    f.engine.run();
+    const Duration second = priced ? 30 * kMicrosecond : 100 * kMicrosecond;
+    EXPECT_EQ(at, (std::vector<Time>{1000 + 100000 + 1000, 1000 + 100000 + second + 1000}));
+    EXPECT_EQ(f.hosts.task_cpu(f.hosts.slot(TaskId::ps(0))), 100 * kMicrosecond + second);
   }
 }
 

@@ -124,6 +124,9 @@ TEST(ScenarioLoaderTest, ControlIntervalCurveNeedsIncreasingIntervals) {
   EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_request_on_busy_host_us: -1 }\n"),
             "f.textproto:6:14: ps_service.per_request_on_busy_host_us: per_request_on_busy_host_us must not be negative "
             "(got -1)");
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_request_when_awake_us: -4 }\n"),
+            "f.textproto:6:14: ps_service.per_request_when_awake_us: per_request_when_awake_us must not be negative "
+            "(got -4)");
   EXPECT_EQ(first_error(head + "control_on_busy_host_us: 40 }\n"), "");
 }
 

@@ -118,6 +118,12 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_TRUE(positive_finite(profile.messages().control_on_busy_host_us()));
   // The one-float call again with no core idle: the fixed prices on a busy host.
   EXPECT_TRUE(positive_finite(profile.ps_service().per_request_on_busy_host_us()));
+  // The awake price is set only when two callers at once left enough
+  // requests to find the ps awake; the report says which.
+  EXPECT_NE(p.out().find("two callers at once"), std::string::npos) << p.out();
+  if (profile.ps_service().has_per_request_when_awake_us()) {
+    EXPECT_TRUE(positive_finite(profile.ps_service().per_request_when_awake_us()));
+  }
   EXPECT_TRUE(positive_finite(profile.messages().data_send().per_message_on_busy_host_us()));
   EXPECT_TRUE(positive_finite(profile.messages().data_receive().per_message_on_busy_host_us()));
   // A crowded host: a message job's price beyond its own at 1, 2, 3, 4 and 6

@@ -14,6 +14,8 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -56,6 +58,19 @@ double schedstat_seconds(int pid, int field) {
     if (in >> values[0] >> values[1]) ns += values[field];
   }
   return ns * 1e-9;
+}
+
+// Times any thread of the process went to sleep (voluntary context
+// switches, from every thread's /proc status).
+double process_sleeps(int pid) {
+  double sleeps = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) sleeps += std::strtod(line.c_str() + 24, nullptr);
+  }
+  return sleeps;
 }
 
 }  // namespace
@@ -158,6 +173,15 @@ class Caller {
     if (!r) return absl::DeadlineExceededError("a pull got no answer");
     return r->status();
   }
+  // Pulls `batch` again and again until `stop`, counting the calls.
+  Status pull_until(const ParameterClient::PullBatch& batch, const std::atomic<bool>& stop,
+                    std::atomic<std::int64_t>& calls) {
+    while (!stop.load()) {
+      if (Status s = pull(batch); !s.ok()) return s;
+      ++calls;
+    }
+    return absl::OkStatus();
+  }
   // A push takes its batch, as a worker gives up its gradients: timed with
   // a copy made by `measure`'s `prepare`, outside the caller's CPU.
   Status push(ParameterClient::PushBatch batch) {
@@ -218,6 +242,65 @@ class Caller {
   std::uint64_t request_ids_ = 0;
   std::unique_ptr<ParameterClient> client_;
 };
+
+// A ps's CPU and sleeps (voluntary context switches) per call.
+struct PsPerCall {
+  double ps_us = 0, sleeps = 0;
+};
+
+// `callers` callers (each its own ParameterClient and thread) pulling
+// `batch` from ps 0 as fast as they can, for `repeats` windows of
+// `seconds_per_batch`: ps 0's CPU and sleeps per call, less what it spends
+// and sleeps idle (`idle_cpu_per_s`; its sleeps measured here first).
+StatusOr<PsPerCall> ps_per_call(const CalibrationOptions& o, ProcessCluster& cluster,
+                                const std::vector<double>& idle_cpu_per_s, int callers,
+                                const ParameterClient::PullBatch& batch) {
+  const int pid = cluster.pid(TaskId::ps(0));
+  const double idle_sleeps0 = process_sleeps(pid);
+  const auto idle0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double idle_sleeps_per_s = (process_sleeps(pid) - idle_sleeps0) / seconds_since(idle0);
+  std::vector<std::unique_ptr<Caller>> each;
+  for (int c = 0; c < callers; ++c) {
+    each.push_back(std::make_unique<Caller>(o, cluster, idle_cpu_per_s));
+    if (Status s = each.back()->connect(); !s.ok()) return s;
+    for (int i = 0; i < 3; ++i)  // connections, first-touch allocations
+      if (Status s = each.back()->pull(batch); !s.ok()) return s;
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> calls{0};
+  std::vector<Status> results(static_cast<std::size_t>(callers));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < callers; ++c)
+    threads.emplace_back([&, c] { results[static_cast<std::size_t>(c)] = each[static_cast<std::size_t>(c)]->pull_until(batch, stop, calls); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // every caller under way
+  const double cpu0 = process_cpu_seconds(pid), sleeps0 = process_sleeps(pid);
+  const std::int64_t calls0 = calls.load();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds_per_batch * o.repeats));
+  const double cpu = process_cpu_seconds(pid) - cpu0, sleeps = process_sleeps(pid) - sleeps0;
+  const double n = static_cast<double>(calls.load() - calls0), elapsed = seconds_since(t0);
+  stop = true;
+  for (auto& t : threads) t.join();
+  for (const Status& s : results)
+    if (!s.ok()) return s;
+  if (n < 1) return absl::DeadlineExceededError("no call answered while measuring the ps per call");
+  return PsPerCall{std::max(0.0, cpu - idle_cpu_per_s[0] * elapsed) / n * 1e6,
+                   std::max(0.0, sleeps - idle_sleeps_per_s * elapsed) / n};
+}
+
+// The fixed price of a request that finds the ps awake
+// (PsService.per_request_when_awake_us). With one caller every request
+// finds the ps asleep; with two, some find it serving the other's, take no
+// sleep and cost less. The share that woke it is the sleeps per call with
+// two callers over those with one; the rest cost what solves
+//   two.ps = woke * one.ps + (1 - woke) * awake.
+// Unmeasurable (nothing returned) when nearly every request woke it anyway.
+std::optional<double> awake_price_us(const PsPerCall& one, const PsPerCall& two, double* woke_share) {
+  *woke_share = one.sleeps > 0 ? std::min(1.0, two.sleeps / one.sleeps) : 1.0;
+  if (*woke_share > 0.9) return std::nullopt;
+  return std::max(0.1, (two.ps_us - *woke_share * one.ps_us) / (1 - *woke_share));
+}
 
 // Curve points: a message of `bytes` cost `us` beyond its intercept.
 using Curve = sim::CostCurve;
@@ -386,6 +469,14 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     busy_host = run("pull 1 float, no core idle", 0, [&] { return caller.pull(tiny_pull); });
   }
   if (!busy_host.ok()) return busy_host.status();
+  // The same call from one caller and from two at once: the price of a
+  // request that finds the ps awake.
+  auto alone = ps_per_call(o, **cluster, idle, 1, tiny_pull);
+  if (!alone.ok()) return alone.status();
+  auto two_callers = ps_per_call(o, **cluster, idle, 2, tiny_pull);
+  if (!two_callers.ok()) return two_callers.status();
+  double woke_share = 1;
+  const std::optional<double> awake_us = awake_price_us(*alone, *two_callers, &woke_share);
   const MessageShape tiny_request = message_shape(Request(PullRequest{{PullItem{tiny.shards[0].id, true, {}}}}));
 
   // Dense pulls and pushes over sizes: the bytes curves and every
@@ -540,6 +631,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   auto* ps = p.mutable_ps_service();
   ps->set_per_request_us(std::max(base->ps_s * 1e6, 0.1));
   ps->set_per_request_on_busy_host_us(std::max(busy_host->ps_s * 1e6, 0.1));
+  if (awake_us) ps->set_per_request_when_awake_us(*awake_us);
   ps->set_per_kib_us(0);
   ps->set_per_row_us(ps_row_price.per_row_us);
   ps->set_per_row_kib_us(ps_row_price.per_kib_us);
@@ -594,6 +686,11 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   *report += format("  on a busy host (a spinner of the lowest priority on every core): caller %.2f us, ps %.2f us per "
                     "one-float call\n",
                     busy_host->caller_s * 1e6, busy_host->ps_s * 1e6);
+  *report += format("  the ps per one-float call, one caller: %.2f us, %.2f sleeps; two callers at once: %.2f us, %.2f "
+                    "sleeps -> %.0f%% of requests woke it; %s\n",
+                    alone->ps_us, alone->sleeps, two_callers->ps_us, two_callers->sleeps, woke_share * 100,
+                    awake_us ? format("%.2f us a request that found it awake", *awake_us).c_str()
+                             : "too few found it awake to price them (per_request_when_awake_us not set)");
   *report += format("  both ends at once (CPU on both sides less the round trip) at %.0f KiB: a push's request %.1f us, "
                     "a pull's reply %.1f us\n",
                     o.max_bytes / 1024, request_overlap.back().second, reply_overlap.back().second);

@@ -9,7 +9,9 @@
 //   - ps_service: a parameter server's CPU time per call (all its threads,
 //     /proc schedstat) for a one-float pull (per_request; again beside a
 //     spinner of the lowest priority on every core, tools/tune/
-//     idle_spinners.h, for per_request_on_busy_host), dense pulls from
+//     idle_spinners.h, for per_request_on_busy_host; from one caller and
+//     from two at once, with the ps's sleeps per call, for
+//     per_request_when_awake), dense pulls from
 //     4 KiB up to the largest tensor (bytes_curve: allocation, copies and
 //     caches make it other than proportional; swept three times, seconds
 //     apart, each point keeping the median of the three), dense pushes of
