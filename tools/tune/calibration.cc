@@ -271,8 +271,8 @@ StatusOr<PsPerCall> ps_per_call(const CalibrationOptions& o, ProcessCluster& clu
   std::atomic<std::int64_t> calls{0};
   std::vector<Status> results(static_cast<std::size_t>(callers));
   std::vector<std::thread> threads;
-  for (int c = 0; c < callers; ++c)
-    threads.emplace_back([&, c] { results[static_cast<std::size_t>(c)] = each[static_cast<std::size_t>(c)]->pull_until(batch, stop, calls); });
+  for (std::size_t c = 0; c < each.size(); ++c)
+    threads.emplace_back([&, c] { results[c] = each[c]->pull_until(batch, stop, calls); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // every caller under way
   const double cpu0 = process_cpu_seconds(pid), sleeps0 = process_sleeps(pid);
   const std::int64_t calls0 = calls.load();
