@@ -121,13 +121,19 @@ std::string utc_now() {
   return text;
 }
 
+// Sized to the text: a report line listing a whole curve is longer than any
+// fixed buffer we would pick, and a silently cut line misreports.
 std::string format(const char* fmt, ...) {
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_list measure;
+  va_copy(measure, ap);
+  const int length = std::vsnprintf(nullptr, 0, fmt, measure);
+  va_end(measure);
+  std::string text(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+  if (length > 0) std::vsnprintf(text.data(), text.size() + 1, fmt, ap);
   va_end(ap);
-  return buf;
+  return text;
 }
 
 }  // namespace twinps::cli
