@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace twinps::sim {
 
@@ -136,11 +137,13 @@ void HostModel::finished(int slot, std::uint64_t epoch, std::size_t which, Durat
   t.running[which] = Running{};
   t.charged += work;
   start_next(slot);
+  if (!awake(slot)) t.idle_since = ex_.now();
 }
 
 void HostModel::reset(int slot) {
   auto& t = tasks_[static_cast<std::size_t>(slot)];
   ++t.epoch;
+  t.idle_since = kNeverWorked;  // a new process
   t.queue.clear();
   for (Running& r : t.running) {
     if (r.ticked != TickedCores::kNoJob) ticked_[static_cast<std::size_t>(host_of(slot))].cancel(r.ticked);
@@ -163,6 +166,12 @@ bool HostModel::idle_core(int slot) const {
 bool HostModel::awake(int slot) const {
   const auto& t = tasks_[static_cast<std::size_t>(slot)];
   return !t.queue.empty() || std::any_of(t.running.begin(), t.running.end(), [](const Running& r) { return r.busy(); });
+}
+
+Duration HostModel::idle_for(int slot) const {
+  if (awake(slot)) return 0;
+  const Time since = tasks_[static_cast<std::size_t>(slot)].idle_since;
+  return since == kNeverWorked ? std::numeric_limits<Duration>::max() : ex_.now() - since;
 }
 
 double HostModel::cpu_ns(int host) const {

@@ -97,6 +97,9 @@ class HostModel {
   // message that arrives then is taken by a thread that never went to
   // sleep, so nothing wakes for it.
   bool awake(int slot) const;
+  // How long the task has been idle (0 while awake): since its last job
+  // ended, or, if it never had one since it started, as long as can be.
+  Duration idle_for(int slot) const;
   // The task died: its queued and running jobs vanish, their callbacks never run.
   void reset(int slot);
 
@@ -126,7 +129,9 @@ class HostModel {
     std::vector<Running> running;  // one per busy thread
     std::uint64_t epoch = 0;       // bumped by reset(): jobs of an older epoch are gone
     Duration charged = 0;
+    Time idle_since = kNeverWorked;  // when its last job ended
   };
+  static constexpr Time kNeverWorked = -1;
   void start_next(int slot);
   bool ticked() const { return !ticked_.empty(); }
   // A thread's number among all tasks' (TickedCores remembers its last core).

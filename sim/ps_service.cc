@@ -37,7 +37,7 @@ void PsServiceTransport::serve(CallHandler handler) {
 
 Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows,
                                  std::int64_t items, bool push, std::size_t row_bytes,
-                                 std::size_t pushed_row_bytes, Wake woke) const {
+                                 std::size_t pushed_row_bytes, Wake woke, Duration idle) const {
   const double bytes = static_cast<double>(request_bytes + reply_bytes);
   double ns = per_row_ns * static_cast<double>(rows) + per_item_ns * static_cast<double>(items);
   ns += bytes_curve.empty() ? per_byte_ns * bytes : curve_cost(bytes_curve, bytes);
@@ -47,12 +47,14 @@ Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_by
           apply_per_row_ns * static_cast<double>(rows);
   }
   ns += per_row_byte_ns * static_cast<double>(row_bytes) + apply_per_row_byte_ns * static_cast<double>(pushed_row_bytes);
-  return fixed_price(woke) + static_cast<Duration>(std::llround(ns));
+  return fixed_price(woke, idle) + static_cast<Duration>(std::llround(ns));
 }
 
-Duration PsServiceModel::fixed_price(Wake woke) const {
+Duration PsServiceModel::fixed_price(Wake woke, Duration idle) const {
   if (woke == Wake::kNothing && per_request_when_awake) return *per_request_when_awake;
   if (woke == Wake::kBusyCore && per_request_on_busy_host) return *per_request_on_busy_host;
+  if (woke != Wake::kNothing && !per_request_by_idle.empty())
+    return static_cast<Duration>(std::llround(level_curve_cost(per_request_by_idle, static_cast<double>(idle))));
   return per_request;
 }
 
@@ -114,7 +116,8 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
   const int slot = hosts_->slot(self_);
   // Read as it arrives: once queued, the request itself keeps the ps awake.
   const bool awake = model_.per_request_when_awake && hosts_->awake(slot);
-  auto begin = [this, served, arrived, slot, awake, call = std::move(call)]() mutable -> Duration {
+  const Duration idle = model_.per_request_by_idle.empty() ? 0 : hosts_->idle_for(slot);
+  auto begin = [this, served, arrived, slot, awake, idle, call = std::move(call)]() mutable -> Duration {
     const Time start = executor_.now();
     // Whether a core is idle, read before this job takes one.
     const Wake woke = awake ? Wake::kNothing
@@ -142,7 +145,7 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     const bool applies_step = std::holds_alternative<ApplySyncStepRequest>(call.request);
     const bool sync_push = push && push->sync_step != kNoSyncStep;
     handler_(std::move(call), [this, served, start, waited, request_bytes, items = shape.items, row_ids = shape.rows,
-                               rows_before, name, push = push != nullptr, fence, applies_step, sync_push, woke,
+                               rows_before, name, push = push != nullptr, fence, applies_step, sync_push, woke, idle,
                                row_bytes = std::move(row_bytes)](StatusOr<Response> result) mutable {
       const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
       const std::uint64_t rows = rows_updated_() - rows_before;
@@ -153,9 +156,9 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
       }
       const Duration service =
           applies_step
-              ? model_.service(request_bytes, reply_bytes, rows, items, true, 0, step_row_bytes(rows), woke)
+              ? model_.service(request_bytes, reply_bytes, rows, items, true, 0, step_row_bytes(rows), woke, idle)
               : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
-                               row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed, woke);
+                               row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed, woke, idle);
       served->service = service;
       served->overlap = stream_overlap(model_.reply_overlap, reply_bytes, service);
       stats_.bytes_in += request_bytes;

@@ -60,6 +60,10 @@ struct PsServiceModel {
   // In its place for a request that arrives while the ps is working
   // (PsService.per_request_when_awake_us); before the busy host's.
   std::optional<Duration> per_request_when_awake;
+  // In per_request's place for a request that wakes the ps beside an idle
+  // core, by how long the ps had been idle (ns -> ns, held level outside;
+  // PsService.per_request_by_idle): a longer sleep costs more to wake from.
+  CostCurve per_request_by_idle;
   double per_byte_ns = 0.2 * 1000.0 / 1024.0;  // 0.2 us per KiB
   double per_row_ns = 50;
   int threads = 1;
@@ -86,12 +90,14 @@ struct PsServiceModel {
   CostCurve reply_overlap;
   // Service time of a request and its reply. `row_bytes`: the values of the
   // rows read or written by id; `pushed_row_bytes`: those a push scatters;
-  // `woke`: what the request woke (its fixed price).
+  // `woke`: what the request woke and `idle` how long the ps had been idle
+  // (its fixed price).
   Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,
                    bool push, std::size_t row_bytes = 0, std::size_t pushed_row_bytes = 0,
-                   Wake woke = Wake::kIdleCore) const;
-  // The fixed price of a request that woke `woke`.
-  Duration fixed_price(Wake woke) const;
+                   Wake woke = Wake::kIdleCore, Duration idle = 0) const;
+  // The fixed price of a request that woke `woke` after the ps had been
+  // idle for `idle`.
+  Duration fixed_price(Wake woke, Duration idle = 0) const;
 };
 
 // The values of a request's rows read or written by id: a sparse push's rows,

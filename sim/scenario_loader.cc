@@ -168,6 +168,10 @@ class Validator {
   template <typename M>
   void curve(const Path& p, const M& m, const char* field,
              const google::protobuf::RepeatedPtrField<scenario::BytesCost>& points);
+  // A curve over intervals: from 0, increasing and finite; costs times.
+  template <typename M>
+  void interval_curve(const Path& p, const M& m, const char* field,
+                      const google::protobuf::RepeatedPtrField<scenario::IntervalCost>& points);
   void coordinator();
   void program();
   void faults();
@@ -420,6 +424,7 @@ void Validator::service() {
     time_ok(p(v, "per_request_on_busy_host_us"), v.per_request_on_busy_host_us(), "per_request_on_busy_host_us");
   if (v.has_per_request_when_awake_us())
     time_ok(p(v, "per_request_when_awake_us"), v.per_request_when_awake_us(), "per_request_when_awake_us");
+  interval_curve(p, v, "per_request_by_idle", v.per_request_by_idle());
   time_ok(p(v, "per_kib_us"), v.per_kib_us(), "per_kib_us");
   time_ok(p(v, "per_row_us"), v.per_row_us(), "per_row_us");
   if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");
@@ -480,6 +485,20 @@ void Validator::curve(const Path& p, const M& m, const char* field,
   }
 }
 
+template <typename M>
+void Validator::interval_curve(const Path& p, const M& m, const char* field,
+                               const google::protobuf::RepeatedPtrField<scenario::IntervalCost>& points) {
+  double last = -1;
+  for (int i = 0; i < points.size(); ++i) {
+    const auto& c = points[i];
+    const Path cp = p(m, field, i);
+    if (!(c.interval_us() > last) || !std::isfinite(c.interval_us()))
+      error(cp(c, "interval_us"), "must be >= 0, finite and above the previous point's (got " + num(c.interval_us()) + ")");
+    time_ok(cp(c, "us"), c.us(), "us");
+    last = c.interval_us();
+  }
+}
+
 void Validator::messages() {
   if (!s_.has_messages()) return;
   const auto& m = s_.messages();
@@ -491,15 +510,7 @@ void Validator::messages() {
   curve(p, m, "data_request_overlap", m.data_request_overlap());
   curve(p, m, "data_reply_overlap", m.data_reply_overlap());
   curve(p, m, "data_assembly", m.data_assembly());
-  double last = -1;
-  for (int i = 0; i < m.control_by_interval_size(); ++i) {
-    const auto& c = m.control_by_interval(i);
-    const Path cp = p(m, "control_by_interval", i);
-    if (!(c.interval_us() > last) || !std::isfinite(c.interval_us()))
-      error(cp(c, "interval_us"), "must be >= 0, finite and above the previous point's (got " + num(c.interval_us()) + ")");
-    time_ok(cp(c, "us"), c.us(), "us");
-    last = c.interval_us();
-  }
+  interval_curve(p, m, "control_by_interval", m.control_by_interval());
   if (m.has_control_on_busy_host_us()) time_ok(p(m, "control_on_busy_host_us"), m.control_on_busy_host_us(), "control_on_busy_host_us");
 }
 

@@ -451,6 +451,8 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
     ps_model.per_request_on_busy_host = from_seconds(ps.per_request_on_busy_host_us() * 1e-6);
   if (ps.has_per_request_when_awake_us())
     ps_model.per_request_when_awake = from_seconds(ps.per_request_when_awake_us() * 1e-6);
+  for (const auto& point : ps.per_request_by_idle())
+    ps_model.per_request_by_idle.emplace_back(point.interval_us() * 1e3, point.us() * 1e3);
   ps_model.per_byte_ns = ps.per_kib_us() * 1000.0 / 1024.0;
   ps_model.per_row_ns = ps.per_row_us() * 1000.0;
   ps_model.per_row_byte_ns = ps.per_row_kib_us() * 1000.0 / 1024.0;

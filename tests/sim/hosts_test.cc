@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "inmemory/deterministic_engine.h"
@@ -318,6 +319,30 @@ TEST(HostsTest, ATaskIsAwakeWhileAJobOfItsOwnRunsOrWaits) {
   // When the first ends the second runs; when the second ends, nothing.
   EXPECT_EQ(awake_after, (std::vector<bool>{true, false}));
   EXPECT_FALSE(bed.hosts.awake(1));
+}
+
+// How long a task has been idle: as long as can be before its first job, 0
+// while a job of its own runs or waits, then the time since its last ended
+// (worker 0, slot 1: jobs of 100 us at 0 and, after its idle, at 300 us);
+// a restart forgets its work.
+TEST(HostsTest, ATaskIsIdleSinceItsLastJobEnded) {
+  NetworkOptions o;
+  Bed bed(ClusterShape{1, 0}, {HostOptions::Placement::kOneHost, 1, 1}, o);
+  EXPECT_EQ(bed.hosts.idle_for(1), std::numeric_limits<Duration>::max()) << "never worked";
+  std::vector<Duration> idle_at;
+  bed.hosts.run(1, 100000, [] {});
+  idle_at.push_back(bed.hosts.idle_for(1));
+  bed.engine.run();
+  bed.ex.post_at(250000, [&] { idle_at.push_back(bed.hosts.idle_for(1)); });
+  bed.ex.post_at(300000, [&] {
+    bed.hosts.run(1, 100000, [&] { idle_at.push_back(bed.hosts.idle_for(1)); });
+  });
+  bed.ex.post_at(450000, [&] { idle_at.push_back(bed.hosts.idle_for(1)); });
+  bed.engine.run();
+  EXPECT_EQ(idle_at, (std::vector<Duration>{0, 150000, 0, 50000}))
+      << "awake, idle since 100 us, awake as its own job ends, idle since 400 us";
+  bed.hosts.reset(1);
+  EXPECT_EQ(bed.hosts.idle_for(1), std::numeric_limits<Duration>::max()) << "a new process";
 }
 
 // On a crowded host each job handling a message costs the crowding price

@@ -361,6 +361,36 @@ TEST(PsServiceTest, ARequestThatArrivesWhileThePsWorksPaysTheAwakePrice) {
   }
 }
 
+// A request that wakes the ps is priced by how long it had idled
+// (per_request_by_idle: 20 us after 0.1 ms or less, 80 us after 1 ms or
+// more, linear between): the first pull finds a ps that never worked (80
+// us), the second comes 0.55 ms after the first ended (50 us), the third at
+// once (20 us). Awake or on a busy host the other prices come first (tested
+// above); unset, every request costs per_request (100 us).
+TEST(PsServiceTest, ARequestThatWakesThePsPaysByHowLongItIdled) {
+  NetworkOptions o;
+  o.loopback_latency = 1000;
+  for (const bool priced : {false, true}) {
+    PsOnHost f(/*cores=*/2, o);
+    if (priced) f.model.per_request_by_idle = {{100000, 20000}, {1000000, 80000}};
+    std::vector<Duration> ps_cpu;
+    const int ps = f.hosts.slot(TaskId::ps(0));
+    Time last = f.pull();
+    ps_cpu.push_back(f.hosts.task_cpu(ps));
+    // The reply left as the service ended, 1 us before it arrived: wait so
+    // that the next request arrives 550 us after that.
+    f.sim_ex.post_at(last + 550000 - 2000, [] {});
+    f.engine.run();
+    last = f.pull();
+    ps_cpu.push_back(f.hosts.task_cpu(ps));
+    f.pull();
+    ps_cpu.push_back(f.hosts.task_cpu(ps));
+    const std::vector<Duration> priced_cpu = {80000, 80000 + 50000, 80000 + 50000 + 20000};
+    const std::vector<Duration> flat_cpu = {100000, 200000, 300000};
+    EXPECT_EQ(ps_cpu, priced ? priced_cpu : flat_cpu);
+  }
+}
+
 // Whether the ps's host has an idle core is read as its service starts: on
 // one core with the chief computing, the request pays the busy host's 30 us
 // (at half the core: 60 us) instead of 100 us alone.

@@ -127,6 +127,13 @@ TEST(ScenarioLoaderTest, ControlIntervalCurveNeedsIncreasingIntervals) {
   EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_request_when_awake_us: -4 }\n"),
             "f.textproto:6:14: ps_service.per_request_when_awake_us: per_request_when_awake_us must not be negative "
             "(got -4)");
+  const std::string by_idle = std::string(kValid) + "ps_service { per_request_by_idle { interval_us: 100 us: 20 } ";
+  EXPECT_EQ(first_error(by_idle + "per_request_by_idle { interval_us: 50 us: 30 } }\n"),
+            "f.textproto:6:84: ps_service.per_request_by_idle[1].interval_us: must be >= 0, finite and above the "
+            "previous point's (got 50)");
+  EXPECT_EQ(first_error(by_idle + "per_request_by_idle { interval_us: 1000 us: -2 } }\n"),
+            "f.textproto:6:102: ps_service.per_request_by_idle[1].us: us must not be negative (got -2)");
+  EXPECT_EQ(first_error(by_idle + "per_request_by_idle { interval_us: 1000 us: 80 } }\n"), "");
   EXPECT_EQ(first_error(head + "control_on_busy_host_us: 40 }\n"), "");
 }
 
