@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -124,6 +125,26 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   if (profile.ps_service().has_per_request_when_awake_us()) {
     EXPECT_TRUE(positive_finite(profile.ps_service().per_request_when_awake_us()));
   }
+  // One caller pausing 0.1 to 10 ms between calls: a request's price by how
+  // long the ps idled, from the back-to-back call's (per_request_us) up; a
+  // longer idle never cheaper; the report lists the paces.
+  const auto& by_idle = profile.ps_service().per_request_by_idle();
+  ASSERT_GE(by_idle.size(), 2) << profile.ps_service().DebugString();
+  // The back-to-back call idles least: its price, or less where a longer
+  // idle measured cheaper and the two were pooled.
+  EXPECT_LE(by_idle[0].us(), profile.ps_service().per_request_us() + 1e-6);
+  EXPECT_TRUE(positive_finite(by_idle[0].us()));
+  EXPECT_GE(by_idle[by_idle.size() - 1].interval_us(), 5000) << "the 10 ms pause idles the ps for more than 5 ms";
+  for (int i = 1; i < by_idle.size(); ++i) {
+    EXPECT_GT(by_idle[i].interval_us(), by_idle[i - 1].interval_us());
+    EXPECT_GE(by_idle[i].us(), by_idle[i - 1].us());
+  }
+  EXPECT_NE(p.out().find("a request's price by the ps's idle time before it"), std::string::npos) << p.out();
+  // The whole curve is listed, its last point included (a long line once got cut).
+  char last_point[64];
+  std::snprintf(last_point, sizeof last_point, "(%.0f, %.2f)\n", by_idle[by_idle.size() - 1].interval_us(),
+                by_idle[by_idle.size() - 1].us());
+  EXPECT_NE(p.out().find(last_point), std::string::npos) << last_point << " missing from\n" << p.out();
   EXPECT_TRUE(positive_finite(profile.messages().data_send().per_message_on_busy_host_us()));
   EXPECT_TRUE(positive_finite(profile.messages().data_receive().per_message_on_busy_host_us()));
   // A crowded host: a message job's price beyond its own at 1, 2, 3, 4 and 6
@@ -257,8 +278,9 @@ TEST(CalibrateTest, MedianOfProfilesTakesAnUnsetPriceAsItsDefault) {
   ASSERT_EQ(reversed.exit_code(), 0) << reversed.err() << ": the first profile may be the one without it";
 }
 
-// Profiles that do not price the same things, or flags about measuring,
-// are refused naming what differs; nothing is written.
+// Profiles that do not price the same things (a price without a default
+// set in one only), or flags about measuring, are refused naming what
+// differs; nothing is written.
 TEST(CalibrateTest, MedianOfProfilesThatDifferExitsTwo) {
   const std::string dir = testing::temp_dir("calibrate-median-bad");
   const std::string a = write(dir + "/a.textproto", price_profile(10, 1, 300));
@@ -268,11 +290,17 @@ TEST(CalibrateTest, MedianOfProfilesThatDifferExitsTwo) {
                                     "ps_service { per_request_us: 5 threads: 1 }\n"
                                     "messages { data_assembly { bytes: 4096 us: 1 } }\n");
   const std::string broken = write(dir + "/broken.textproto", "ps_service { per_request_us: -1 }\n");
+  // A price with no default, unset where the other sets it: not priced there.
+  std::string awake_text = price_profile(30, 3, 100);
+  awake_text.replace(awake_text.find("threads: 1"), 10, "threads: 1 per_request_when_awake_us: 12");
+  const std::string awake = write(dir + "/awake.textproto", awake_text);
   const std::string out = dir + "/median.textproto";
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"--median-of", a}, "at least two profiles"},
       {{"--median-of", a, other_plane}, "profile 2 of 2: data_plane: a different value"},
       {{"--median-of", a, b, shorter}, "profile 3 of 3: messages.data_assembly: 1 entries, where the first profile has 2"},
+      {{"--median-of", a, awake}, "profile 2 of 2: ps_service.per_request_when_awake_us: set, where the first profile "
+                                  "is not"},
       {{"--median-of", a, broken}, "broken.textproto:1:"},
       {{"--median-of", a, dir + "/missing.textproto"}, "missing.textproto"},
       {{"--median-of", a, b, "--repeats", "3"}, "--repeats: --median-of measures nothing"},

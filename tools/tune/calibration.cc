@@ -40,6 +40,7 @@
 #include "tools/tune/idle_spinners.h"
 #include "tools/tune/input_kernels.h"
 #include "tools/tune/kernel_fit.h"
+#include "tools/tune/ps_wake.h"
 #include "tools/tune/real_run.h"
 #include "tools/tune/speed_probe.h"
 
@@ -173,12 +174,14 @@ class Caller {
     if (!r) return absl::DeadlineExceededError("a pull got no answer");
     return r->status();
   }
-  // Pulls `batch` again and again until `stop`, counting the calls.
+  // Pulls `batch` again and again until `stop`, counting the calls, and
+  // sleeping `pause` after each (none: back to back).
   Status pull_until(const ParameterClient::PullBatch& batch, const std::atomic<bool>& stop,
-                    std::atomic<std::int64_t>& calls) {
+                    std::atomic<std::int64_t>& calls, std::chrono::microseconds pause) {
     while (!stop.load()) {
       if (Status s = pull(batch); !s.ok()) return s;
       ++calls;
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
     }
     return absl::OkStatus();
   }
@@ -243,18 +246,16 @@ class Caller {
   std::unique_ptr<ParameterClient> client_;
 };
 
-// A ps's CPU and sleeps (voluntary context switches) per call.
-struct PsPerCall {
-  double ps_us = 0, sleeps = 0;
-};
-
 // `callers` callers (each its own ParameterClient and thread) pulling
-// `batch` from ps 0 as fast as they can, for `repeats` windows of
-// `seconds_per_batch`: ps 0's CPU and sleeps per call, less what it spends
-// and sleeps idle (`idle_cpu_per_s`; its sleeps measured here first).
+// `batch` from ps 0, each pausing `pause` after every call (none: as fast as
+// they can), for `repeats` windows of `seconds_per_batch` (and at least 40
+// pauses): ps 0's CPU and sleeps per call, less what it spends and sleeps
+// idle (`idle_cpu_per_s`; its sleeps measured here first), and the wall
+// time between calls.
 StatusOr<PsPerCall> ps_per_call(const CalibrationOptions& o, ProcessCluster& cluster,
                                 const std::vector<double>& idle_cpu_per_s, int callers,
-                                const ParameterClient::PullBatch& batch) {
+                                const ParameterClient::PullBatch& batch,
+                                std::chrono::microseconds pause = std::chrono::microseconds(0)) {
   const int pid = cluster.pid(TaskId::ps(0));
   const double idle_sleeps0 = process_sleeps(pid);
   const auto idle0 = Clock::now();
@@ -272,12 +273,13 @@ StatusOr<PsPerCall> ps_per_call(const CalibrationOptions& o, ProcessCluster& clu
   std::vector<Status> results(static_cast<std::size_t>(callers));
   std::vector<std::thread> threads;
   for (std::size_t c = 0; c < each.size(); ++c)
-    threads.emplace_back([&, c] { results[c] = each[c]->pull_until(batch, stop, calls); });
+    threads.emplace_back([&, c] { results[c] = each[c]->pull_until(batch, stop, calls, pause); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // every caller under way
   const double cpu0 = process_cpu_seconds(pid), sleeps0 = process_sleeps(pid);
   const std::int64_t calls0 = calls.load();
   const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds_per_batch * o.repeats));
+  const double window_s = std::max(o.seconds_per_batch * o.repeats, 40 * std::chrono::duration<double>(pause).count());
+  std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
   const double cpu = process_cpu_seconds(pid) - cpu0, sleeps = process_sleeps(pid) - sleeps0;
   const double n = static_cast<double>(calls.load() - calls0), elapsed = seconds_since(t0);
   stop = true;
@@ -286,20 +288,7 @@ StatusOr<PsPerCall> ps_per_call(const CalibrationOptions& o, ProcessCluster& clu
     if (!s.ok()) return s;
   if (n < 1) return absl::DeadlineExceededError("no call answered while measuring the ps per call");
   return PsPerCall{std::max(0.0, cpu - idle_cpu_per_s[0] * elapsed) / n * 1e6,
-                   std::max(0.0, sleeps - idle_sleeps_per_s * elapsed) / n};
-}
-
-// The fixed price of a request that finds the ps awake
-// (PsService.per_request_when_awake_us). With one caller every request
-// finds the ps asleep; with two, some find it serving the other's, take no
-// sleep and cost less. The share that woke it is the sleeps per call with
-// two callers over those with one; the rest cost what solves
-//   two.ps = woke * one.ps + (1 - woke) * awake.
-// Unmeasurable (nothing returned) when nearly every request woke it anyway.
-std::optional<double> awake_price_us(const PsPerCall& one, const PsPerCall& two, double* woke_share) {
-  *woke_share = one.sleeps > 0 ? std::min(1.0, two.sleeps / one.sleeps) : 1.0;
-  if (*woke_share > 0.9) return std::nullopt;
-  return std::max(0.1, (two.ps_us - *woke_share * one.ps_us) / (1 - *woke_share));
+                   std::max(0.0, sleeps - idle_sleeps_per_s * elapsed) / n, elapsed / n * 1e6};
 }
 
 // Curve points: a message of `bytes` cost `us` beyond its intercept.
@@ -477,6 +466,14 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   if (!two_callers.ok()) return two_callers.status();
   double woke_share = 1;
   const std::optional<double> awake_us = awake_price_us(*alone, *two_callers, &woke_share);
+  // One caller pausing between calls: the price of a request by how long
+  // the ps had idled (PsService.per_request_by_idle).
+  std::vector<PsPerCall> paced = {*alone};
+  for (int pause_us : {100, 300, 1000, 3000, 10000}) {
+    auto c = ps_per_call(o, **cluster, idle, 1, tiny_pull, std::chrono::microseconds(pause_us));
+    if (!c.ok()) return c.status();
+    paced.push_back(*c);
+  }
   const MessageShape tiny_request = message_shape(Request(PullRequest{{PullItem{tiny.shards[0].id, true, {}}}}));
 
   // Dense pulls and pushes over sizes: the bytes curves and every
@@ -632,6 +629,13 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   ps->set_per_request_us(std::max(base->ps_s * 1e6, 0.1));
   ps->set_per_request_on_busy_host_us(std::max(busy_host->ps_s * 1e6, 0.1));
   if (awake_us) ps->set_per_request_when_awake_us(*awake_us);
+  const Curve by_idle = idle_price_curve(paced, ps->per_request_us());
+  ps->clear_per_request_by_idle();
+  for (const auto& [idle_us, us] : by_idle) {
+    auto* point = ps->add_per_request_by_idle();
+    point->set_interval_us(idle_us);
+    point->set_us(us);
+  }
   ps->set_per_kib_us(0);
   ps->set_per_row_us(ps_row_price.per_row_us);
   ps->set_per_row_kib_us(ps_row_price.per_kib_us);
@@ -691,6 +695,14 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
                     alone->ps_us, alone->sleeps, two_callers->ps_us, two_callers->sleeps, woke_share * 100,
                     awake_us ? format("%.2f us a request that found it awake", *awake_us).c_str()
                              : "too few found it awake to price them (per_request_when_awake_us not set)");
+  std::string paced_text;
+  for (const PsPerCall& c : paced)
+    paced_text += format("\n    a call every %8.1f us: ps %6.2f us, %.2f sleeps", c.period_us, c.ps_us, c.sleeps);
+  std::string curve_text;
+  for (const auto& [idle_us, us] : by_idle) curve_text += format(" (%.0f, %.2f)", idle_us, us);
+  *report += format("  the ps per one-float call from one caller pausing between calls:%s\n"
+                    "    -> a request's price by the ps's idle time before it (us, us):%s\n",
+                    paced_text.c_str(), curve_text.c_str());
   *report += format("  both ends at once (CPU on both sides less the round trip) at %.0f KiB: a push's request %.1f us, "
                     "a pull's reply %.1f us\n",
                     o.max_bytes / 1024, request_overlap.back().second, reply_overlap.back().second);

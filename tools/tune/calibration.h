@@ -11,7 +11,9 @@
 //     spinner of the lowest priority on every core, tools/tune/
 //     idle_spinners.h, for per_request_on_busy_host; from one caller and
 //     from two at once, with the ps's sleeps per call, for
-//     per_request_when_awake), dense pulls from
+//     per_request_when_awake; from one caller pausing 0.1 to 10 ms between
+//     calls, the ps's CPU per call against its idle time per call, for
+//     per_request_by_idle: tools/tune/ps_wake.h), dense pulls from
 //     4 KiB up to the largest tensor (bytes_curve: allocation, copies and
 //     caches make it other than proportional; swept three times, seconds
 //     apart, each point keeping the median of the three), dense pushes of

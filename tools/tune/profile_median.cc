@@ -86,8 +86,11 @@ Status MedianMerge::field(pb::Message& out, const std::vector<const pb::Message*
     const bool here_too = in[i]->GetReflection()->HasField(*in[i], &f);
     any |= here_too;
     // A price left unset is its default (a fit that came out 0 in one
-    // calibration of three); anything else must be set in all or none.
-    if (here_too != present && !is_number(f))
+    // calibration of three); a price with no default is not priced when
+    // unset (per_request_when_awake_us: too few requests found the ps
+    // awake), and a median of it and prices would make one up. Anything
+    // else must be set in all or none.
+    if (here_too != present && !(is_number(f) && f.has_default_value()))
       return differs(i, path, present ? "not set, where the first profile sets it" : "set, where the first profile is not");
   }
   if (!any) return absl::OkStatus();
