@@ -221,7 +221,8 @@ void NetworkModel::set_link_capacity(int link) {
 
 double MessageCpu::ns(const MessageShape& m, bool busy_host) const {
   const double fixed = busy_host && per_message_on_busy_host_ns ? *per_message_on_busy_host_ns : per_message_ns;
-  double t = fixed + per_item_ns * static_cast<double>(m.items) + per_row_ns * static_cast<double>(m.rows);
+  double t = fixed + per_item_ns * static_cast<double>(m.items) + per_item_by_id_ns * static_cast<double>(m.items_by_id) +
+             per_row_ns * static_cast<double>(m.rows);
   const double b = static_cast<double>(m.bytes);
   if (bytes_curve.empty()) return t + per_kib_ns * b / 1024.0;
   return t + curve_cost(bytes_curve, b);

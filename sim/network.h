@@ -60,11 +60,15 @@ struct MessageCpu {
   // (MessageCpu.per_message_on_busy_host_us in sim/scenario.proto).
   std::optional<double> per_message_on_busy_host_ns;
   double per_item_ns = 0;
+  double per_item_by_id_ns = 0;  // beyond per_item_ns, an item naming rows by id
   double per_row_ns = 0;
   double per_kib_ns = 0;
   CostCurve bytes_curve;  // replaces per_kib_ns when set
   double ns(const MessageShape& m, bool busy_host = false) const;
-  bool zero() const { return per_message_ns == 0 && per_item_ns == 0 && per_row_ns == 0 && per_kib_ns == 0 && bytes_curve.empty(); }
+  bool zero() const {
+    return per_message_ns == 0 && per_item_ns == 0 && per_item_by_id_ns == 0 && per_row_ns == 0 && per_kib_ns == 0 &&
+           bytes_curve.empty();
+  }
 };
 
 // How much of a side's `cpu` for a message of `bytes` runs beside the other

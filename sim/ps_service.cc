@@ -37,9 +37,12 @@ void PsServiceTransport::serve(CallHandler handler) {
 
 Duration PsServiceModel::service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows,
                                  std::int64_t items, bool push, std::size_t row_bytes,
-                                 std::size_t pushed_row_bytes, Wake woke, Duration idle) const {
+                                 std::size_t pushed_row_bytes, Wake woke, Duration idle, std::int64_t items_by_id,
+                                 std::int64_t items_pushed_by_id) const {
   const double bytes = static_cast<double>(request_bytes + reply_bytes);
-  double ns = per_row_ns * static_cast<double>(rows) + per_item_ns * static_cast<double>(items);
+  double ns = per_row_ns * static_cast<double>(rows) + per_item_ns * static_cast<double>(items) +
+              per_item_by_id_ns * static_cast<double>(items_by_id) +
+              apply_per_item_by_id_ns * static_cast<double>(items_pushed_by_id);
   ns += bytes_curve.empty() ? per_byte_ns * bytes : curve_cost(bytes_curve, bytes);
   if (push) {
     const double pushed = static_cast<double>(request_bytes);
@@ -145,6 +148,7 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     const bool applies_step = std::holds_alternative<ApplySyncStepRequest>(call.request);
     const bool sync_push = push && push->sync_step != kNoSyncStep;
     handler_(std::move(call), [this, served, start, waited, request_bytes, items = shape.items, row_ids = shape.rows,
+                               by_id = shape.items_by_id, pushed_by_id = shape.items_by_id - shape.items_by_id_read,
                                rows_before, name, push = push != nullptr, fence, applies_step, sync_push, woke, idle,
                                row_bytes = std::move(row_bytes)](StatusOr<Response> result) mutable {
       const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
@@ -158,7 +162,8 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
           applies_step
               ? model_.service(request_bytes, reply_bytes, rows, items, true, 0, step_row_bytes(rows), woke, idle)
               : model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
-                               row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed, woke, idle);
+                               row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed, woke, idle, by_id,
+                               pushed_by_id);
       served->service = service;
       served->overlap = stream_overlap(model_.reply_overlap, reply_bytes, service);
       stats_.bytes_in += request_bytes;
@@ -237,6 +242,7 @@ void PsServiceTransport::serve_one(Waiting w, std::size_t thread) {
   const MessageShape shape = message_shape(w.call.request);
   const std::size_t request_bytes = shape.bytes;
   const std::int64_t items = shape.items, row_ids = shape.rows;
+  const std::int64_t by_id = shape.items_by_id, pushed_by_id = shape.items_by_id - shape.items_by_id_read;
   RowValues row_bytes = row_values(w.call.request);
   const std::uint64_t rows_before = rows_updated_();
   const char* name = request_name(w.call.request);
@@ -244,13 +250,15 @@ void PsServiceTransport::serve_one(Waiting w, std::size_t thread) {
   const Fence fence = push ? push->fence : Fence{};
   Responder respond = std::move(w.respond);
   handler_(std::move(w.call), [this, respond = std::move(respond), start, waited, request_bytes, items, row_ids,
-                               rows_before, name, push = push != nullptr, fence, thread,
+                               by_id, pushed_by_id, rows_before, name, push = push != nullptr, fence, thread,
                                row_bytes = std::move(row_bytes)](StatusOr<Response> result) mutable {
     const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
     const std::uint64_t rows = rows_updated_() - rows_before;
     if (push && pushes_) pushes_->push_back(PushRecord{start, self_.index, fence, result.ok()});
-    const Duration service = model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
-                                            row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed);
+    const Duration service =
+        model_.service(request_bytes, reply_bytes, static_cast<std::uint64_t>(row_ids), items, push,
+                       row_bytes.pushed + row_bytes.pulled(result), row_bytes.pushed, Wake::kIdleCore, 0, by_id,
+                       pushed_by_id);
     free_at_[thread] = start + service;
     stats_.bytes_in += request_bytes;
     stats_.bytes_out += reply_bytes;

@@ -68,6 +68,10 @@ struct PsServiceModel {
   double per_row_ns = 50;
   int threads = 1;
   double per_item_ns = 0;
+  // Beyond per_item_ns, an item naming rows by id (PsService.per_item_by_id_us),
+  // and the optimizer's beyond that for one pushed (a sparse gradient).
+  double per_item_by_id_ns = 0;
+  double apply_per_item_by_id_ns = 0;
   CostCurve bytes_curve;           // replaces per_byte_ns when set
   double apply_per_byte_ns = 0;    // the optimizer's, per byte pushed
   // The optimizer's apply by the bytes a push carries; replaces
@@ -91,10 +95,12 @@ struct PsServiceModel {
   // Service time of a request and its reply. `row_bytes`: the values of the
   // rows read or written by id; `pushed_row_bytes`: those a push scatters;
   // `woke`: what the request woke and `idle` how long the ps had been idle
-  // (its fixed price).
+  // (its fixed price); `items_by_id`: of `items`, those naming rows by id,
+  // `items_pushed_by_id` of them sparse gradients.
   Duration service(std::size_t request_bytes, std::size_t reply_bytes, std::uint64_t rows, std::int64_t items,
                    bool push, std::size_t row_bytes = 0, std::size_t pushed_row_bytes = 0,
-                   Wake woke = Wake::kIdleCore, Duration idle = 0) const;
+                   Wake woke = Wake::kIdleCore, Duration idle = 0, std::int64_t items_by_id = 0,
+                   std::int64_t items_pushed_by_id = 0) const;
   // The fixed price of a request that woke `woke` after the ps had been
   // idle for `idle`.
   Duration fixed_price(Wake woke, Duration idle = 0) const;

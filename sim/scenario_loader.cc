@@ -429,6 +429,7 @@ void Validator::service() {
   time_ok(p(v, "per_row_us"), v.per_row_us(), "per_row_us");
   if (v.threads() < 1) error(p(v, "threads"), "must be at least 1");
   time_ok(p(v, "per_item_us"), v.per_item_us(), "per_item_us");
+  time_ok(p(v, "per_item_by_id_us"), v.per_item_by_id_us(), "per_item_by_id_us");
   time_ok(p(v, "per_row_kib_us"), v.per_row_kib_us(), "per_row_kib_us");
   bytes_curve(p, v);
   for (int i = 0; i < v.apply_size(); ++i) {
@@ -437,6 +438,7 @@ void Validator::service() {
     time_ok(ap(a, "per_kib_us"), a.per_kib_us(), "per_kib_us");
     time_ok(ap(a, "per_row_pushed_us"), a.per_row_pushed_us(), "per_row_pushed_us");
     time_ok(ap(a, "per_row_pushed_kib_us"), a.per_row_pushed_kib_us(), "per_row_pushed_kib_us");
+    time_ok(ap(a, "per_item_pushed_by_id_us"), a.per_item_pushed_by_id_us(), "per_item_pushed_by_id_us");
     bytes_curve(ap, a);
   }
 }
@@ -467,6 +469,7 @@ void Validator::message_cpu(const Path& p, const scenario::MessageCpu& m) {
   if (m.has_per_message_on_busy_host_us())
     time_ok(p(m, "per_message_on_busy_host_us"), m.per_message_on_busy_host_us(), "per_message_on_busy_host_us");
   time_ok(p(m, "per_item_us"), m.per_item_us(), "per_item_us");
+  time_ok(p(m, "per_item_by_id_us"), m.per_item_by_id_us(), "per_item_by_id_us");
   time_ok(p(m, "per_row_us"), m.per_row_us(), "per_row_us");
   time_ok(p(m, "per_kib_us"), m.per_kib_us(), "per_kib_us");
   bytes_curve(p, m);

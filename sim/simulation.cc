@@ -128,6 +128,7 @@ MessageCpu message_cpu(const scenario::MessageCpu& m) {
   out.per_message_ns = m.per_message_us() * 1e3;
   if (m.has_per_message_on_busy_host_us()) out.per_message_on_busy_host_ns = m.per_message_on_busy_host_us() * 1e3;
   out.per_item_ns = m.per_item_us() * 1e3;
+  out.per_item_by_id_ns = m.per_item_by_id_us() * 1e3;
   out.per_row_ns = m.per_row_us() * 1e3;
   out.per_kib_ns = m.per_kib_us() * 1e3;
   out.bytes_curve = cost_curve(m.bytes_curve());
@@ -458,6 +459,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
   ps_model.per_row_byte_ns = ps.per_row_kib_us() * 1000.0 / 1024.0;
   ps_model.threads = ps.threads();
   ps_model.per_item_ns = ps.per_item_us() * 1000.0;
+  ps_model.per_item_by_id_ns = ps.per_item_by_id_us() * 1000.0;
   ps_model.bytes_curve = cost_curve(ps.bytes_curve());
   ps_model.reply_overlap = cost_curve(sc.messages().data_reply_overlap());
   if (workload) {
@@ -467,6 +469,7 @@ Simulation::Impl::Impl(const scenario::Scenario& s, SimOptions o)
         ps_model.apply_curve = cost_curve(a.bytes_curve());
         ps_model.apply_per_row_ns = a.per_row_pushed_us() * 1000.0;
         ps_model.apply_per_row_byte_ns = a.per_row_pushed_kib_us() * 1000.0 / 1024.0;
+        ps_model.apply_per_item_by_id_ns = a.per_item_pushed_by_id_us() * 1000.0;
       }
   }
   ps_stats.resize(static_cast<std::size_t>(shape.ps));

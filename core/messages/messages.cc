@@ -89,15 +89,20 @@ struct RequestCounts {
   void operator()(const PullRequest& r) {
     for (const auto& i : r.items) {
       ++shape.items;
-      const std::int64_t rows = i.all_rows ? 0 : static_cast<std::int64_t>(i.rows.size());
+      if (i.all_rows) continue;
+      const auto rows = static_cast<std::int64_t>(i.rows.size());
       shape.rows += rows;
       shape.rows_read += rows;
+      ++shape.items_by_id;
+      ++shape.items_by_id_read;
     }
   }
   void operator()(const PushRequest& r) {
     for (const auto& u : r.updates) {
       ++shape.items;
-      if (u.sparse) shape.rows += static_cast<std::int64_t>(u.rows.size());
+      if (!u.sparse) continue;
+      shape.rows += static_cast<std::int64_t>(u.rows.size());
+      ++shape.items_by_id;
     }
     (*this)(r.then_pull);
   }
@@ -129,6 +134,7 @@ MessageShape message_shape(const Response& r, const MessageShape& request) {
   s.bytes = wire_size(r);
   s.data_plane = request.data_plane;
   s.rows = request.rows_read;
+  s.items_by_id = request.items_by_id_read;
   std::visit(ResponseItems{s}, r);
   return s;
 }

@@ -236,8 +236,12 @@ struct MessageShape {
   std::size_t bytes = 0;   // wire_size()
   std::int64_t rows = 0;   // row ids it names (requests) or rows it returns by id (replies)
   std::int64_t items = 0;
+  // Of the items, those that name rows by id (a pull's lookup, a sparse
+  // push): each is a gather or scatter of its own on the ps.
+  std::int64_t items_by_id = 0;
   bool data_plane = false;
-  std::int64_t rows_read = 0;  // requests: the rows their reply will carry by id
+  std::int64_t rows_read = 0;        // requests: the rows their reply will carry by id
+  std::int64_t items_by_id_read = 0;  // requests: the items their reply will carry by id
 };
 MessageShape message_shape(const Request& r);
 // `request` is the shape of the request it answers (a reply carries the rows it asked for).

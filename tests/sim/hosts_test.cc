@@ -450,6 +450,22 @@ TEST(NetworkFlowTest, BytesCurveInterpolatesMeasuredPoints) {
   EXPECT_DOUBLE_EQ(m.ns(s), 100 + 3000);
 }
 
+// A message side pays per_item_by_id for the items of the message that name
+// rows by id, beyond per_item for every item, by hand.
+TEST(NetworkFlowTest, ItemsByIdPayTheirOwnPrice) {
+  MessageCpu m;
+  m.per_message_ns = 100;
+  m.per_item_ns = 10;
+  m.per_item_by_id_ns = 40;
+  MessageShape s;
+  s.items = 5;
+  s.items_by_id = 2;
+  EXPECT_DOUBLE_EQ(m.ns(s), 100 + 5 * 10 + 2 * 40);
+  MessageCpu by_id_only;
+  by_id_only.per_item_by_id_ns = 1;
+  EXPECT_FALSE(by_id_only.zero());
+}
+
 // A compute-bound cluster on one host: its steps/s follow the cores.
 TEST(HostsTest, ACpuBoundClusterOnOneHostScalesWithItsCores) {
   PredictRequest r;

@@ -80,6 +80,21 @@ TEST(PsServiceModelTest, RowsPushedPayTheOptimizersPerRowApply) {
   EXPECT_EQ(m.service(1000, 0, 0, 1, /*push=*/true), 10 * kMicrosecond);  // a dense push scatters no rows
 }
 
+// Items that name rows by id pay per_item_by_id on top of per_item, and a
+// sparse gradient pushed the optimizer's apply_per_item_by_id besides, by hand.
+TEST(PsServiceModelTest, AnItemByIdPaysItsPriceAndAPushedOneTheOptimizersToo) {
+  PsServiceModel m = ten_us_a_request();
+  m.per_item_ns = 100;
+  m.per_item_by_id_ns = 300;
+  m.apply_per_item_by_id_ns = 50;
+  // A pull of 4 shards, 3 of them by id: 4 x 100 + 3 x 300.
+  EXPECT_EQ(m.service(1000, 0, 0, 4, false, 0, 0, Wake::kIdleCore, 0, 3, 0), 10 * kMicrosecond + 400 + 900);
+  // A push of 3 sparse gradients and a dense one: 4 x 100 + 3 x (300 + 50).
+  EXPECT_EQ(m.service(1000, 0, 0, 4, true, 0, 0, Wake::kIdleCore, 0, 3, 3), 10 * kMicrosecond + 400 + 1050);
+  // Dense items alone pay per_item only.
+  EXPECT_EQ(m.service(1000, 0, 0, 4, true), 10 * kMicrosecond + 400);
+}
+
 // A request served while no core of the ps's host is idle pays
 // per_request_on_busy_host in place of per_request, and the rest as before;
 // unset, per_request either way.

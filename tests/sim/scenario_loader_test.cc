@@ -76,6 +76,19 @@ TEST(ScenarioLoaderTest, RowPricesMustNotBeNegative) {
   EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_row_kib_us: 0.2 apply { per_row_pushed_kib_us: 0.3 } }\n"), "");
 }
 
+TEST(ScenarioLoaderTest, ItemByIdPricesMustNotBeNegative) {
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_item_by_id_us: -1 }\n"),
+            "f.textproto:6:14: ps_service.per_item_by_id_us: per_item_by_id_us must not be negative (got -1)");
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { apply { optimizer: SGD per_item_pushed_by_id_us: -0.5 } }\n"),
+            "f.textproto:6:37: ps_service.apply[0].per_item_pushed_by_id_us: per_item_pushed_by_id_us must not be "
+            "negative (got -0.5)");
+  EXPECT_EQ(first_error(std::string(kValid) + "messages { data_receive { per_item_by_id_us: -2 } }\n"),
+            "f.textproto:6:27: messages.data_receive.per_item_by_id_us: per_item_by_id_us must not be negative (got -2)");
+  EXPECT_EQ(first_error(std::string(kValid) + "ps_service { per_item_by_id_us: 0.2 apply { per_item_pushed_by_id_us: 0.1 } }\n"
+                                              "messages { data_send { per_item_by_id_us: 0.3 } }\n"),
+            "");
+}
+
 // An optimizer's apply curve is checked as the other curves are: sizes
 // increasing, costs not negative, each error naming its point.
 TEST(ScenarioLoaderTest, ApplyCurvesNeedIncreasingSizesAndNonNegativeCosts) {

@@ -363,6 +363,15 @@ RowPrice fit_row_price(const std::vector<double>& row_kib, const std::vector<dou
   return p;
 }
 
+// What an item that names rows by id costs beyond a dense item (per item, us):
+// the ps's, pulled and pushed by optimizer (SGD, Adagrad, RMSprop), and the
+// caller's, pulled and pushed.
+struct SparseItemPrices {
+  double ps_pulled_us = 0;
+  double ps_pushed_us[3] = {};
+  double caller_pulled_us = 0, caller_pushed_us = 0;
+};
+
 // The data plane's costs on both sides: ps_service and messages.data_*.
 // Sets `row_reference_us` to the row probe's speed in the spells the row
 // prices were measured in.
@@ -418,6 +427,12 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   }
   std::vector<VariableLayout> items;
   for (int i = 0; i < 64; ++i) items.push_back(make("item_" + std::to_string(i), 0, 1, 1));
+  // Small tables, 64 per optimizer (SGD, Adagrad, RMSprop on ps 0, 1, 2):
+  // one row of each by id is what an embedding of many shards asks of a ps.
+  std::vector<std::vector<VariableLayout>> sparse_items(3);
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 64; ++i)
+      sparse_items[static_cast<std::size_t>(k)].push_back(make(format("sparse_item_%d_%d", k, i), k, 64, 16));
   for (int ps = 0; ps < 4; ++ps) {
     OptimizerConfig opt;
     opt.kind = kinds[ps];
@@ -623,6 +638,42 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   std::map<int, RowPrice> apply_row_price;
   for (const auto& [k, v] : apply_row_by_width) apply_row_price[k] = fit_row_price(row_kib_by_width, v);
 
+  // Items by id: one row of each of 64 small tables against one row of one,
+  // pulled and pushed; what is left per item beyond a dense item's price
+  // and the rows' own.
+  SparseItemPrices sparse_item;
+  for (int k = 0; k < 3; ++k) {
+    const auto& tables = sparse_items[static_cast<std::size_t>(k)];
+    auto by_id = [&](std::size_t count, bool push) {
+      ParameterClient::PullBatch pull;
+      ParameterClient::PushBatch grad;
+      for (std::size_t i = 0; i < count; ++i) {
+        const RowIds id{static_cast<std::int64_t>(i)};
+        if (push) grad.gradient_rows(tables[i], id, Matrix::Constant(1, 16, 1e-3f));
+        else pull.rows(tables[i], id);
+      }
+      const std::string what = format("%s 1 row of %zu table%s (%s)", push ? "push" : "pull", count,
+                                      count > 1 ? "s" : "", optimizer_name(kinds[k]).c_str());
+      ParameterClient::PushBatch next;
+      return push ? run(what, k, [&] { return caller.push(std::move(next)); }, [&] { next = grad; })
+                  : run(what, k, [&] { return caller.pull(pull); });
+    };
+    for (bool push : {false, true}) {
+      if (k > 0 && !push) continue;  // a pull by id is the same on every ps
+      auto one = by_id(1, push), many = by_id(tables.size(), push);
+      if (!one.ok()) return one.status();
+      if (!many.ok()) return many.status();
+      const double n = static_cast<double>(tables.size() - 1);
+      const double row_us = ps_row_price.per_row_us + ps_row_price.per_kib_us * 16 * 4 / 1024 +
+                            (push ? apply_row_price[k].per_row_us + apply_row_price[k].per_kib_us * 16 * 4 / 1024 : 0);
+      const double ps_us = (many->ps_s - one->ps_s) * 1e6 / n - ps_item - row_us;
+      const double caller_us = (many->caller_s - one->caller_s) * 1e6 / n - caller_item;
+      if (push) sparse_item.ps_pushed_us[k] = ps_us;
+      else sparse_item.ps_pulled_us = ps_us;
+      (push ? sparse_item.caller_pushed_us : sparse_item.caller_pulled_us) += caller_us / (push ? 3 : 1);
+    }
+  }
+
   // Into the profile. The caller's per-message cost is split evenly between
   // sending the request and receiving the reply.
   auto* ps = p.mutable_ps_service();
@@ -640,6 +691,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   ps->set_per_row_us(ps_row_price.per_row_us);
   ps->set_per_row_kib_us(ps_row_price.per_kib_us);
   ps->set_per_item_us(ps_item);
+  ps->set_per_item_by_id_us(std::max(0.0, sparse_item.ps_pulled_us));
   ps->set_threads(1);  // a ps applies requests on its one executor thread
   add_curve(ps->mutable_bytes_curve(), ps_curve);
   for (int k = 0; k < 4; ++k) {
@@ -650,6 +702,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
     if (apply_row_price.count(k)) {
       a->set_per_row_pushed_us(apply_row_price[k].per_row_us);
       a->set_per_row_pushed_kib_us(apply_row_price[k].per_kib_us);
+      a->set_per_item_pushed_by_id_us(std::max(0.0, sparse_item.ps_pushed_us[k] - ps->per_item_by_id_us()));
     }
   }
   auto* m = p.mutable_messages();
@@ -661,6 +714,10 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   receive->set_per_message_on_busy_host_us(busy_host->caller_s * 1e6 / 2);
   send->set_per_item_us(caller_item / 2);
   receive->set_per_item_us(caller_item / 2);
+  // A push's item by id is the caller's on sending; a pull's, on sending its
+  // ids and on receiving its rows.
+  send->set_per_item_by_id_us(std::max(0.0, sparse_item.caller_pushed_us));
+  receive->set_per_item_by_id_us(std::max(0.0, sparse_item.caller_pulled_us - send->per_item_by_id_us()));
   send->set_per_row_us(std::max(0.0, median(send_row)));
   receive->set_per_row_us(std::max(0.0, median(receive_row)));
   add_curve(send->mutable_bytes_curve(), send_curve);
@@ -687,6 +744,10 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
                     probes.c_str());
   *report += format("  caller: %.2f us per call, %.3f us per item, %.4f us per row sent, %.4f us per row received\n",
                     base->caller_s * 1e6, caller_item, send->per_row_us(), receive->per_row_us());
+  *report += format("  an item by id beyond a dense item: ps %.3f us pulled, %.3f / %.3f / %.3f us pushed (SGD / "
+                    "Adagrad / RMSprop); caller %.3f us pulled, %.3f us pushed\n",
+                    sparse_item.ps_pulled_us, sparse_item.ps_pushed_us[0], sparse_item.ps_pushed_us[1],
+                    sparse_item.ps_pushed_us[2], sparse_item.caller_pulled_us, sparse_item.caller_pushed_us);
   *report += format("  on a busy host (a spinner of the lowest priority on every core): caller %.2f us, ps %.2f us per "
                     "one-float call\n",
                     busy_host->caller_s * 1e6, busy_host->ps_s * 1e6);
