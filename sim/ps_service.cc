@@ -148,7 +148,7 @@ void PsServiceTransport::serve_on_host(IncomingCall call, Responder respond) {
     const bool applies_step = std::holds_alternative<ApplySyncStepRequest>(call.request);
     const bool sync_push = push && push->sync_step != kNoSyncStep;
     handler_(std::move(call), [this, served, start, waited, request_bytes, items = shape.items, row_ids = shape.rows,
-                               by_id = shape.items_by_id, pushed_by_id = shape.items_by_id - shape.items_by_id_read,
+                               by_id = shape.items_by_id, pushed_by_id = shape.items_pushed_by_id(),
                                rows_before, name, push = push != nullptr, fence, applies_step, sync_push, woke, idle,
                                row_bytes = std::move(row_bytes)](StatusOr<Response> result) mutable {
       const std::size_t reply_bytes = wire_size(result.ok() ? *result : Response(EmptyResponse{}));
@@ -242,7 +242,7 @@ void PsServiceTransport::serve_one(Waiting w, std::size_t thread) {
   const MessageShape shape = message_shape(w.call.request);
   const std::size_t request_bytes = shape.bytes;
   const std::int64_t items = shape.items, row_ids = shape.rows;
-  const std::int64_t by_id = shape.items_by_id, pushed_by_id = shape.items_by_id - shape.items_by_id_read;
+  const std::int64_t by_id = shape.items_by_id, pushed_by_id = shape.items_pushed_by_id();
   RowValues row_bytes = row_values(w.call.request);
   const std::uint64_t rows_before = rows_updated_();
   const char* name = request_name(w.call.request);

@@ -242,6 +242,8 @@ struct MessageShape {
   bool data_plane = false;
   std::int64_t rows_read = 0;        // requests: the rows their reply will carry by id
   std::int64_t items_by_id_read = 0;  // requests: the items their reply will carry by id
+  // Requests: the items by id that are sparse gradients, not reads.
+  std::int64_t items_pushed_by_id() const { return items_by_id - items_by_id_read; }
 };
 MessageShape message_shape(const Request& r);
 // `request` is the shape of the request it answers (a reply carries the rows it asked for).

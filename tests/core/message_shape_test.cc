@@ -39,7 +39,7 @@ TEST(MessageShapeTest, APushCountsItsSparseGradientsAndTheReadsItCarries) {
   EXPECT_EQ(request.items, 3);
   EXPECT_EQ(request.items_by_id, 2) << "the sparse gradient and the lookup read after it";
   EXPECT_EQ(request.items_by_id_read, 1);
-  EXPECT_EQ(request.items_by_id - request.items_by_id_read, 1) << "one sparse gradient pushed";
+  EXPECT_EQ(request.items_pushed_by_id(), 1) << "one sparse gradient pushed";
 
   PushResponse answer;
   answer.pulled.items.resize(1);

@@ -639,14 +639,15 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   for (const auto& [k, v] : apply_row_by_width) apply_row_price[k] = fit_row_price(row_kib_by_width, v);
 
   // Items by id: one row of each of 64 small tables against one row of one,
-  // pulled and pushed; what is left per item beyond a dense item's price
-  // and the rows' own.
-  SparseItemPrices sparse_item;
-  for (int k = 0; k < 3; ++k) {
+  // pulled (SGD's ps: a pull by id is the same on every ps) and pushed under
+  // each optimizer; what is left per item beyond a dense item's price and
+  // the rows' own.
+  auto per_added_item = [&](int k, bool push) -> StatusOr<CallCost> {
     const auto& tables = sparse_items[static_cast<std::size_t>(k)];
-    auto by_id = [&](std::size_t count, bool push) {
+    std::vector<CallCost> costs;
+    for (std::size_t count : {std::size_t{1}, tables.size()}) {
       ParameterClient::PullBatch pull;
-      ParameterClient::PushBatch grad;
+      ParameterClient::PushBatch grad, next;
       for (std::size_t i = 0; i < count; ++i) {
         const RowIds id{static_cast<std::int64_t>(i)};
         if (push) grad.gradient_rows(tables[i], id, Matrix::Constant(1, 16, 1e-3f));
@@ -654,24 +655,28 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
       }
       const std::string what = format("%s 1 row of %zu table%s (%s)", push ? "push" : "pull", count,
                                       count > 1 ? "s" : "", optimizer_name(kinds[k]).c_str());
-      ParameterClient::PushBatch next;
-      return push ? run(what, k, [&] { return caller.push(std::move(next)); }, [&] { next = grad; })
-                  : run(what, k, [&] { return caller.pull(pull); });
-    };
-    for (bool push : {false, true}) {
-      if (k > 0 && !push) continue;  // a pull by id is the same on every ps
-      auto one = by_id(1, push), many = by_id(tables.size(), push);
-      if (!one.ok()) return one.status();
-      if (!many.ok()) return many.status();
-      const double n = static_cast<double>(tables.size() - 1);
-      const double row_us = ps_row_price.per_row_us + ps_row_price.per_kib_us * 16 * 4 / 1024 +
-                            (push ? apply_row_price[k].per_row_us + apply_row_price[k].per_kib_us * 16 * 4 / 1024 : 0);
-      const double ps_us = (many->ps_s - one->ps_s) * 1e6 / n - ps_item - row_us;
-      const double caller_us = (many->caller_s - one->caller_s) * 1e6 / n - caller_item;
-      if (push) sparse_item.ps_pushed_us[k] = ps_us;
-      else sparse_item.ps_pulled_us = ps_us;
-      (push ? sparse_item.caller_pushed_us : sparse_item.caller_pulled_us) += caller_us / (push ? 3 : 1);
+      auto c = push ? run(what, k, [&] { return caller.push(std::move(next)); }, [&] { next = grad; })
+                    : run(what, k, [&] { return caller.pull(pull); });
+      if (!c.ok()) return c.status();
+      costs.push_back(*c);
     }
+    const double n = static_cast<double>(tables.size() - 1);
+    return CallCost{(costs[1].caller_s - costs[0].caller_s) / n, (costs[1].ps_s - costs[0].ps_s) / n, 0};
+  };
+  const double row_kib = 16.0 * 4 / 1024;  // the tables' rows
+  SparseItemPrices sparse_item;
+  auto pulled_item = per_added_item(0, false);
+  if (!pulled_item.ok()) return pulled_item.status();
+  sparse_item.ps_pulled_us = pulled_item->ps_s * 1e6 - ps_item - (ps_row_price.per_row_us + ps_row_price.per_kib_us * row_kib);
+  sparse_item.caller_pulled_us = pulled_item->caller_s * 1e6 - caller_item;
+  for (int k = 0; k < 3; ++k) {
+    auto pushed_item = per_added_item(k, true);
+    if (!pushed_item.ok()) return pushed_item.status();
+    const RowPrice& apply = apply_row_price[k];
+    sparse_item.ps_pushed_us[k] = pushed_item->ps_s * 1e6 - ps_item -
+                                  (ps_row_price.per_row_us + ps_row_price.per_kib_us * row_kib) -
+                                  (apply.per_row_us + apply.per_kib_us * row_kib);
+    sparse_item.caller_pushed_us += (pushed_item->caller_s * 1e6 - caller_item) / 3;
   }
 
   // Into the profile. The caller's per-message cost is split evenly between
