@@ -216,7 +216,7 @@ TEST(CalibrateTest, BadInputExitsTwo) {
       {"calibrate", "--out", dir + "/no/such/dir/profile.textproto"},
       {"calibrate", "--no-such-flag"},
       {"calibrate", "--times", "0"},
-      {"calibrate", "--idle-spinner", "0"},
+      {"calibrate", "--busy-neighbour", "0"},
   };
   for (const auto& args : bad) {
     Process p = twinps(args);

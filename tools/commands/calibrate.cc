@@ -16,7 +16,7 @@
 #include "tools/commands/commands.h"
 #include "tools/subprocess.h"
 #include "tools/tune/calibration.h"
-#include "tools/tune/idle_spinners.h"
+#include "tools/tune/busy_neighbours.h"
 #include "tools/tune/profile_median.h"
 
 namespace twinps::cli {
@@ -26,14 +26,15 @@ constexpr const char* kUsage =
     "usage: twinps calibrate [--out FILE] [--model FILE] [--times N]\n"
     "       twinps calibrate --median-of FILE FILE ... [--out FILE]\n"
     "Measures what the simulator's cost model needs on this machine — each side's CPU per\n"
-    "call (per message, item, row and byte, over sizes up to the largest tensor), each\n"
-    "optimizer's apply cost over sizes, a worker's copies of a variable of several shards, the\n"
-    "control plane's CPU by the time between a task's messages (one-worker clusters at six\n"
-    "paces), the loopback's latency, the gradient kernel's price, a model spec's layers (dense,\n"
-    "embedding) and input pipeline (reading each data format, mapping features), the usable\n"
-    "cores, what a message costs more on a crowded host (clusters of 1 to 6 workers), and the\n"
-    "fixed prices again with no core idle (a spinner of the lowest priority on every core) —\n"
-    "with real `twinps serve` processes on loopback, and writes a CostProfile for\n"
+    "call (per message, item, item by id, row and byte, over sizes up to the largest tensor),\n"
+    "each optimizer's apply cost over sizes, a worker's copies of a variable of several shards,\n"
+    "the ps's price by how long it idled and when a request finds it awake, the control\n"
+    "plane's CPU by the time between a task's messages (one-worker clusters at six paces), the\n"
+    "loopback's latency, the gradient kernel's price, a model spec's layers (dense, embedding)\n"
+    "and input pipeline (reading each data format, mapping features), the usable cores, what a\n"
+    "message costs more on a crowded host (clusters of 1 to 6 workers), and the fixed prices\n"
+    "again with no core idle (a process computing the gradient kernel on every core) — with\n"
+    "real `twinps serve` processes on loopback, and writes a CostProfile for\n"
     "scenarios' `cost_profile` and `twinps tune --profile`. Takes about four minutes.\n"
     "With --times N it measures N times and keeps each price's median (--times 3 for\n"
     "`tune --validate`: the crowding price moves between calibrations); --median-of does\n"
@@ -131,7 +132,7 @@ int run_calibrate(int argc, char** argv) {
   std::string out_path, model_path;
   std::vector<std::string> median_of;
   int times = 1;
-  double spin_seconds = 0;
+  double neighbour_seconds = 0;
   CalibrationOptions o;
   po::options_description opts("twinps calibrate options");
   opts.add_options()("help,h", "show this help")
@@ -152,12 +153,12 @@ int run_calibrate(int argc, char** argv) {
        "measure nothing: write the median, price by price, of these profiles (written by `twinps calibrate` "
        "with the same settings, on one machine)")
       ("verbose,v", "print each measurement as it is taken")
-      ("idle-spinner", po::value(&spin_seconds)->notifier(in_range(1.0, 3600.0)),
-       "(what calibrate starts, one per core, to keep every core busy) spin at the lowest priority, SCHED_IDLE, "
-       "for this many seconds");
+      ("busy-neighbour", po::value(&neighbour_seconds)->notifier(in_range(1.0, 3600.0)),
+       "(what calibrate starts, one per core, to keep every core busy) compute the gradient kernel at normal "
+       "priority for this many seconds");
   po::variables_map vm;
   if (int rc = parse(argc, argv, kUsage, opts, vm); rc >= 0) return rc;
-  if (vm.count("idle-spinner")) return spin_at_idle_priority(spin_seconds) == 0 ? kExitOk : kExitFailed;
+  if (vm.count("busy-neighbour")) return compute_as_a_neighbour(neighbour_seconds) == 0 ? kExitOk : kExitFailed;
   if (vm.count("median-of")) {
     // The files say what was measured: flags about measuring have nothing to act on.
     for (const char* flag : {"model", "max-mib", "repeats", "batch-seconds", "data-plane", "times", "verbose"})

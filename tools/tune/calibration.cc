@@ -37,7 +37,7 @@
 #include "tools/cli.h"
 #include "tools/data_plane_flag.h"
 #include "tools/process_cluster.h"
-#include "tools/tune/idle_spinners.h"
+#include "tools/tune/busy_neighbours.h"
 #include "tools/tune/input_kernels.h"
 #include "tools/tune/kernel_fit.h"
 #include "tools/tune/ps_wake.h"
@@ -463,13 +463,14 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   const auto tiny_pull = pull_dense(tiny);
   auto base = run("pull 1 float", 0, [&] { return caller.pull(tiny_pull); });
   if (!base.ok()) return base.status();
-  // The same call with a spinner of the lowest priority on every core: no
-  // core is idle when either side is woken (tools/tune/idle_spinners.h), as
-  // on a host whose cores its tasks keep busy. Its fixed prices there.
+  // The same call with a process computing the gradient kernel on every
+  // core: no core is idle when either side is woken, as on a host whose
+  // cores its tasks keep busy (tools/tune/busy_neighbours.h). Its fixed
+  // prices there.
   StatusOr<CallCost> busy_host = absl::UnavailableError("not measured");
   {
-    auto spinners = IdleSpinners::start(120, o.work_dir);
-    if (!spinners.ok()) return spinners.status();
+    auto neighbours = BusyNeighbours::start(120, o.work_dir);
+    if (!neighbours.ok()) return neighbours.status();
     busy_host = run("pull 1 float, no core idle", 0, [&] { return caller.pull(tiny_pull); });
   }
   if (!busy_host.ok()) return busy_host.status();
@@ -753,7 +754,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
                     "Adagrad / RMSprop); caller %.3f us pulled, %.3f us pushed\n",
                     sparse_item.ps_pulled_us, sparse_item.ps_pushed_us[0], sparse_item.ps_pushed_us[1],
                     sparse_item.ps_pushed_us[2], sparse_item.caller_pulled_us, sparse_item.caller_pushed_us);
-  *report += format("  on a busy host (a spinner of the lowest priority on every core): caller %.2f us, ps %.2f us per "
+  *report += format("  on a busy host (a process computing on every core): caller %.2f us, ps %.2f us per "
                     "one-float call\n",
                     busy_host->caller_s * 1e6, busy_host->ps_s * 1e6);
   *report += format("  the ps per one-float call, one caller: %.2f us, %.2f sleeps; two callers at once: %.2f us, %.2f "
@@ -1126,18 +1127,18 @@ StatusOr<ControlStep> run_control_cluster(const CalibrationOptions& o, std::int6
                      result->cpu_s.at(TaskId::worker(0)) / steps, result->cpu_s.at(TaskId::ps(0)) / steps};
 }
 
-// The fastest of those clusters again with a spinner of the lowest priority
-// on every core (tools/tune/idle_spinners.h), so that no core is idle when a
-// message wakes its task: half the coordinator's CPU a step is then a side's
-// price on a busy host (MessageCosts.control_on_busy_host_us). On this VM
-// the tutorial on one worker used 1.73 ms a step alone and 0.95 ms beside
-// such spinners (2026-12-01); with more workers, whose cores are seldom
-// idle, they changed 4-8 %.
+// The fastest of those clusters again with a process computing the gradient
+// kernel on every core (tools/tune/busy_neighbours.h), so that no core is
+// idle when a message wakes its task: half the coordinator's CPU a step is
+// then a side's price on a busy host (MessageCosts.control_on_busy_host_us).
+// On this VM the tutorial on one worker used 1.73 ms a step alone and
+// 0.95 ms beside spinners on every core (2026-12-01); with more workers,
+// whose cores are seldom idle, they changed 4-8 %.
 Status measure_control_on_busy_host(const CalibrationOptions& o, std::int64_t n, scenario::CostProfile& p,
                                     std::string* report) {
   constexpr int kRounds = 2;
-  auto spinners = IdleSpinners::start(120, o.work_dir);  // outlives the two runs; bounded if this process dies
-  if (!spinners.ok()) return spinners.status();
+  auto neighbours = BusyNeighbours::start(120, o.work_dir);  // outlives the two runs; bounded if this process dies
+  if (!neighbours.ok()) return neighbours.status();
   ControlStep mean;
   for (int round = 0; round < kRounds; ++round) {
     auto step = run_control_cluster(o, n, format("%s/control-busy-%d", o.work_dir.c_str(), round));
@@ -1148,7 +1149,7 @@ Status measure_control_on_busy_host(const CalibrationOptions& o, std::int64_t n,
     mean.ps_us += step->ps_us / kRounds;
   }
   p.mutable_messages()->set_control_on_busy_host_us(mean.chief_us / 2);
-  *report += format("  with a spinner of the lowest priority on every core (no core idle): %lld x %lld %8.1f us a step "
+  *report += format("  with a process computing on every core (no core idle): %lld x %lld %8.1f us a step "
                     "(%6.0f steps/s): coordinator %7.1f us, worker %8.1f us, ps %7.1f us -> %.1f us a message side on "
                     "a busy host\n",
                     static_cast<long long>(n), static_cast<long long>(n), mean.interval_us, 1e6 / mean.interval_us,

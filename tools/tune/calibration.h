@@ -8,8 +8,8 @@
 // residue):
 //   - ps_service: a parameter server's CPU time per call (all its threads,
 //     /proc schedstat) for a one-float pull (per_request; again beside a
-//     spinner of the lowest priority on every core, tools/tune/
-//     idle_spinners.h, for per_request_on_busy_host; from one caller and
+//     process computing the gradient kernel on every core, tools/tune/
+//     busy_neighbours.h, for per_request_on_busy_host; from one caller and
 //     from two at once, with the ps's sleeps per call, for
 //     per_request_when_awake; from one caller pausing 0.1 to 10 ms between
 //     calls, the ps's CPU per call against its idle time per call, for
@@ -39,8 +39,8 @@
 //     a process slept, the more a message costs it (0.19 ms a step at
 //     1,400 steps/s, 1.2 ms at 22 here);
 //   - messages.control_on_busy_host_us: the fastest of those clusters
-//     beside a spinner of the lowest priority on every core
-//     (tools/tune/idle_spinners.h): a side's price when no core is idle;
+//     beside a process computing the gradient kernel on every core
+//     (tools/tune/busy_neighbours.h): a side's price when no core is idle;
 //   - network.loopback_latency_us: the speed probe's hand-off, the wall time
 //     of a one-byte round trip between two threads that is neither's CPU,
 //     per way (the kernel's wake-up of a sleeping reader; on a virtual
