@@ -469,15 +469,16 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   // the busy call 1.8x the call alone where the other two found it 0.74 and
   // 1.0x (2026-12-02).
   constexpr int kTurns = 3;
+  const auto pull_tiny = [&] { return caller.pull(tiny_pull); };
   std::vector<CallCost> alone_turns, busy_turns;
   for (int turn = 0; turn < kTurns; ++turn) {
     const std::string again = turn == 0 ? "" : format(", turn %d", turn + 1);
-    auto alone_call = run("pull 1 float" + again, 0, [&] { return caller.pull(tiny_pull); });
+    auto alone_call = run("pull 1 float" + again, 0, pull_tiny);
     if (!alone_call.ok()) return alone_call.status();
     alone_turns.push_back(*alone_call);
     auto neighbours = BusyNeighbours::start(120, o.work_dir);  // stop at the end of the turn
     if (!neighbours.ok()) return neighbours.status();
-    auto busy_call = run("pull 1 float, no core idle" + again, 0, [&] { return caller.pull(tiny_pull); });
+    auto busy_call = run("pull 1 float, no core idle" + again, 0, pull_tiny);
     if (!busy_call.ok()) return busy_call.status();
     busy_turns.push_back(*busy_call);
   }
