@@ -46,7 +46,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   const std::string dir = testing::temp_dir("calibrate");
   const std::string out = dir + "/profile.textproto";
   Process p = twinps({"calibrate", "--out", out, "--repeats", "2", "--batch-seconds", "0.03", "--max-mib", "1"});
-  ASSERT_TRUE(p.wait(240s)) << "calibrate did not finish";
+  ASSERT_TRUE(p.wait(testing::hang_bound(240s))) << "calibrate did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
   EXPECT_NE(p.out().find("wrote " + out), std::string::npos) << p.out();
 
@@ -356,7 +356,7 @@ TEST(TuneValidateTest, QuickPrintsPredictedAndMeasuredColumns) {
   const std::string profile = write(dir + "/profile.textproto", kProfile);
   Process p = twinps({"tune", "--validate", "--quick", "--model", model, "--profile", profile, "--seconds", "0.5",
                       "--csv", dir + "/validate.csv"});
-  ASSERT_TRUE(p.wait(240s)) << "validation did not finish";
+  ASSERT_TRUE(p.wait(testing::hang_bound(240s))) << "validation did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
   const std::string out = p.out();
   EXPECT_NE(out.find("predicted st/s"), std::string::npos) << out;
@@ -403,7 +403,7 @@ TEST(TuneValidateTest, AModelSpecIsMeasuredByItsOwnTrainer) {
   const std::string profile = write(dir + "/profile.textproto", kProfile);
   Process p = twinps({"tune", "--validate", "--quick", "--model", spec, "--train-data", dir + "/train-*.csv",
                       "--profile", profile, "--seconds", "0.5", "--csv", dir + "/validate.csv"});
-  ASSERT_TRUE(p.wait(240s)) << "validation did not finish";
+  ASSERT_TRUE(p.wait(testing::hang_bound(240s))) << "validation did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
   EXPECT_NE(p.out().find("rings (spec)"), std::string::npos) << p.out();
   const auto table = read_csv(dir + "/validate.csv");
@@ -478,7 +478,7 @@ TEST(TuneValidateTest, SavedRunsArePredictedAgainWithoutRunning) {
   const std::string runs = dir + "/runs.textproto";
   Process p = twinps({"tune", "--validate", "--quick", "--model", model, "--profile", profile, "--seconds", "0.3",
                       "--rounds", "2", "--csv", dir + "/live.csv", "--save-runs", runs});
-  ASSERT_TRUE(p.wait(240s)) << "validation did not finish";
+  ASSERT_TRUE(p.wait(testing::hang_bound(240s))) << "validation did not finish";
   ASSERT_EQ(p.exit_code(), 0) << p.err();
   EXPECT_NE(p.err().find("runs saved to " + runs), std::string::npos) << p.err();
 

@@ -5,6 +5,7 @@
 // the process it started.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +22,19 @@ using Process = cli::Child;
 
 // Path of the twinps binary under test (set by CMake).
 inline std::string twinps_binary() { return TWINPS_BINARY; }
+
+// A bound on how long a child may take before the test calls it hung: the
+// plain build's bound, four times over in a sanitized build (a calibration
+// that takes about a minute took 264 s alone under ASan + UBSan, 2026-12-02).
+// A hang guard, never a speed assertion: the ctest timeout is scaled alike
+// (tests/CMakeLists.txt).
+inline constexpr std::chrono::seconds hang_bound(std::chrono::seconds plain) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return 4 * plain;
+#else
+  return plain;
+#endif
+}
 
 // Starts the twinps binary under test with `args` (the command and its flags).
 inline Process twinps(std::vector<std::string> args) {
