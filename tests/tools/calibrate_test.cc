@@ -68,7 +68,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
   EXPECT_TRUE(positive_finite(profile.ps_service().per_request_us()));
   EXPECT_TRUE(std::isfinite(profile.ps_service().per_row_us()) && profile.ps_service().per_row_us() >= 0);
   EXPECT_TRUE(std::isfinite(profile.ps_service().per_item_us()) && profile.ps_service().per_item_us() >= 0);
-  // Items by id, measured on 64 small tables: set on the ps, each optimizer's
+  // Items by id, measured on a table as 64 shards and as one: set on the ps, each optimizer's
   // push (not Adam's: no sparse push of it is measured) and both caller sides.
   EXPECT_TRUE(profile.ps_service().has_per_item_by_id_us());
   EXPECT_GE(profile.ps_service().per_item_by_id_us(), 0);
@@ -76,7 +76,7 @@ TEST(CalibrateTest, WritesAProfileThatParsesWithPositiveFiniteValues) {
     EXPECT_EQ(a.has_per_item_pushed_by_id_us(), a.optimizer() != scenario::Optimizer::ADAM) << a.DebugString();
   EXPECT_TRUE(profile.messages().data_send().has_per_item_by_id_us());
   EXPECT_TRUE(profile.messages().data_receive().has_per_item_by_id_us());
-  EXPECT_NE(p.out().find("pull 1 row of 64 tables (sgd)"), std::string::npos) << p.out();
+  EXPECT_NE(p.out().find("pull 256 rows of 64 shards (sgd)"), std::string::npos) << p.out();
   EXPECT_NE(p.out().find("an item by id beyond a dense item: ps "), std::string::npos) << p.out();
   // Sizes from 4 KiB up to --max-mib, each point no cheaper than the last.
   ASSERT_GE(profile.ps_service().bytes_curve_size(), 3);

@@ -316,6 +316,20 @@ constexpr std::int64_t kRowWidths[] = {16, 64};
 // Dense applies are measured from this size: below it, the apply is lost in
 // the noise of the call around it.
 constexpr std::int64_t kApplyFromBytes = 64 * 1024;
+// The items-by-id probe: kItemRows rows at random places in a table of
+// 8 MiB (64 x 2,048 rows of 16 floats), beyond the caches as an
+// embedding's, as one shard and as 64.
+constexpr int kItemShards = 64;
+constexpr std::int64_t kItemShardRows = 2048;
+constexpr std::int64_t kItemRows = 256;
+
+// `ids` (ascending) of a table cut into shards of `shard_rows` rows: each
+// shard's ids, local to it, by shard (shards with none left out).
+std::map<std::size_t, RowIds> split_rows(const RowIds& ids, std::int64_t shard_rows) {
+  std::map<std::size_t, RowIds> out;
+  for (std::int64_t id : ids) out[static_cast<std::size_t>(id / shard_rows)].push_back(id % shard_rows);
+  return out;
+}
 
 struct RowTables {
   std::int64_t width = 0;
@@ -427,12 +441,17 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   }
   std::vector<VariableLayout> items;
   for (int i = 0; i < 64; ++i) items.push_back(make("item_" + std::to_string(i), 0, 1, 1));
-  // Small tables, 64 per optimizer (SGD, Adagrad, RMSprop on ps 0, 1, 2):
-  // one row of each by id is what an embedding of many shards asks of a ps.
-  std::vector<std::vector<VariableLayout>> sparse_items(3);
-  for (int k = 0; k < 3; ++k)
-    for (int i = 0; i < 64; ++i)
-      sparse_items[static_cast<std::size_t>(k)].push_back(make(format("sparse_item_%d_%d", k, i), k, 64, 16));
+  // Per optimizer (SGD, Adagrad, RMSprop on ps 0, 1, 2) one table of
+  // kItemShards x kItemShardRows rows, 16 floats wide, as one shard and as
+  // kItemShards: what an embedding of many shards asks of a ps.
+  std::vector<VariableLayout> item_table;
+  std::vector<std::vector<VariableLayout>> item_shards(3);
+  for (int k = 0; k < 3; ++k) {
+    item_table.push_back(make(format("item_table_%d", k), k, kItemShards * kItemShardRows, 16));
+    for (int i = 0; i < kItemShards; ++i)
+      item_shards[static_cast<std::size_t>(k)].push_back(make(format("item_shard_%d_%d", k, i), k, kItemShardRows, 16));
+  }
+  const RowSets item_rows = draw_row_sets(kItemRows, kItemShards * kItemShardRows);
   for (int ps = 0; ps < 4; ++ps) {
     OptimizerConfig opt;
     opt.kind = kinds[ps];
@@ -649,44 +668,64 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   std::map<int, RowPrice> apply_row_price;
   for (const auto& [k, v] : apply_row_by_width) apply_row_price[k] = fit_row_price(row_kib_by_width, v);
 
-  // Items by id: one row of each of 64 small tables against one row of one,
-  // pulled (SGD's ps: a pull by id is the same on every ps) and pushed under
-  // each optimizer; what is left per item beyond a dense item's price and
-  // the rows' own.
+  // Items by id: the same rows of one table pulled (SGD's ps: a pull by id
+  // is the same on every ps) and pushed under each optimizer, from the table
+  // as one shard and from the same table cut into kItemShards shards (an
+  // item each); what the added items cost beyond a dense item's price. The
+  // rows, their bytes and the table's size are the same both ways, so only
+  // what splitting adds is left. Until 2026-12-02 this was one row of each
+  // of 64 tiny tables against one row of one, back to back: those items
+  // stayed in the caches, took the allocator's fastest path and were priced
+  // at 0.1-0.3 us, where cutting ctr's tables from 1 into 4 shards cost its
+  // ps about 2.8 us an added item (docs/fidelity.md).
   auto per_added_item = [&](int k, bool push) -> StatusOr<CallCost> {
-    const auto& tables = sparse_items[static_cast<std::size_t>(k)];
+    const std::size_t o_k = static_cast<std::size_t>(k);
     std::vector<CallCost> costs;
-    for (std::size_t count : {std::size_t{1}, tables.size()}) {
-      ParameterClient::PullBatch pull;
-      ParameterClient::PushBatch grad, next;
-      for (std::size_t i = 0; i < count; ++i) {
-        const RowIds id{static_cast<std::int64_t>(i)};
-        if (push) grad.gradient_rows(tables[i], id, Matrix::Constant(1, 16, 1e-3f));
-        else pull.rows(tables[i], id);
+    double items = 0;  // in the sharded calls, the mean
+    for (const bool sharded : {false, true}) {
+      std::vector<ParameterClient::PullBatch> pulls;
+      std::vector<ParameterClient::PushBatch> pushes;
+      double item_sum = 0;
+      for (const RowIds& ids : item_rows.ids) {
+        ParameterClient::PullBatch pull;
+        ParameterClient::PushBatch grad;
+        auto add = [&](const VariableLayout& v, const RowIds& rows) {
+          if (push) grad.gradient_rows(v, rows, Matrix::Constant(static_cast<Eigen::Index>(rows.size()), 16, 1e-3f));
+          else pull.rows(v, rows);
+          item_sum += 1;
+        };
+        if (!sharded) {
+          add(item_table[o_k], ids);
+        } else {
+          for (const auto& [shard, rows] : split_rows(ids, kItemShardRows)) add(item_shards[o_k][shard], rows);
+        }
+        pulls.push_back(std::move(pull));
+        pushes.push_back(std::move(grad));
       }
-      const std::string what = format("%s 1 row of %zu table%s (%s)", push ? "push" : "pull", count,
-                                      count > 1 ? "s" : "", optimizer_name(kinds[k]).c_str());
-      auto c = push ? run(what, k, [&] { return caller.push(std::move(next)); }, [&] { next = grad; })
-                    : run(what, k, [&] { return caller.pull(pull); });
+      if (sharded) items = item_sum / static_cast<double>(item_rows.ids.size());
+      std::size_t next_set = 0;
+      ParameterClient::PushBatch next;
+      const std::string what = format("%s %.0f rows of %s (%s)", push ? "push" : "pull", item_rows.mean_rows,
+                                      sharded ? format("%d shards", kItemShards).c_str() : "1 shard",
+                                      optimizer_name(kinds[k]).c_str());
+      auto c = push ? run(what, k, [&] { return caller.push(std::move(next)); },
+                          [&] { next = pushes[next_set++ % pushes.size()]; })
+                    : run(what, k, [&] { return caller.pull(pulls[next_set++ % pulls.size()]); });
       if (!c.ok()) return c.status();
       costs.push_back(*c);
     }
-    const double n = static_cast<double>(tables.size() - 1);
+    const double n = items - 1;
     return CallCost{(costs[1].caller_s - costs[0].caller_s) / n, (costs[1].ps_s - costs[0].ps_s) / n, 0};
   };
-  const double row_kib = 16.0 * 4 / 1024;  // the tables' rows
   SparseItemPrices sparse_item;
   auto pulled_item = per_added_item(0, false);
   if (!pulled_item.ok()) return pulled_item.status();
-  sparse_item.ps_pulled_us = pulled_item->ps_s * 1e6 - ps_item - (ps_row_price.per_row_us + ps_row_price.per_kib_us * row_kib);
+  sparse_item.ps_pulled_us = pulled_item->ps_s * 1e6 - ps_item;
   sparse_item.caller_pulled_us = pulled_item->caller_s * 1e6 - caller_item;
   for (int k = 0; k < 3; ++k) {
     auto pushed_item = per_added_item(k, true);
     if (!pushed_item.ok()) return pushed_item.status();
-    const RowPrice& apply = apply_row_price[k];
-    sparse_item.ps_pushed_us[k] = pushed_item->ps_s * 1e6 - ps_item -
-                                  (ps_row_price.per_row_us + ps_row_price.per_kib_us * row_kib) -
-                                  (apply.per_row_us + apply.per_kib_us * row_kib);
+    sparse_item.ps_pushed_us[k] = pushed_item->ps_s * 1e6 - ps_item;
     sparse_item.caller_pushed_us += (pushed_item->caller_s * 1e6 - caller_item) / 3;
   }
 
