@@ -678,31 +678,31 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   // stayed in the caches, took the allocator's fastest path and were priced
   // at 0.1-0.3 us, where cutting ctr's tables from 1 into 4 shards cost its
   // ps about 2.8 us an added item (docs/fidelity.md).
+  // Each row set by shard, once for every call below, and the items a
+  // sharded call carries (a shard the set misses is not asked for).
+  std::vector<std::map<std::size_t, RowIds>> item_splits;
+  double sharded_items = 0;  // the mean
+  for (const RowIds& ids : item_rows.ids) {
+    item_splits.push_back(split_rows(ids, kItemShardRows));
+    sharded_items += static_cast<double>(item_splits.back().size()) / static_cast<double>(item_rows.ids.size());
+  }
   auto per_added_item = [&](int k, bool push) -> StatusOr<CallCost> {
-    const std::size_t o_k = static_cast<std::size_t>(k);
+    const std::size_t opt = static_cast<std::size_t>(k);
     std::vector<CallCost> costs;
-    double items = 0;  // in the sharded calls, the mean
     for (const bool sharded : {false, true}) {
       std::vector<ParameterClient::PullBatch> pulls;
       std::vector<ParameterClient::PushBatch> pushes;
-      double item_sum = 0;
-      for (const RowIds& ids : item_rows.ids) {
-        ParameterClient::PullBatch pull;
-        ParameterClient::PushBatch grad;
+      for (std::size_t set = 0; set < item_rows.ids.size(); ++set) {
         auto add = [&](const VariableLayout& v, const RowIds& rows) {
-          if (push) grad.gradient_rows(v, rows, Matrix::Constant(static_cast<Eigen::Index>(rows.size()), 16, 1e-3f));
-          else pull.rows(v, rows);
-          item_sum += 1;
+          if (push) pushes.back().gradient_rows(v, rows, Matrix::Constant(static_cast<Eigen::Index>(rows.size()), 16, 1e-3f));
+          else pulls.back().rows(v, rows);
         };
-        if (!sharded) {
-          add(item_table[o_k], ids);
-        } else {
-          for (const auto& [shard, rows] : split_rows(ids, kItemShardRows)) add(item_shards[o_k][shard], rows);
-        }
-        pulls.push_back(std::move(pull));
-        pushes.push_back(std::move(grad));
+        if (push) pushes.emplace_back();
+        else pulls.emplace_back();
+        if (!sharded) add(item_table[opt], item_rows.ids[set]);
+        else
+          for (const auto& [shard, rows] : item_splits[set]) add(item_shards[opt][shard], rows);
       }
-      if (sharded) items = item_sum / static_cast<double>(item_rows.ids.size());
       std::size_t next_set = 0;
       ParameterClient::PushBatch next;
       const std::string what = format("%s %.0f rows of %s (%s)", push ? "push" : "pull", item_rows.mean_rows,
@@ -714,7 +714,7 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
       if (!c.ok()) return c.status();
       costs.push_back(*c);
     }
-    const double n = items - 1;
+    const double n = sharded_items - 1;
     return CallCost{(costs[1].caller_s - costs[0].caller_s) / n, (costs[1].ps_s - costs[0].ps_s) / n, 0};
   };
   SparseItemPrices sparse_item;
