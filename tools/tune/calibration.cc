@@ -310,9 +310,11 @@ struct CallResults {
   std::string table;
 };
 
-// Row widths (floats) the per-row prices are measured at: a narrow row is
-// one cache line, a wide one four.
-constexpr std::int64_t kRowWidths[] = {16, 64};
+// Row widths (floats) the per-row prices are measured at: one cache line,
+// four, and a row of one float (a wide model's weight per id: its id and its
+// value), where the per-row term stands alone. The caller's per-row prices
+// are measured at the first.
+constexpr std::int64_t kRowWidths[] = {16, 64, 1};
 // Dense applies are measured from this size: below it, the apply is lost in
 // the noise of the call around it.
 constexpr std::int64_t kApplyFromBytes = 64 * 1024;
@@ -364,17 +366,20 @@ RowSets draw_row_sets(std::int64_t rows, std::int64_t table_rows) {
   return out;
 }
 
-// A per-row price a + b x (KiB of the row's values) through the prices
-// measured at two widths; neither term negative.
+// A per-row price a + b x (KiB of the row's values), fitted by least
+// squares to the prices measured at every width; neither term negative.
+// (Through two widths alone, 16 and 64 floats, the split between the terms
+// followed each width's noise: three calibrations of one hour priced a row
+// of one float at 0.085, 0.013 and 0.020 us on the ps.)
 struct RowPrice {
   double per_row_us = 0;
   double per_kib_us = 0;
 };
 RowPrice fit_row_price(const std::vector<double>& row_kib, const std::vector<double>& us_per_row) {
-  RowPrice p;
-  p.per_kib_us = std::max(0.0, (us_per_row.back() - us_per_row.front()) / (row_kib.back() - row_kib.front()));
-  p.per_row_us = std::max(0.0, us_per_row.front() - p.per_kib_us * row_kib.front());
-  return p;
+  std::vector<std::vector<double>> x;
+  for (double kib : row_kib) x.push_back({1.0, kib});
+  const std::vector<double> fit = nonnegative_least_squares(x, us_per_row);
+  return {fit[0], fit[1]};
 }
 
 // What an item that names rows by id costs beyond a dense item (per item, us):
@@ -608,8 +613,8 @@ Status measure_calls(const CalibrationOptions& o, scenario::CostProfile& p, doub
   }
 
   // Rows: pulls of rows and sparse pushes (SGD, Adagrad, RMSprop) at each
-  // width. Per row and per KiB of a row's values, fitted through the two
-  // widths: a row's cache lines grow with its width.
+  // width. Per row and per KiB of a row's values, fitted over the widths: a
+  // row's cache lines grow with its width.
   auto interpolate = [](const Curve& c, double bytes) { return sim::curve_cost(c, bytes); };  // in c's units
   std::vector<double> receive_row, send_row;
   std::vector<double> ps_row_by_width, row_kib_by_width;
