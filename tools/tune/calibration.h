@@ -20,9 +20,9 @@
 //     the same sizes from 64 KiB under each optimizer (apply.bytes_curve:
 //     beyond the caches an apply runs at memory speed), pulls of many
 //     one-float shards (per_item),
-//     row pulls and sparse pushes, 16 and 64 floats wide, of rows at random
-//     places that no recent call touched (per_row, per_row_kib: the line
-//     through the two widths);
+//     row pulls and sparse pushes, 1, 16 and 64 floats wide, of rows at
+//     random places that no recent call touched (per_row, per_row_kib:
+//     fitted by non-negative least squares over the three widths);
 //   - messages.data_send / data_receive: the caller's CPU for the same calls
 //     (this process's thread: ParameterClient over the data plane, as a
 //     worker runs it): per message (and per message on a busy host, as the
